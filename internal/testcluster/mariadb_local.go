@@ -1,0 +1,185 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// localMariaDB runs the mariadbd binary installed on this machine.
+type localMariaDB struct {
+	bin     string
+	user    osUser
+	base    string
+	primary *mariaNode
+	replica *mariaNode
+}
+
+type mariaNode struct {
+	name     string
+	dir      string
+	port     int
+	serverID int
+	srv      server
+}
+
+func startLocalMariaDB(ctx context.Context) (_ *localMariaDB, err error) {
+	bin, err := lookPath("mariadbd", "/usr/sbin", "/usr/local/sbin")
+	if err != nil {
+		return nil, unavailable("MariaDB", "mariadbd not found; install it (Debian: apt-get install -y mariadb-server) or set "+EnvMariaDBPrimary+" and "+EnvMariaDBReplica)
+	}
+	installer, err := lookPath("mariadb-install-db", "/usr/bin", "/usr/local/bin")
+	if err != nil {
+		return nil, unavailable("MariaDB", "mariadb-install-db not found; install mariadb-server")
+	}
+	u, err := serverUser("mysql")
+	if err != nil {
+		return nil, err
+	}
+	base, err := os.MkdirTemp("", "freshread-maria-")
+	if err != nil {
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	m := &localMariaDB{bin: bin, user: u, base: base}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
+	if err := u.mkdir(base, 0o755); err != nil {
+		return nil, err
+	}
+	if m.primary, err = m.newNode("primary", 1); err != nil {
+		return nil, err
+	}
+	if m.replica, err = m.newNode("replica", 2); err != nil {
+		return nil, err
+	}
+	// Install the system tables once and copy them: bootstrap does not write
+	// the binlog, so both servers start from the same empty GTID state.
+	args := []string{"--no-defaults", "--datadir=" + m.primary.dir, "--auth-root-authentication-method=normal", "--skip-test-db"}
+	if !u.asSelf {
+		args = append(args, "--user="+u.name)
+	}
+	if out, err := exec.CommandContext(ctx, installer, args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("testcluster: mariadb-install-db: %w: %s", err, lastLines(out, 10))
+	}
+	if out, err := exec.CommandContext(ctx, "cp", "-a", m.primary.dir+"/.", m.replica.dir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("testcluster: copy datadir: %w: %s", err, out)
+	}
+	errs := make(chan error, 2)
+	for _, nd := range []*mariaNode{m.primary, m.replica} {
+		go func(nd *mariaNode) { errs <- m.startNode(ctx, nd) }(nd)
+	}
+	for range 2 {
+		if e := <-errs; e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	mdb := &MariaDB{backend: m}
+	// Root may only log in from localhost; the tests connect over TCP from
+	// 127.0.0.1, so give root that host too (bootstrapping, not replicated:
+	// run on both with the binlog off).
+	grant := []string{
+		"SET sql_log_bin = 0",
+		"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'",
+		"GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION",
+	}
+	for _, nd := range []*mariaNode{m.primary, m.replica} {
+		if err := mdb.exec(ctx, m.socketDSN(nd), grant...); err != nil {
+			return nil, err
+		}
+	}
+	if err := mdb.exec(ctx, m.replicaDSN(""),
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", m.primary.port),
+		"START SLAVE"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *localMariaDB) newNode(name string, id int) (*mariaNode, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	nd := &mariaNode{name: name, dir: filepath.Join(m.base, name), port: port, serverID: id}
+	if err := m.user.mkdir(nd.dir, 0o750); err != nil {
+		return nil, err
+	}
+	return nd, nil
+}
+
+func (m *localMariaDB) startNode(ctx context.Context, nd *mariaNode) error {
+	logPath := filepath.Join(m.base, nd.name+".log")
+	args := []string{"--no-defaults",
+		"--datadir=" + nd.dir,
+		"--port=" + strconv.Itoa(nd.port),
+		"--bind-address=127.0.0.1",
+		"--socket=" + filepath.Join(m.base, nd.name+".sock"),
+		"--pid-file=" + filepath.Join(m.base, nd.name+".pid"),
+		"--log-error=" + logPath,
+		"--server-id=" + strconv.Itoa(nd.serverID),
+		"--log-bin=mysql-bin",
+		"--log-slave-updates",
+		"--binlog-format=ROW",
+		"--gtid-strict-mode=1",
+		"--skip-name-resolve",
+		"--innodb-buffer-pool-size=32M",
+		"--innodb-flush-log-at-trx-commit=2",
+		"--sync-binlog=0",
+	}
+	cmd, err := m.user.command(nil, filepath.Join(m.base, nd.name+".out"), m.bin, args...)
+	if err != nil {
+		return err
+	}
+	if err := nd.srv.start(cmd); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := waitPort(ctx, &nd.srv, nd.port); err != nil {
+		out, _ := os.ReadFile(logPath)
+		return fmt.Errorf("%w: %s", err, lastLines(out, 10))
+	}
+	return nil
+}
+
+func (m *localMariaDB) socketDSN(nd *mariaNode) string {
+	c := mysql.NewConfig()
+	c.User = "root"
+	c.Net = "unix"
+	c.Addr = filepath.Join(m.base, nd.name+".sock")
+	return c.FormatDSN()
+}
+
+func (m *localMariaDB) dsn(nd *mariaNode, db string) string {
+	c := mysql.NewConfig()
+	c.User = "root"
+	c.Net = "tcp"
+	c.Addr = "127.0.0.1:" + strconv.Itoa(nd.port)
+	c.DBName = db
+	c.ParseTime = true
+	return c.FormatDSN()
+}
+
+func (m *localMariaDB) primaryDSN(db string) string { return m.dsn(m.primary, db) }
+func (m *localMariaDB) replicaDSN(db string) string { return m.dsn(m.replica, db) }
+
+func (m *localMariaDB) close() error {
+	for _, nd := range []*mariaNode{m.replica, m.primary} {
+		if nd != nil {
+			nd.srv.stop(20 * time.Second)
+		}
+	}
+	return os.RemoveAll(m.base)
+}
