@@ -285,7 +285,7 @@ func (p *Postgres) DropDatabase(ctx context.Context, name string) error {
 
 // envPostgres is the provider for servers given by environment variables.
 type envPostgres struct {
-	primary  *url.URL
+	primary   *url.URL
 	replicas_ []*url.URL
 }
 
@@ -317,9 +317,9 @@ func withDB(u *url.URL, db string) string {
 	return c.String()
 }
 
-func (e *envPostgres) primaryURL(db string) string        { return withDB(e.primary, db) }
-func (e *envPostgres) replicaURL(i int, db string) string { return withDB(e.replicas_[i], db) }
-func (e *envPostgres) replicas() int                      { return len(e.replicas_) }
+func (e *envPostgres) primaryURL(db string) string             { return withDB(e.primary, db) }
+func (e *envPostgres) replicaURL(i int, db string) string      { return withDB(e.replicas_[i], db) }
+func (e *envPostgres) replicas() int                           { return len(e.replicas_) }
 func (e *envPostgres) stopReplica(context.Context, int) error  { return ErrUnsupported }
 func (e *envPostgres) startReplica(context.Context, int) error { return ErrUnsupported }
 func (e *envPostgres) restartPrimary(context.Context) error    { return ErrUnsupported }
