@@ -1,0 +1,37 @@
+# freshread: see README.md. `make test` is what CI runs (.ci/run).
+GO ?= go
+export FRESHREAD_REQUIRE_INTEGRATION ?= 1
+
+.PHONY: test vet fmt-check build-nocgo check-deps deps demo bench
+
+## test: vet, gofmt, the CGO_ENABLED=0 build, and every test with -race,
+## including the integration tests against real servers (a missing server
+## fails; run `go test ./...` directly to skip them instead).
+test: check-deps vet fmt-check build-nocgo
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+build-nocgo:
+	CGO_ENABLED=0 $(GO) build ./...
+
+## check-deps: name what is missing; installs nothing.
+check-deps:
+	@scripts/install-deps --check
+
+## deps: install PostgreSQL, MariaDB and Redis from Debian's packages (root).
+deps:
+	scripts/install-deps
+
+## demo: start a replicated cluster, run the example service against it.
+demo:
+	$(GO) run ./example/cmd/demo
+
+## bench: Go benchmarks of the routing hot path.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,126 @@
+package plugin
+
+import (
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Callback names.
+const (
+	cbRoute   = "freshread:route"
+	cbMark    = "freshread:mark_write"
+	cbPublish = "freshread:publish_autocommit"
+)
+
+// autocommitKey keys, in Statement.Settings, the tables an autocommit write
+// touched, from the statement's start to its end. A one-pointer struct: no
+// allocation on the read path's Load.
+type autocommitKey struct{ stmt *gorm.Statement }
+
+// registerCallbacks installs the plugin's callbacks:
+//
+//   - Query and Row (reads, and writes that arrive as Raw(...).Scan): route
+//     first, before every other callback; publish an autocommit write at
+//     the end.
+//   - Create, Update, Delete: mark the written table right after GORM begins
+//     its default transaction (so the mark lands on the trackedTx that
+//     publishes after COMMIT), and publish at the end when there was no
+//     transaction (SkipDefaultTransaction).
+//   - Raw (Exec): always the primary; mark before, publish after.
+func (p *Plugin) registerCallbacks(db *gorm.DB) error {
+	cb := db.Callback()
+	regs := []error{
+		cb.Query().Before("*").Register(cbRoute, p.routeRead),
+		cb.Row().Before("*").Register(cbRoute, p.routeRead),
+		cb.Query().After("gorm:after_query").Register(cbPublish, p.publishAutocommit),
+		cb.Row().After("gorm:row").Register(cbPublish, p.publishAutocommit),
+
+		cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register(cbMark, p.markModelWrite),
+		cb.Update().After("gorm:begin_transaction").Before("gorm:before_update").Register(cbMark, p.markModelWrite),
+		cb.Delete().After("gorm:begin_transaction").Before("gorm:before_delete").Register(cbMark, p.markModelWrite),
+		cb.Create().After("gorm:commit_or_rollback_transaction").Register(cbPublish, p.publishAutocommit),
+		cb.Update().After("gorm:commit_or_rollback_transaction").Register(cbPublish, p.publishAutocommit),
+		cb.Delete().After("gorm:commit_or_rollback_transaction").Register(cbPublish, p.publishAutocommit),
+
+		cb.Raw().Before("gorm:raw").Register(cbMark, p.markRawWrite),
+		cb.Raw().After("gorm:raw").Register(cbPublish, p.publishAutocommit),
+	}
+	for _, err := range regs {
+		if err != nil {
+			return fmt.Errorf("plugin: register callbacks: %w", err)
+		}
+	}
+	return nil
+}
+
+// markModelWrite records the table a Create/Update/Delete writes.
+func (p *Plugin) markModelWrite(db *gorm.DB) {
+	if db.Error != nil {
+		return
+	}
+	stmt := db.Statement
+	var tables []string
+	if stmt.Table != "" && (stmt.TableExpr == nil || simpleTableExpr(stmt.TableExpr.SQL, stmt.Table)) {
+		tables = []string{normalizeTable(stmt.Table)}
+	}
+	p.recordWrite(db, tables)
+}
+
+// markRawWrite records the tables an Exec writes. Exec always runs on the
+// primary (it is db.ConnPool); a statement that only reads marks nothing.
+func (p *Plugin) markRawWrite(db *gorm.DB) {
+	if db.Error != nil {
+		return
+	}
+	c := p.classify(db.Statement.SQL.String())
+	if c.kind == kindRead {
+		return
+	}
+	if c.kind == kindWrite {
+		p.recordWrite(db, c.writes)
+	}
+}
+
+// recordWrite attaches a write to the transaction that will publish it
+// after COMMIT, or to the statement, which publishes it when it ends.
+func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
+	switch c := db.Statement.ConnPool.(type) {
+	case *trackedTx:
+		c.mark(tables)
+	case gorm.TxCommitter:
+		// A transaction the plugin did not begin (db.Connection + Begin on a
+		// *sql.Conn): its commit cannot be observed. Keep this process on
+		// the primary until the write is published with a later position.
+		p.foreignTxWarning.Do(func() {
+			p.cfg.Logger.Warn("freshread: write inside a transaction not begun through the plugin's pool (db.Connection?); its position is published late")
+		})
+		var w writeSet
+		w.add(tables)
+		p.pending.add(w)
+	default:
+		var w writeSet
+		key := autocommitKey{db.Statement}
+		if prev, ok := db.Statement.Settings.Load(key); ok {
+			w = prev.(writeSet)
+		}
+		w.add(tables)
+		db.Statement.Settings.Store(key, w)
+	}
+}
+
+// publishAutocommit publishes a write that ran outside a transaction, now
+// that the statement (and so its implicit commit) has finished. It
+// publishes even when the statement failed: a failure after the commit
+// (a lost connection, a timeout) may hide a write.
+func (p *Plugin) publishAutocommit(db *gorm.DB) {
+	v, ok := db.Statement.Settings.LoadAndDelete(autocommitKey{db.Statement})
+	if !ok {
+		return
+	}
+	w := v.(writeSet)
+	if w.empty() {
+		return
+	}
+	p.publish(db.Statement.Context, w)
+}

@@ -1,0 +1,136 @@
+package plugin
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/plugin/dbresolver"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Replica is one streaming replica of the primary.
+type Replica struct {
+	// Name identifies the replica in decisions, logs, metrics and the
+	// store. Required, unique.
+	Name string
+	// Dialector opens the replica, e.g. postgres.Open(dsn). Required.
+	Dialector gorm.Dialector
+}
+
+// Consistency says how fresh a read must be.
+type Consistency int
+
+const (
+	// Table (the default) sends a read to a replica only when the replica
+	// has replayed the last write to every table the read touches and the
+	// caller's own session writes.
+	Table Consistency = iota
+	// Strong sends every read to the primary.
+	Strong
+	// Session only waits for the caller's own writes (read-your-writes):
+	// other callers' writes may not be visible yet.
+	Session
+	// Eventual sends reads to any healthy replica, as dbresolver does:
+	// reads may be stale.
+	Eventual
+)
+
+func (c Consistency) String() string {
+	switch c {
+	case Table:
+		return "table"
+	case Strong:
+		return "strong"
+	case Session:
+		return "session"
+	case Eventual:
+		return "eventual"
+	}
+	return "unknown"
+}
+
+// Config configures the plugin. The zero value of every optional field
+// means its documented default.
+type Config struct {
+	// Replicas are the streaming replicas reads may go to. With none, every
+	// statement goes to the primary.
+	Replicas []Replica
+
+	// Store keeps the write position of each table (and the replicas'
+	// replay positions). Default: lsnstore.NewMemory(), correct only when
+	// one process writes to the database; use lsnstore.NewRedis for several.
+	Store lsnstore.Store
+
+	// Policy picks one replica among those fresh enough. Default:
+	// dbresolver.RandomPolicy{}.
+	Policy dbresolver.Policy
+
+	// Consistency is the default level; WithConsistency overrides it per
+	// context. Default: Table.
+	Consistency Consistency
+
+	// Dependents maps a table to the tables that writing it also writes
+	// (triggers, cascading foreign keys): writing "orders" with
+	// {"orders": {"order_totals"}} raises both. Transitive entries are
+	// followed. Default: none.
+	Dependents map[string][]string
+
+	// PollInterval is how often each replica's pg_last_wal_replay_lsn() is
+	// read. Default: 20ms.
+	PollInterval time.Duration
+
+	// MaxLag is the longest a replica may go without its replay position
+	// being confirmed by a poll; past it the replica is not used. It must
+	// be shorter than the Redis store's TTL (an expired write position is
+	// only safe once every usable replica is past it). Default: 1 minute.
+	MaxLag time.Duration
+
+	// MaxWait, when positive, lets a read that no replica can serve yet wait
+	// up to this long for one to catch up before going to the primary.
+	// Default: 0 (go to the primary at once).
+	MaxWait time.Duration
+
+	// StoreTimeout bounds each store call on the read path; a slower store
+	// sends the read to the primary. Default: 50ms.
+	StoreTimeout time.Duration
+
+	// BreakerFailures is the number of consecutive store failures after
+	// which reads stop consulting the store (and go to the primary) until a
+	// probe succeeds; probes back off from 100ms to 5s. Default: 3.
+	BreakerFailures int
+
+	// OnDecision, when set, is called with every routing decision.
+	OnDecision func(context.Context, Decision)
+
+	// Logger receives a debug line per decision and warnings. Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Store == nil {
+		c.Store = lsnstore.NewMemory()
+	}
+	if c.Policy == nil {
+		c.Policy = dbresolver.RandomPolicy{}
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 20 * time.Millisecond
+	}
+	if c.MaxLag <= 0 {
+		c.MaxLag = time.Minute
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = 50 * time.Millisecond
+	}
+	if c.BreakerFailures <= 0 {
+		c.BreakerFailures = 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

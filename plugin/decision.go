@@ -1,0 +1,54 @@
+package plugin
+
+import "github.com/freshread/freshread/lsnstore"
+
+// Target is where a statement was sent.
+type Target int
+
+const (
+	// Primary: the statement ran on the primary.
+	Primary Target = iota
+	// ReplicaTarget: the statement ran on a replica (Decision.Replica).
+	ReplicaTarget
+)
+
+func (t Target) String() string {
+	if t == ReplicaTarget {
+		return "replica"
+	}
+	return "primary"
+}
+
+// Reason says why a statement went where it went.
+type Reason string
+
+// Reasons of a Decision.
+const (
+	ReasonFresh         Reason = "fresh"          // a replica had replayed every required position
+	ReasonLagging       Reason = "lagging"        // no usable replica had replayed the required position
+	ReasonNoReplica     Reason = "no-replica"     // no replica configured or none is up
+	ReasonStoreError    Reason = "store-error"    // the store failed, timed out, is suspect or its breaker is open
+	ReasonTransaction   Reason = "in-transaction" // inside a transaction: always the primary
+	ReasonLocking       Reason = "locking"        // FOR UPDATE / FOR SHARE
+	ReasonHint          Reason = "hint"           // dbresolver.Write or dbresolver.Read
+	ReasonConsistency   Reason = "consistency"    // Strong, or Eventual (any replica)
+	ReasonWrite         Reason = "write"          // the statement writes
+	ReasonUnknownSQL    Reason = "unknown-sql"    // raw SQL that could not be shown to be a plain read
+	ReasonReplicaFailed Reason = "replica-failed" // the replica failed; retried on the primary
+)
+
+// Decision describes one routing decision, for Config.OnDecision.
+type Decision struct {
+	Target  Target
+	Replica string // replica name when Target is ReplicaTarget
+	Reason  Reason
+	// Tables the read touches; nil when unknown (the database-wide
+	// position applied).
+	Tables []string
+	// Required is the position the replica had to have replayed: the
+	// highest write position of Tables and of the caller's session.
+	Required lsnstore.LSN
+	// ReplicaPosition is the chosen replica's replay position, or the best
+	// one when none was fresh enough.
+	ReplicaPosition lsnstore.LSN
+}

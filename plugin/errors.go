@@ -1,0 +1,21 @@
+package plugin
+
+import "errors"
+
+// Errors returned by Initialize, wrapped with details; test with errors.Is.
+var (
+	// ErrConfig: the Config is invalid (duplicate or empty replica names,
+	// missing dialector, a non-PostgreSQL database).
+	ErrConfig = errors.New("plugin: invalid config")
+	// ErrNotReplica: a replica's server is not in recovery, i.e. the DSN
+	// points at a primary. Sending reads there would be fine, but recording
+	// its position as a replay position would be wrong, so it is refused.
+	ErrNotReplica = errors.New("plugin: replica is not in recovery")
+	// ErrDBResolver: gorm.io/plugin/dbresolver is registered on the same
+	// *gorm.DB; both would route the same statements. Remove it (see the
+	// migration section of the README).
+	ErrDBResolver = errors.New("plugin: dbresolver is registered on this *gorm.DB")
+)
+
+// IsConfig reports whether err is an invalid configuration.
+func IsConfig(err error) bool { return errors.Is(err, ErrConfig) }

@@ -1,0 +1,202 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Plugin is the freshness-routing GORM plugin. Create it with New and
+// install it with db.Use; stop its poller with Close.
+type Plugin struct {
+	cfg Config
+
+	primaryDB *sql.DB
+	cluster   uint64 // the primary's system identifier
+	replicas  []*replica
+	// dependents is the transitive closure of Config.Dependents.
+	dependents map[string][]string
+
+	breaker breaker
+	pending pendingWrites
+	// tick is closed and replaced after every poll, waking MaxWait waiters.
+	tick atomic.Pointer[chan struct{}]
+
+	// samples of the primary's position, owned by the poller goroutine.
+	samples []primarySample
+
+	foreignTxWarning sync.Once
+
+	initialized atomic.Bool
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+}
+
+// New returns a plugin for cfg. Configuration errors are reported by
+// Initialize (that is, by db.Use).
+func New(cfg Config) *Plugin {
+	p := &Plugin{cfg: cfg.withDefaults(), stop: make(chan struct{})}
+	ch := make(chan struct{})
+	p.tick.Store(&ch)
+	return p
+}
+
+// Name implements gorm.Plugin.
+func (p *Plugin) Name() string { return "freshread" }
+
+// Initialize implements gorm.Plugin: it validates the configuration, opens
+// the replicas, wraps the primary pool so commits publish positions,
+// registers the callbacks and starts the replay poller.
+func (p *Plugin) Initialize(db *gorm.DB) error {
+	if !p.initialized.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: a Plugin can be installed on one *gorm.DB only", ErrConfig)
+	}
+	if name := db.Dialector.Name(); name != "postgres" {
+		return fmt.Errorf("%w: dialector %q is not supported (PostgreSQL only for now)", ErrConfig, name)
+	}
+	if db.Callback().Query().Get("gorm:db_resolver") != nil {
+		return ErrDBResolver
+	}
+	if err := p.validate(); err != nil {
+		return err
+	}
+	if _, ok := db.ConnPool.(*gorm.PreparedStmtDB); ok {
+		return fmt.Errorf("%w: gorm.Config.PrepareStmt is not supported yet", ErrConfig)
+	}
+	sqlDB, ok := db.ConnPool.(*sql.DB)
+	if !ok {
+		return fmt.Errorf("%w: the primary pool is a %T, want *sql.DB", ErrConfig, db.ConnPool)
+	}
+	p.primaryDB = sqlDB
+	p.dependents = closeDependents(p.cfg.Dependents)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var sysid string
+	if err := sqlDB.QueryRowContext(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&sysid); err != nil {
+		return fmt.Errorf("plugin: read the primary's system identifier: %w", err)
+	}
+	fmt.Sscanf(sysid, "%d", &p.cluster)
+
+	for _, rc := range p.cfg.Replicas {
+		r, err := p.openReplica(ctx, db, rc)
+		if err != nil {
+			p.closeReplicas()
+			return err
+		}
+		p.replicas = append(p.replicas, r)
+	}
+
+	pool := &primaryPool{ConnPool: db.ConnPool, db: sqlDB, p: p}
+	db.Config.ConnPool = pool
+	db.Statement.ConnPool = pool
+	if err := p.registerCallbacks(db); err != nil {
+		return err
+	}
+	p.pollOnce(ctx)
+	p.wg.Add(1)
+	go p.poll()
+	return nil
+}
+
+func (p *Plugin) validate() error {
+	seen := make(map[string]bool, len(p.cfg.Replicas))
+	for i, r := range p.cfg.Replicas {
+		switch {
+		case r.Name == "":
+			return fmt.Errorf("%w: replica %d has no Name", ErrConfig, i)
+		case seen[r.Name]:
+			return fmt.Errorf("%w: duplicate replica name %q", ErrConfig, r.Name)
+		case r.Dialector == nil:
+			return fmt.Errorf("%w: replica %q has no Dialector", ErrConfig, r.Name)
+		case r.Dialector.Name() != "postgres":
+			return fmt.Errorf("%w: replica %q: dialector %q is not supported", ErrConfig, r.Name, r.Dialector.Name())
+		}
+		seen[r.Name] = true
+	}
+	if p.cfg.MaxWait < 0 {
+		return fmt.Errorf("%w: MaxWait is negative", ErrConfig)
+	}
+	return nil
+}
+
+// openReplica opens a replica's pool. An unreachable replica is not fatal:
+// it starts marked down. A reachable server that is not in recovery is.
+func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*replica, error) {
+	conf := *db.Config
+	conf.ConnPool = nil
+	conf.Plugins = map[string]gorm.Plugin{}
+	conf.DisableAutomaticPing = true // a replica that is down now starts marked down
+	rdb, err := gorm.Open(rc.Dialector, &conf)
+	var sqlDB *sql.DB
+	if err == nil {
+		sqlDB, err = rdb.DB()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plugin: open replica %q: %w", rc.Name, err)
+	}
+	r := &replica{name: rc.Name, db: sqlDB}
+	r.pool = &replicaPool{ConnPool: sqlDB, r: r, p: p}
+	r.state.Store(&replicaState{})
+	var inRecovery bool
+	if err := sqlDB.QueryRowContext(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err == nil && !inRecovery {
+		sqlDB.Close()
+		return nil, fmt.Errorf("%w: %q answers pg_is_in_recovery() = false: it is a primary", ErrNotReplica, rc.Name)
+	}
+	return r, nil
+}
+
+// Close stops the poller and closes the replicas' pools. The primary pool
+// belongs to the caller's *gorm.DB and stays open.
+func (p *Plugin) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.stop)
+		p.wg.Wait()
+		p.closeReplicas()
+	})
+	return nil
+}
+
+func (p *Plugin) closeReplicas() {
+	for _, r := range p.replicas {
+		r.db.Close()
+	}
+}
+
+// closeDependents returns the transitive closure of deps with normalized
+// names: writing t writes every table reachable from t.
+func closeDependents(deps map[string][]string) map[string][]string {
+	if len(deps) == 0 {
+		return nil
+	}
+	norm := make(map[string][]string, len(deps))
+	for t, ds := range deps {
+		for _, d := range ds {
+			norm[normalizeTable(t)] = append(norm[normalizeTable(t)], normalizeTable(d))
+		}
+	}
+	out := make(map[string][]string, len(norm))
+	for t := range norm {
+		seen := map[string]bool{t: true}
+		stack := append([]string(nil), norm[t]...)
+		var reach []string
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			reach = append(reach, d)
+			stack = append(stack, norm[d]...)
+		}
+		out[t] = reach
+	}
+	return out
+}

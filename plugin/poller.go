@@ -1,0 +1,135 @@
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// primarySample is the primary's insert position at a time, kept for
+// MaxLag so the poller can tell whether a replica is within MaxLag.
+type primarySample struct {
+	at  time.Time
+	pos lsnstore.LSN
+}
+
+// poll is the background poller: every PollInterval it reads the primary's
+// positions and each replica's replay position, publishes them, retries
+// pending writes and wakes MaxWait waiters.
+func (p *Plugin) poll() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), p.pollTimeout())
+			p.pollOnce(ctx)
+			cancel()
+		}
+	}
+}
+
+func (p *Plugin) pollTimeout() time.Duration {
+	d := 10 * p.cfg.PollInterval
+	if d < time.Second {
+		d = time.Second
+	}
+	return d
+}
+
+// WAL page geometry (PostgreSQL defaults): a record never starts inside a
+// page header, so an insert position right after a header means the WAL
+// ended at the page boundary before it.
+const (
+	walPageSize       = 8192
+	walSegmentSize    = 16 << 20
+	walShortHeader    = 24
+	walLongHeader     = 40
+	maxPrimarySamples = 1 << 16
+)
+
+func (p *Plugin) pollOnce(ctx context.Context) {
+	// Primary first: a replica that (polled afterwards) has replayed the
+	// primary's flush position has everything committed before this point.
+	var insStr, flushStr string
+	primaryOK := p.primaryDB.QueryRowContext(ctx,
+		"SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&insStr, &flushStr) == nil
+	var ins, flush lsnstore.LSN
+	if primaryOK {
+		var err1, err2 error
+		ins, err1 = lsnstore.ParseLSN(insStr)
+		flush, err2 = lsnstore.ParseLSN(flushStr)
+		primaryOK = err1 == nil && err2 == nil
+	}
+	now := time.Now()
+	if primaryOK {
+		p.samples = append(p.samples, primarySample{at: now, pos: ins})
+	}
+	// The threshold a replica must have replayed to be within MaxLag: the
+	// primary's position MaxLag ago, or the oldest sample when the process
+	// is younger than that (higher, so conservative).
+	cut := now.Add(-p.cfg.MaxLag)
+	i := 0
+	for i+1 < len(p.samples) && !p.samples[i+1].at.After(cut) {
+		i++
+	}
+	p.samples = p.samples[i:]
+	if len(p.samples) > maxPrimarySamples {
+		p.samples = p.samples[len(p.samples)-maxPrimarySamples:]
+	}
+	var threshold lsnstore.LSN
+	if len(p.samples) > 0 {
+		threshold = p.samples[0].pos
+	}
+
+	published := make(map[string]lsnstore.LSN, len(p.replicas))
+	for _, r := range p.replicas {
+		var s string
+		err := r.db.QueryRowContext(ctx, "SELECT coalesce(pg_last_wal_replay_lsn()::text, '')").Scan(&s)
+		st := &replicaState{polledAt: time.Now()}
+		if err == nil {
+			pos, perr := lsnstore.ParseLSN(s)
+			if perr == nil {
+				if primaryOK && pos >= flush && idleCaughtUp(ins, flush) {
+					pos = ins
+				}
+				st.pos, st.up = pos, true
+				st.withinLag = pos >= threshold
+				published[r.name] = pos
+			}
+		}
+		if prev := r.state.Load(); st.up && prev != nil && prev.up && prev.pos > st.pos {
+			st.pos = prev.pos // never move backwards (a restarted replica re-reports)
+		}
+		r.state.Store(st)
+	}
+	if len(published) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+		_ = p.cfg.Store.PublishReplay(pctx, published)
+		cancel()
+	}
+	p.retryPending(ctx)
+	// Wake waiters.
+	next := make(chan struct{})
+	old := p.tick.Swap(&next)
+	close(*old)
+}
+
+// idleCaughtUp reports whether flush and insert differ only by the page
+// header the insert position skips: then a replica at flush has everything.
+func idleCaughtUp(ins, flush lsnstore.LSN) bool {
+	if ins == flush {
+		return true
+	}
+	switch {
+	case uint64(ins)%walSegmentSize == walLongHeader:
+		return uint64(flush) == uint64(ins)-walLongHeader
+	case uint64(ins)%walPageSize == walShortHeader:
+		return uint64(flush) == uint64(ins)-walShortHeader
+	}
+	return false
+}

@@ -1,0 +1,116 @@
+package plugin
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// pendingWrites holds writes whose positions could not be published (store
+// down, or the position could not be read). While any are pending the store
+// is suspect and this process sends every read to the primary; the poller
+// publishes them with a fresh (higher, so still correct) position.
+type pendingWrites struct {
+	suspect atomic.Bool
+	mu      sync.Mutex
+	w       writeSet
+}
+
+func (pw *pendingWrites) add(w writeSet) {
+	pw.mu.Lock()
+	pw.w.merge(w)
+	pw.suspect.Store(true)
+	pw.mu.Unlock()
+}
+
+// take removes and returns the pending writes.
+func (pw *pendingWrites) take() (writeSet, bool) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	w := pw.w
+	pw.w = writeSet{}
+	return w, !w.empty()
+}
+
+// currentPosition reads the primary's WAL insert position. Called after
+// COMMIT returned, it is at or past the commit record, so a replica that has
+// replayed it sees the transaction. (Read inside the transaction it would be
+// below the commit record: the stale-read trap of the field notes.)
+func (p *Plugin) currentPosition(ctx context.Context) (lsnstore.LSN, error) {
+	var s string
+	if err := p.primaryDB.QueryRowContext(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		return 0, err
+	}
+	return lsnstore.ParseLSN(s)
+}
+
+// publish records w's position after its commit: the caller's session
+// first (in process, cannot fail), then the store.
+func (p *Plugin) publish(ctx context.Context, w writeSet) {
+	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, 5*p.cfg.StoreTimeout+time.Second)
+	defer cancel()
+	pos, err := p.currentPosition(ctx)
+	if err != nil {
+		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the primary's position after commit; reads go to the primary until it is published", "err", err)
+		p.pending.add(w)
+		return
+	}
+	if s := SessionFrom(ctx); s != nil {
+		s.raise(p.cluster, pos)
+	}
+	if err := p.raise(ctx, w, pos); err != nil {
+		p.cfg.Logger.WarnContext(ctx, "freshread: cannot publish write position; this process reads from the primary until it is", "err", err)
+		p.pending.add(w)
+	}
+}
+
+// raise publishes pos for w's tables and their dependents.
+func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.LSN) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	if w.unknown {
+		if err := p.cfg.Store.Raise(ctx, nil, pos); err != nil {
+			return err
+		}
+		if len(w.tables) == 0 {
+			return nil
+		}
+	}
+	tables := make([]string, 0, len(w.tables))
+	for t := range w.tables {
+		tables = append(tables, t)
+		for _, d := range p.dependents[t] {
+			if _, dup := w.tables[d]; !dup {
+				tables = append(tables, d)
+			}
+		}
+	}
+	return p.cfg.Store.Raise(ctx, tables, pos)
+}
+
+// retryPending publishes pending writes with the current position.
+func (p *Plugin) retryPending(ctx context.Context) {
+	if !p.pending.suspect.Load() {
+		return
+	}
+	w, ok := p.pending.take()
+	if ok {
+		pos, err := p.currentPosition(ctx)
+		if err == nil {
+			err = p.raise(ctx, w, pos)
+		}
+		if err != nil {
+			p.pending.add(w)
+			return
+		}
+	}
+	p.pending.mu.Lock()
+	if p.pending.w.empty() {
+		p.pending.suspect.Store(false)
+	}
+	p.pending.mu.Unlock()
+}

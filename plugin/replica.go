@@ -1,0 +1,38 @@
+package plugin
+
+import (
+	"database/sql"
+	"sync/atomic"
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// replica is one configured replica and what the poller knows of it.
+type replica struct {
+	name  string
+	db    *sql.DB
+	pool  *replicaPool
+	state atomic.Pointer[replicaState]
+}
+
+// replicaState is one poll's result. A cached position is only ever older
+// than the truth, so using it is conservative.
+type replicaState struct {
+	// pos is the replay position (raised to the primary's insert position
+	// when the replica is provably caught up on an idle primary).
+	pos lsnstore.LSN
+	// up: the last poll answered.
+	up bool
+	// withinLag: the replica has replayed what the primary had written
+	// MaxLag ago, so write positions that expired from the store (whose TTL
+	// is longer than MaxLag) are behind it too.
+	withinLag bool
+	// polledAt is when the poll answered.
+	polledAt time.Time
+}
+
+// usable reports whether reads may go to the replica at all.
+func (s *replicaState) usable(now time.Time, maxLag time.Duration) bool {
+	return s != nil && s.up && s.withinLag && now.Sub(s.polledAt) < maxLag
+}

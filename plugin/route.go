@@ -1,0 +1,271 @@
+package plugin
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// dbresolver's hint settings (dbresolver.Write / dbresolver.Read store
+// these keys in Statement.Settings). Tested against dbresolver itself.
+const (
+	dbresolverWrite = "gorm:db_resolver:write"
+	dbresolverRead  = "gorm:db_resolver:read"
+)
+
+// routeRead chooses the pool of a Query or Row statement. It runs before
+// every other callback of the chain.
+func (p *Plugin) routeRead(db *gorm.DB) {
+	if db.Error != nil {
+		return
+	}
+	stmt := db.Statement
+	ctx := stmt.Context
+
+	var (
+		tables []string
+		known  bool
+		raw    = stmt.SQL.Len() > 0
+		c      rawClass
+	)
+	if raw {
+		c = p.classify(stmt.SQL.String())
+	}
+
+	// Inside a transaction everything stays on its connection (the
+	// primary); a write there is marked for the commit to publish.
+	if _, inTx := stmt.ConnPool.(gorm.TxCommitter); inTx {
+		if raw && c.kind == kindWrite {
+			p.recordWrite(db, c.writes)
+		}
+		p.decided(ctx, Decision{Target: Primary, Reason: ReasonTransaction})
+		return
+	}
+	if raw {
+		switch {
+		case c.kind == kindWrite:
+			p.recordWrite(db, c.writes)
+			p.toPrimary(db, ReasonWrite, nil)
+			return
+		case c.kind != kindRead:
+			p.toPrimary(db, ReasonUnknownSQL, nil)
+			return
+		case c.locks:
+			p.toPrimary(db, ReasonLocking, nil)
+			return
+		}
+		tables, known = c.reads, c.readsKnown
+	} else {
+		if _, locking := stmt.Clauses["FOR"]; locking {
+			p.toPrimary(db, ReasonLocking, nil)
+			return
+		}
+		tables, known = statementTables(stmt)
+	}
+	if !known {
+		tables = nil
+	}
+
+	if _, ok := stmt.Settings.Load(dbresolverWrite); ok {
+		p.toPrimary(db, ReasonHint, tables)
+		return
+	}
+	if _, ok := stmt.Settings.Load(dbresolverRead); ok {
+		p.toAnyReplica(db, ReasonHint, tables)
+		return
+	}
+	switch consistencyFrom(ctx, p.cfg.Consistency) {
+	case Strong:
+		p.toPrimary(db, ReasonConsistency, tables)
+	case Eventual:
+		p.toAnyReplica(db, ReasonConsistency, tables)
+	case Session:
+		p.toFresh(db, tables, false)
+	default:
+		p.toFresh(db, tables, true)
+	}
+}
+
+func (p *Plugin) toPrimary(db *gorm.DB, reason Reason, tables []string) {
+	db.Statement.ConnPool = db.ConnPool
+	p.decided(db.Statement.Context, Decision{Target: Primary, Reason: reason, Tables: tables})
+}
+
+// toAnyReplica picks any usable replica regardless of freshness
+// (dbresolver.Read, Eventual).
+func (p *Plugin) toAnyReplica(db *gorm.DB, reason Reason, tables []string) {
+	now := time.Now()
+	var buf [8]gorm.ConnPool
+	up := buf[:0]
+	for _, r := range p.replicas {
+		if r.state.Load().usable(now, p.cfg.MaxLag) {
+			up = append(up, r.pool)
+		}
+	}
+	if len(up) == 0 {
+		p.toPrimary(db, ReasonNoReplica, tables)
+		return
+	}
+	p.use(db, p.pick(up), reason, tables, 0)
+}
+
+// toFresh sends the read to a replica that has replayed the required
+// position: the caller's session position, and with tableWrites the write
+// positions of the read's tables (one store round trip). Any doubt: the
+// primary.
+func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
+	ctx := db.Statement.Context
+	if len(p.replicas) == 0 {
+		p.toPrimary(db, ReasonNoReplica, tables)
+		return
+	}
+	if p.pending.suspect.Load() {
+		p.toPrimary(db, ReasonStoreError, tables)
+		return
+	}
+	var required lsnstore.LSN
+	if s := SessionFrom(ctx); s != nil {
+		required = s.position(p.cluster)
+	}
+	if tableWrites {
+		pos, err := p.writePosition(ctx, tables)
+		if err != nil {
+			if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+				p.cfg.Logger.DebugContext(ctx, "freshread: store unavailable, read goes to the primary", "err", err)
+			}
+			p.toPrimary(db, ReasonStoreError, tables)
+			return
+		}
+		if pos > required {
+			required = pos
+		}
+	}
+	pool, best := p.freshReplica(required)
+	if pool == nil && p.cfg.MaxWait > 0 {
+		pool, best = p.waitFresh(ctx, required)
+	}
+	if pool == nil {
+		db.Statement.ConnPool = db.ConnPool
+		p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Required: required, ReplicaPosition: best})
+		return
+	}
+	p.use(db, pool, ReasonFresh, tables, required)
+}
+
+// writePosition asks the store, through the circuit breaker.
+func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.LSN, error) {
+	now := time.Now()
+	if !p.breaker.allow(now) {
+		return 0, errBreakerOpen
+	}
+	var (
+		pos lsnstore.LSN
+		err error
+	)
+	if _, local := p.cfg.Store.(*lsnstore.Memory); local {
+		pos, err = p.cfg.Store.WritePosition(ctx, tables)
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+		pos, err = p.cfg.Store.WritePosition(sctx, tables)
+		cancel()
+	}
+	if err != nil {
+		p.breaker.failure(now, p.cfg.BreakerFailures)
+		return 0, err
+	}
+	p.breaker.success()
+	return pos, nil
+}
+
+// freshReplica returns a usable replica whose replay position is at least
+// required (chosen by the Policy among all such), or nil and the highest
+// replay position seen.
+func (p *Plugin) freshReplica(required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+	now := time.Now()
+	var (
+		buf  [8]gorm.ConnPool
+		best lsnstore.LSN
+	)
+	fresh := buf[:0]
+	for _, r := range p.replicas {
+		st := r.state.Load()
+		if !st.usable(now, p.cfg.MaxLag) {
+			continue
+		}
+		if st.pos >= required {
+			fresh = append(fresh, r.pool)
+		} else if st.pos > best {
+			best = st.pos
+		}
+	}
+	if len(fresh) == 0 {
+		return nil, best
+	}
+	return p.pick(fresh), 0
+}
+
+// waitFresh waits up to MaxWait for the poller to report a fresh replica.
+func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+	timer := time.NewTimer(p.cfg.MaxWait)
+	defer timer.Stop()
+	var best lsnstore.LSN
+	for {
+		tick := *p.tick.Load()
+		select {
+		case <-tick:
+		case <-timer.C:
+			return nil, best
+		case <-ctx.Done():
+			return nil, best
+		}
+		var pool gorm.ConnPool
+		if pool, best = p.freshReplica(required); pool != nil {
+			return pool, 0
+		}
+	}
+}
+
+func (p *Plugin) pick(pools []gorm.ConnPool) gorm.ConnPool {
+	if len(pools) == 1 {
+		return pools[0]
+	}
+	return p.cfg.Policy.Resolve(pools)
+}
+
+func (p *Plugin) use(db *gorm.DB, pool gorm.ConnPool, reason Reason, tables []string, required lsnstore.LSN) {
+	db.Statement.ConnPool = pool
+	if p.observed(db.Statement.Context) {
+		d := Decision{Target: ReplicaTarget, Reason: reason, Tables: tables, Required: required}
+		if rp, ok := pool.(*replicaPool); ok {
+			d.Replica = rp.r.name
+			d.ReplicaPosition = rp.r.state.Load().pos
+		}
+		p.decided(db.Statement.Context, d)
+	}
+}
+
+func (p *Plugin) observed(ctx context.Context) bool {
+	return p.cfg.OnDecision != nil || p.cfg.Logger.Enabled(ctx, slog.LevelDebug)
+}
+
+func (p *Plugin) decided(ctx context.Context, d Decision) {
+	if p.cfg.OnDecision != nil {
+		p.cfg.OnDecision(ctx, d)
+	}
+	if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		p.cfg.Logger.DebugContext(ctx, "freshread: route", "target", d.Target.String(), "replica", d.Replica,
+			"reason", string(d.Reason), "tables", d.Tables, "required", d.Required.String(), "replica_pos", d.ReplicaPosition.String())
+	}
+}
+
+// replicaFailed marks r down until the next poll answers, and reports the
+// retry on the primary.
+func (p *Plugin) replicaFailed(ctx context.Context, r *replica, err error) {
+	r.state.Store(&replicaState{polledAt: time.Now()})
+	p.cfg.Logger.WarnContext(ctx, "freshread: replica failed; read retried on the primary", "replica", r.name, "err", err)
+	p.decided(ctx, Decision{Target: Primary, Replica: r.name, Reason: ReasonReplicaFailed})
+}

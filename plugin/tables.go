@@ -1,0 +1,217 @@
+package plugin
+
+import (
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// normalizeTable maps a table name to its store key: quotes removed, the
+// schema dropped and lower-cased. Two distinct tables may share a key
+// (sales.orders and public.orders, "Orders" and orders); that only sends
+// more reads to the primary, never a stale one. Allocation-free for names
+// that are already plain lower case.
+func normalizeTable(name string) string {
+	plain := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '.' || c == '"' || c == '`' || (c >= 'A' && c <= 'Z') || c == ' ' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	name = strings.TrimSpace(name)
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Trim(name, "\"`")
+	return strings.ToLower(name)
+}
+
+// statementTables returns the tables a GORM-built statement touches: its
+// table, its joins, and the tables of subqueries in its clauses. It returns
+// ok=false when any part is unknown: then the database-wide position
+// applies.
+func statementTables(stmt *gorm.Statement) (tables []string, ok bool) {
+	return appendStatementTables(nil, stmt, 0)
+}
+
+const maxSubqueryDepth = 8
+
+func appendStatementTables(tables []string, stmt *gorm.Statement, depth int) ([]string, bool) {
+	if depth > maxSubqueryDepth {
+		return nil, false
+	}
+	if stmt.Table == "" && stmt.Model != nil && stmt.TableExpr == nil {
+		if err := stmt.Parse(stmt.Model); err != nil {
+			return nil, false
+		}
+	}
+	if stmt.Table == "" {
+		return nil, false
+	}
+	if stmt.TableExpr != nil {
+		if !simpleTableExpr(stmt.TableExpr.SQL, stmt.Table) {
+			return nil, false
+		}
+		for _, v := range stmt.TableExpr.Vars {
+			var ok bool
+			if tables, ok = appendVarTables(tables, v, depth); !ok {
+				return nil, false
+			}
+		}
+	}
+	tables = append(tables, normalizeTable(stmt.Table))
+	for _, j := range stmt.Joins {
+		t, ok := joinTable(stmt, j.Name)
+		if !ok {
+			return nil, false
+		}
+		tables = append(tables, t)
+	}
+	for name, c := range stmt.Clauses {
+		if strings.HasPrefix(name, "gorm:db_resolver") {
+			continue // dbresolver.Use: a hint, not SQL
+		}
+		var ok bool
+		if tables, ok = appendExprTables(tables, c.Expression, depth); !ok {
+			return nil, false
+		}
+	}
+	return tables, true
+}
+
+// simpleTableExpr accepts `"orders"`, `orders o`, `orders AS o` and
+// `"public"."orders"`: one table, whose name GORM put in Statement.Table.
+// Anything else (joins or subqueries written by hand) is unknown.
+func simpleTableExpr(sql, table string) bool {
+	fields := strings.Fields(sql)
+	switch len(fields) {
+	case 1:
+	case 2:
+	case 3:
+		if !strings.EqualFold(fields[1], "as") {
+			return false
+		}
+	default:
+		return false
+	}
+	return strings.Contains(fields[0], table) && !strings.ContainsAny(sql, "(),")
+}
+
+// joinTable resolves a Joins("Rel") name through the schema's
+// relationships, also nested ("Rel.Sub"); a raw join string is unknown.
+func joinTable(stmt *gorm.Statement, name string) (string, bool) {
+	if stmt.Schema == nil || strings.ContainsAny(name, " ()") {
+		return "", false
+	}
+	s := stmt.Schema
+	for _, part := range strings.Split(name, ".") {
+		rel, ok := s.Relationships.Relations[part]
+		if !ok || rel.FieldSchema == nil {
+			return "", false
+		}
+		if rel.JoinTable != nil {
+			return "", false // many2many joins also read the join table; keep it simple
+		}
+		s = rel.FieldSchema
+	}
+	return normalizeTable(s.Table), true
+}
+
+// appendExprTables walks the clause expressions GORM builds; an expression
+// type it does not know makes the tables unknown.
+func appendExprTables(tables []string, e clause.Expression, depth int) ([]string, bool) {
+	ok := true
+	switch x := e.(type) {
+	case nil:
+	case clause.Where:
+		for _, ex := range x.Exprs {
+			if tables, ok = appendExprTables(tables, ex, depth); !ok {
+				return nil, false
+			}
+		}
+	case clause.AndConditions:
+		return appendExprsTables(tables, x.Exprs, depth)
+	case clause.OrConditions:
+		return appendExprsTables(tables, x.Exprs, depth)
+	case clause.NotConditions:
+		return appendExprsTables(tables, x.Exprs, depth)
+	case clause.Expr:
+		return appendVarsTables(tables, x.Vars, depth)
+	case *clause.Expr:
+		return appendVarsTables(tables, x.Vars, depth)
+	case clause.NamedExpr:
+		return appendVarsTables(tables, x.Vars, depth)
+	case clause.Eq:
+		return appendVarTables(tables, x.Value, depth)
+	case clause.Neq:
+		return appendVarTables(tables, x.Value, depth)
+	case clause.Gt:
+		return appendVarTables(tables, x.Value, depth)
+	case clause.Gte:
+		return appendVarTables(tables, x.Value, depth)
+	case clause.Lt:
+		return appendVarTables(tables, x.Value, depth)
+	case clause.Lte:
+		return appendVarTables(tables, x.Value, depth)
+	case clause.Like:
+		return appendVarTables(tables, x.Value, depth)
+	case clause.IN:
+		return appendVarsTables(tables, x.Values, depth)
+	case clause.Select:
+		return appendExprTables(tables, x.Expression, depth)
+	case clause.OrderBy:
+		return appendExprTables(tables, x.Expression, depth)
+	case clause.GroupBy:
+		return appendExprsTables(tables, x.Having, depth)
+	case clause.Limit, clause.Locking:
+	default:
+		return nil, false
+	}
+	return tables, ok
+}
+
+func appendExprsTables(tables []string, es []clause.Expression, depth int) ([]string, bool) {
+	var ok bool
+	for _, e := range es {
+		if tables, ok = appendExprTables(tables, e, depth); !ok {
+			return nil, false
+		}
+	}
+	return tables, true
+}
+
+func appendVarsTables(tables []string, vars []any, depth int) ([]string, bool) {
+	var ok bool
+	for _, v := range vars {
+		if tables, ok = appendVarTables(tables, v, depth); !ok {
+			return nil, false
+		}
+	}
+	return tables, true
+}
+
+// appendVarTables adds the tables of a subquery (*gorm.DB) or nested
+// expression used as a value; plain values add nothing.
+func appendVarTables(tables []string, v any, depth int) ([]string, bool) {
+	switch x := v.(type) {
+	case *gorm.DB:
+		if x == nil || x.Statement == nil {
+			return tables, true
+		}
+		if x.Statement.SQL.Len() > 0 {
+			return nil, false // raw subquery text
+		}
+		return appendStatementTables(tables, x.Statement, depth+1)
+	case clause.Expression:
+		return appendExprTables(tables, x, depth+1)
+	case []any:
+		return appendVarsTables(tables, x, depth+1)
+	}
+	return tables, true
+}
