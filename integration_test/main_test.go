@@ -1,0 +1,14 @@
+// Package integration_test runs freshread against real servers started by
+// internal/testcluster: a PostgreSQL primary with two streaming replicas
+// and Redis. Every routing rule is checked on data: write, pause replay,
+// read, and compare what came back (and which server sent it).
+package integration_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/freshread/freshread/internal/testcluster"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.Run(m, testcluster.Spec{PostgresReplicas: 2})) }
