@@ -93,10 +93,6 @@ type Config struct {
 	// Default: 0 (go to the primary at once).
 	MaxWait time.Duration
 
-	// StoreTimeout bounds each store call on the read path; a slower store
-	// sends the read to the primary. Default: 50ms.
-	StoreTimeout time.Duration
-
 	// BreakerFailures is the number of consecutive store failures after
 	// which reads stop consulting the store (and go to the primary) until a
 	// probe succeeds; probes back off from 100ms to 5s. Default: 3.
@@ -122,9 +118,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLag <= 0 {
 		c.MaxLag = time.Minute
-	}
-	if c.StoreTimeout <= 0 {
-		c.StoreTimeout = 50 * time.Millisecond
 	}
 	if c.BreakerFailures <= 0 {
 		c.BreakerFailures = 3

@@ -108,9 +108,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		r.state.Store(st)
 	}
 	if len(published) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
-		_ = p.cfg.Store.PublishReplay(pctx, published)
-		cancel()
+		_ = p.cfg.Store.PublishReplay(ctx, published)
 	}
 	p.retryPending(ctx)
 	// Wake waiters.

@@ -47,11 +47,15 @@ func (p *Plugin) currentPosition(ctx context.Context) (lsnstore.LSN, error) {
 	return lsnstore.ParseLSN(s)
 }
 
+// publishTimeout bounds reading the position after a commit and publishing
+// it; the store bounds its own calls within it.
+const publishTimeout = 5 * time.Second
+
 // publish records w's position after its commit: the caller's session
 // first (in process, cannot fail), then the store.
 func (p *Plugin) publish(ctx context.Context, w writeSet) {
 	ctx = context.WithoutCancel(ctx)
-	ctx, cancel := context.WithTimeout(ctx, 5*p.cfg.StoreTimeout+time.Second)
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	pos, err := p.currentPosition(ctx)
 	if err != nil {
@@ -70,8 +74,6 @@ func (p *Plugin) publish(ctx context.Context, w writeSet) {
 
 // raise publishes pos for w's tables and their dependents.
 func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.LSN) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
-	defer cancel()
 	if w.unknown {
 		if err := p.cfg.Store.Raise(ctx, nil, pos); err != nil {
 			return err

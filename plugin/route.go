@@ -162,17 +162,8 @@ func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.L
 	if !p.breaker.allow(now) {
 		return 0, errBreakerOpen
 	}
-	var (
-		pos lsnstore.LSN
-		err error
-	)
-	if _, local := p.cfg.Store.(*lsnstore.Memory); local {
-		pos, err = p.cfg.Store.WritePosition(ctx, tables)
-	} else {
-		sctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
-		pos, err = p.cfg.Store.WritePosition(sctx, tables)
-		cancel()
-	}
+	// The store bounds its own calls (lsnstore.RedisOptions.Timeout).
+	pos, err := p.cfg.Store.WritePosition(ctx, tables)
 	if err != nil {
 		p.breaker.failure(now, p.cfg.BreakerFailures)
 		return 0, err

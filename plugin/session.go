@@ -90,8 +90,8 @@ func (s *SessionState) Empty() bool {
 	return len(s.positions) == 0
 }
 
-// Token serializes the session: "v1" then ";<cluster>=<lsn>" per cluster, e.g.
-// "v1;7312345678901234567=0/3000148". It holds positions only, no secrets.
+// Token serializes the session: "v1" then ".<cluster>=<lsn>" per cluster, e.g.
+// "v1.7312345678901234567=0/3000148" (cookie-safe). It holds positions only, no secrets.
 func (s *SessionState) Token() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,7 +103,7 @@ func (s *SessionState) Token() string {
 	var b strings.Builder
 	b.WriteString("v1")
 	for _, c := range clusters {
-		fmt.Fprintf(&b, ";%d=%s", c, s.positions[c])
+		fmt.Fprintf(&b, ".%d=%s", c, s.positions[c])
 	}
 	return b.String()
 }
@@ -118,7 +118,7 @@ func ParseToken(tok string) (*SessionState, error) {
 	if tok == "" {
 		return s, nil
 	}
-	parts := strings.Split(tok, ";")
+	parts := strings.Split(tok, ".")
 	if parts[0] != "v1" || len(parts) > 65 {
 		return nil, fmt.Errorf("%w: unknown version", ErrBadToken)
 	}

@@ -1,0 +1,5 @@
+package integration_test
+
+import "github.com/freshread/freshread/internal/testcluster"
+
+var errUnsupported = testcluster.ErrUnsupported
