@@ -227,7 +227,7 @@ func (e *env) mustPrimary(s served, what string) {
 func newRedisStore(t *testing.T, database string) (*lsnstore.Redis, *testcluster.Redis) {
 	t.Helper()
 	r := testcluster.RedisFor(t)
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()}})
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	return lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: database}), r
 }

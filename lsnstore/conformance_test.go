@@ -1,0 +1,217 @@
+package lsnstore
+
+import (
+	"context"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// newStoreFunc returns an empty store for database db; two calls with
+// different names must give stores of different databases (on the same
+// server, for Redis).
+type newStoreFunc func(t *testing.T, db string) Store
+
+// replayReader is implemented by both stores beside Store.
+type replayReader interface {
+	ReplayPosition(ctx context.Context) (LSN, error)
+}
+
+func mustLSN(t testing.TB, s string) LSN {
+	t.Helper()
+	l, err := ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func wantWrite(t *testing.T, s Store, tables []string, want LSN) {
+	t.Helper()
+	got, err := s.WritePosition(context.Background(), tables)
+	if err != nil {
+		t.Fatalf("WritePosition(%q): %v", tables, err)
+	}
+	if got != want {
+		t.Fatalf("WritePosition(%q) = %v; want %v", tables, got, want)
+	}
+}
+
+func raiseOK(t *testing.T, s Store, tables []string, pos LSN) {
+	t.Helper()
+	if err := s.Raise(context.Background(), tables, pos); err != nil {
+		t.Fatalf("Raise(%q, %v): %v", tables, pos, err)
+	}
+}
+
+func publishOK(t *testing.T, s Store, m map[string]LSN) {
+	t.Helper()
+	if err := s.PublishReplay(context.Background(), m); err != nil {
+		t.Fatalf("PublishReplay(%v): %v", m, err)
+	}
+}
+
+func wantReplay(t *testing.T, s Store, want map[string]LSN, wantMin LSN) {
+	t.Helper()
+	got, err := s.ReplayPositions(context.Background())
+	if err != nil {
+		t.Fatalf("ReplayPositions: %v", err)
+	}
+	if got == nil || !maps.Equal(got, want) {
+		t.Fatalf("ReplayPositions = %v; want %v", got, want)
+	}
+	min, err := s.(replayReader).ReplayPosition(context.Background())
+	if err != nil || min != wantMin {
+		t.Fatalf("ReplayPosition = %v, %v; want %v", min, err, wantMin)
+	}
+}
+
+// testConformance runs the assertions every Store must pass.
+func testConformance(t *testing.T, newStore newStoreFunc) {
+	t.Run("Empty", func(t *testing.T) {
+		s := newStore(t, "empty")
+		wantWrite(t, s, nil, 0)
+		wantWrite(t, s, []string{}, 0)
+		wantWrite(t, s, []string{"a", "b"}, 0)
+		wantReplay(t, s, map[string]LSN{}, 0)
+	})
+	t.Run("RaiseNeverLowers", func(t *testing.T) {
+		s := newStore(t, "lower")
+		raiseOK(t, s, []string{"a"}, 100)
+		raiseOK(t, s, []string{"a"}, 50)
+		wantWrite(t, s, []string{"a"}, 100)
+		raiseOK(t, s, []string{"a"}, 0) // a no-op
+		wantWrite(t, s, []string{"a"}, 100)
+		raiseOK(t, s, []string{"a"}, 200)
+		wantWrite(t, s, []string{"a"}, 200)
+		// Numeric, not textual, comparison of both halves.
+		for _, step := range [][2]string{
+			{"9/FFFFFFFF", "A/0"},
+			{"F/FFFFFFFF", "10/0"},
+			{"10/9", "10/10"},
+			{"10/FFFFFFF", "10/10000000"},
+		} {
+			lo, hi := mustLSN(t, step[0]), mustLSN(t, step[1])
+			raiseOK(t, s, []string{"b"}, lo)
+			raiseOK(t, s, []string{"b"}, hi)
+			raiseOK(t, s, []string{"b"}, lo)
+			wantWrite(t, s, []string{"b"}, hi)
+		}
+		wantWrite(t, s, nil, mustLSN(t, "10/10000000"))
+	})
+	t.Run("Tables", func(t *testing.T) {
+		s := newStore(t, "tables")
+		raiseOK(t, s, []string{"a"}, 100)
+		raiseOK(t, s, []string{"b", "c"}, 200)
+		wantWrite(t, s, []string{"a"}, 100)
+		wantWrite(t, s, []string{"b"}, 200)
+		wantWrite(t, s, []string{"c"}, 200)
+		wantWrite(t, s, []string{"a", "b"}, 200)
+		wantWrite(t, s, []string{"a", "a"}, 100)
+		wantWrite(t, s, []string{"d"}, 0)
+		wantWrite(t, s, []string{}, 0)
+		wantWrite(t, s, nil, 200)
+		raiseOK(t, s, []string{}, 300) // no tables: only the maximum
+		wantWrite(t, s, []string{"a", "b", "c"}, 200)
+		wantWrite(t, s, nil, 300)
+	})
+	t.Run("UnknownTablesInEveryRead", func(t *testing.T) {
+		s := newStore(t, "unknown")
+		raiseOK(t, s, []string{"a"}, 100)
+		raiseOK(t, s, nil, 300)
+		for _, tables := range [][]string{{"a"}, {"b"}, {}, {"a", "b"}, nil} {
+			wantWrite(t, s, tables, 300)
+		}
+		raiseOK(t, s, []string{"a"}, 400)
+		wantWrite(t, s, []string{"a"}, 400)
+		wantWrite(t, s, []string{"b"}, 300)
+		wantWrite(t, s, nil, 400)
+		raiseOK(t, s, nil, 200) // never lowers the unknown position either
+		wantWrite(t, s, []string{"b"}, 300)
+	})
+	t.Run("NilTablesIsDatabaseMax", func(t *testing.T) {
+		s := newStore(t, "max")
+		for i, tb := range []string{"a", "b", "c", "d"} {
+			raiseOK(t, s, []string{tb}, LSN(1000-i*100))
+		}
+		wantWrite(t, s, nil, 1000)
+		wantWrite(t, s, []string{"d"}, 700)
+	})
+	t.Run("Replay", func(t *testing.T) {
+		s := newStore(t, "replay")
+		publishOK(t, s, map[string]LSN{"r1": 100, "r2": 50})
+		wantReplay(t, s, map[string]LSN{"r1": 100, "r2": 50}, 50)
+		publishOK(t, s, map[string]LSN{"r1": 80, "r2": 70}) // r1 never moves back
+		wantReplay(t, s, map[string]LSN{"r1": 100, "r2": 70}, 70)
+		publishOK(t, s, map[string]LSN{"r1": 120}) // r2 removed
+		wantReplay(t, s, map[string]LSN{"r1": 120}, 120)
+		publishOK(t, s, map[string]LSN{"r1": 120, "r2": 10}) // r2 back, not below 70
+		wantReplay(t, s, map[string]LSN{"r1": 120, "r2": 70}, 70)
+		publishOK(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")})
+		wantReplay(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")}, mustLSN(t, "F/FFFFFFFF"))
+		publishOK(t, s, nil) // nothing
+		publishOK(t, s, map[string]LSN{})
+		wantReplay(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")}, mustLSN(t, "F/FFFFFFFF"))
+		// Write positions are separate.
+		wantWrite(t, s, nil, 0)
+	})
+	t.Run("TwoDatabases", func(t *testing.T) {
+		s1, s2 := newStore(t, "db1"), newStore(t, "db2")
+		raiseOK(t, s1, []string{"a"}, 100)
+		raiseOK(t, s1, nil, 50)
+		publishOK(t, s1, map[string]LSN{"r1": 10})
+		wantWrite(t, s2, []string{"a"}, 0)
+		wantWrite(t, s2, nil, 0)
+		wantReplay(t, s2, map[string]LSN{}, 0)
+		raiseOK(t, s2, []string{"a"}, 7)
+		wantWrite(t, s1, []string{"a"}, 100)
+		wantWrite(t, s2, []string{"a"}, 7)
+	})
+	t.Run("ConcurrentRaisers", func(t *testing.T) {
+		s := newStore(t, "concurrent")
+		const goroutines, each = 16, 40
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			maxHot   LSN
+			maxRepl  LSN
+			firstErr error
+		)
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(g), 42))
+				var hot, repl LSN
+				for range each {
+					pos := LSN(rng.Uint64()>>8 | 1)
+					err := s.Raise(context.Background(), []string{"hot", "other"}, pos)
+					hot = max(hot, pos)
+					if err == nil && g%4 == 0 {
+						p := LSN(rng.Uint64()>>8 | 1)
+						err = s.PublishReplay(context.Background(), map[string]LSN{"r": p})
+						repl = max(repl, p)
+					}
+					if err != nil {
+						mu.Lock()
+						firstErr = err
+						mu.Unlock()
+						return
+					}
+				}
+				mu.Lock()
+				maxHot, maxRepl = max(maxHot, hot), max(maxRepl, repl)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			t.Fatal(firstErr)
+		}
+		wantWrite(t, s, []string{"hot"}, maxHot)
+		wantWrite(t, s, []string{"other"}, maxHot)
+		wantWrite(t, s, nil, maxHot)
+		wantReplay(t, s, map[string]LSN{"r": maxRepl}, maxRepl)
+	})
+}

@@ -1,0 +1,210 @@
+package lsnstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a Store kept in Redis, shared by every process that reads or
+// writes the database. Every key of one database shares one hash tag, so
+// the store also works on Redis Cluster. See the package documentation for
+// the key layout.
+type Redis struct {
+	rdb     redis.UniversalClient
+	err     error // from NewRedis: every call returns it
+	timeout time.Duration
+	ttl     string // TTL in milliseconds, as a script argument
+
+	base        string // prefix + "{" + database + "}-"
+	maxKey      string
+	maxKeyArg   any // maxKey, boxed once
+	unknownKey  string
+	unknownArg  any
+	minKey      string
+	replicasKey string
+
+	tableKeys sync.Map // table name -> key (a string in an any)
+}
+
+// NewRedis returns a store over rdb, a *redis.Client, *redis.ClusterClient
+// or any other go-redis v9 UniversalClient. It does not contact the
+// server. Invalid options (see RedisOptions.Validate) or a nil rdb make
+// every call of the store return the error.
+func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
+	r := &Redis{rdb: rdb, err: opts.Validate()}
+	if rdb == nil {
+		r.err = errors.Join(r.err, errors.New("lsnstore: NewRedis: nil redis client"))
+	}
+	o := opts.withDefaults()
+	r.timeout = o.Timeout
+	r.ttl = strconv.FormatInt(o.TTL.Milliseconds(), 10)
+	r.base = o.Prefix + "{" + o.Database + "}-"
+	r.maxKey = r.base + "write_lsn"
+	r.maxKeyArg = r.maxKey
+	r.unknownKey = r.base + "write_lsn-unknown_tables"
+	r.unknownArg = r.unknownKey
+	r.minKey = r.base + "replay_lsn"
+	r.replicasKey = r.base + "replicas"
+	return r
+}
+
+// tableKey returns the key of table's write position, boxed, from a cache
+// that does not lock or allocate on a hit.
+func (r *Redis) tableKey(table string) any {
+	if k, ok := r.tableKeys.Load(table); ok {
+		return k
+	}
+	k, _ := r.tableKeys.LoadOrStore(table, r.base+table+"-write_lsn")
+	return k
+}
+
+func (r *Redis) replicaKey(replica string) string { return r.base + "replay_lsn-" + replica }
+
+func noCancel() {}
+
+// withTimeout adds the per-call timeout to ctx unless ctx ends sooner.
+func (r *Redis) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.timeout < 0 {
+		return ctx, noCancel
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= r.timeout {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, r.timeout)
+}
+
+// WritePosition implements Store with one MGET.
+func (r *Redis) WritePosition(ctx context.Context, tables []string) (LSN, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	var args []any
+	if tables == nil {
+		args = []any{"mget", r.maxKeyArg}
+	} else {
+		args = make([]any, 2, len(tables)+2)
+		args[0], args[1] = "mget", r.unknownArg
+		for _, t := range tables {
+			args = append(args, r.tableKey(t))
+		}
+	}
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	cmd := redis.NewSliceCmd(ctx, args...)
+	if err := r.rdb.Process(ctx, cmd); err != nil {
+		return 0, fmt.Errorf("lsnstore: redis MGET: %w", err)
+	}
+	var pos LSN
+	for i, v := range cmd.Val() {
+		s, ok := v.(string)
+		if !ok {
+			continue // missing key: no recent write
+		}
+		l, ok := parseLSN(s)
+		if !ok {
+			return 0, fmt.Errorf("%w %q at key %v", ErrBadPosition, s, args[i+1])
+		}
+		pos = max(pos, l)
+	}
+	return pos, nil
+}
+
+// Raise implements Store with one script call (EVALSHA, or EVAL the first
+// time a server sees the script).
+func (r *Redis) Raise(ctx context.Context, tables []string, pos LSN) error {
+	if r.err != nil {
+		return r.err
+	}
+	if pos == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(tables)+1)
+	if tables == nil {
+		keys = append(keys, r.unknownKey)
+	}
+	for _, t := range tables {
+		keys = append(keys, r.tableKey(t).(string))
+	}
+	keys = append(keys, r.maxKey)
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	if err := raiseScript.Run(ctx, r.rdb, keys, pos.String(), r.ttl).Err(); err != nil {
+		return fmt.Errorf("lsnstore: redis raise: %w", err)
+	}
+	return nil
+}
+
+// PublishReplay implements Store with one script call.
+func (r *Redis) PublishReplay(ctx context.Context, replicas map[string]LSN) error {
+	if r.err != nil {
+		return r.err
+	}
+	if len(replicas) == 0 {
+		return nil
+	}
+	keys := make([]string, 2, len(replicas)+2)
+	keys[0], keys[1] = r.minKey, r.replicasKey
+	args := make([]any, 1, 2*len(replicas)+1)
+	args[0] = r.ttl
+	for name, pos := range replicas {
+		keys = append(keys, r.replicaKey(name))
+		args = append(args, name, pos.String())
+	}
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	if err := publishScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("lsnstore: redis publish replay: %w", err)
+	}
+	return nil
+}
+
+// ReplayPositions implements Store with one HGETALL.
+func (r *Redis) ReplayPositions(ctx context.Context) (map[string]LSN, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	m, err := r.rdb.HGetAll(ctx, r.replicasKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("lsnstore: redis HGETALL: %w", err)
+	}
+	out := make(map[string]LSN, len(m))
+	for name, s := range m {
+		l, ok := parseLSN(s)
+		if !ok {
+			return nil, fmt.Errorf("%w %q for replica %q at key %s", ErrBadPosition, s, name, r.replicasKey)
+		}
+		out[name] = l
+	}
+	return out, nil
+}
+
+// ReplayPosition returns the minimum replay position published by the
+// latest PublishReplay call (the <db>-replay_lsn key), 0 when none or
+// expired. It is not part of Store.
+func (r *Redis) ReplayPosition(ctx context.Context) (LSN, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	s, err := r.rdb.Get(ctx, r.minKey).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lsnstore: redis GET: %w", err)
+	}
+	l, ok := parseLSN(s)
+	if !ok {
+		return 0, fmt.Errorf("%w %q at key %s", ErrBadPosition, s, r.minKey)
+	}
+	return l, nil
+}

@@ -1,0 +1,93 @@
+package lsnstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults of RedisOptions.
+const (
+	DefaultPrefix  = "freshread:"
+	DefaultTTL     = 10 * time.Minute
+	DefaultTimeout = 50 * time.Millisecond
+)
+
+// RedisOptions configures a Redis store. The zero value of every field but
+// Database selects its default.
+type RedisOptions struct {
+	// Database is the logical name of the database, used in every key
+	// inside a hash tag ({Database}). Required: a store built with an empty
+	// Database returns "lsnstore: RedisOptions.Database is empty" from every
+	// call. It must not contain "}", which would end the hash tag early.
+	Database string
+
+	// Prefix is prepended to every key. It must not contain "{" or "}",
+	// which would change the hash tag.
+	//
+	// default: "freshread:" (when empty and NoPrefix is false)
+	Prefix string
+
+	// NoPrefix makes keys start at the hash tag, without a prefix, as in
+	// the original design ("{orders}-users-write_lsn"). Prefix must then be
+	// empty.
+	//
+	// default: false
+	NoPrefix bool
+
+	// TTL is the time to live of every key, refreshed by every call that
+	// raises or publishes it. It must be longer than the largest replica lag
+	// the application tolerates; see the package documentation. Must be at
+	// least one millisecond when set.
+	//
+	// default: 10 minutes
+	TTL time.Duration
+
+	// Timeout bounds every call: it is added to the call's context unless
+	// that context ends sooner. A negative Timeout adds none.
+	//
+	// go-redis applies context deadlines to dialing and to waiting for a
+	// pooled connection, but to socket reads and writes only with
+	// redis.Options.ContextTimeoutEnabled set (otherwise ReadTimeout, 5s by
+	// default, bounds a server that stops answering). Set it.
+	//
+	// default: 50 milliseconds
+	Timeout time.Duration
+}
+
+// Validate reports whether o can be used. NewRedis calls it and returns its
+// error from every call of the store.
+func (o RedisOptions) Validate() error {
+	var errs []error
+	if o.Database == "" {
+		errs = append(errs, errors.New("lsnstore: RedisOptions.Database is empty"))
+	}
+	if strings.Contains(o.Database, "}") {
+		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.Database %q contains \"}\", which breaks its hash tag", o.Database))
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.Prefix %q contains a brace, which breaks the hash tag", o.Prefix))
+	}
+	if o.NoPrefix && o.Prefix != "" {
+		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.Prefix is %q with NoPrefix set", o.Prefix))
+	}
+	if o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond) {
+		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.TTL is %v; it must be at least 1ms", o.TTL))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns o with its zero fields set to their defaults.
+func (o RedisOptions) withDefaults() RedisOptions {
+	if o.Prefix == "" && !o.NoPrefix {
+		o.Prefix = DefaultPrefix
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	return o
+}

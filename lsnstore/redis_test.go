@@ -1,0 +1,305 @@
+package lsnstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/redis/go-redis/v9"
+)
+
+// testTimeout is the store timeout of the tests that do not test timeouts:
+// generous, for a loaded machine under -race.
+const testTimeout = 5 * time.Second
+
+var dbSeq atomic.Int64
+
+// uniqueDB returns a database name not used before, even on a Redis server
+// that outlives this process (FRESHREAD_REDIS_ADDR).
+func uniqueDB(name string) string {
+	return fmt.Sprintf("%s-%d-%d", name, time.Now().UnixNano(), dbSeq.Add(1))
+}
+
+// redisClient returns a client of the package's Redis server.
+func redisClient(t testing.TB) (*testcluster.Redis, *redis.Client) {
+	t.Helper()
+	r := testcluster.RedisFor(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	return r, rdb
+}
+
+func newTestRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
+	if opts.Timeout == 0 {
+		opts.Timeout = testTimeout
+	}
+	return NewRedis(rdb, opts)
+}
+
+func TestRedisConformance(t *testing.T) {
+	_, rdb := redisClient(t)
+	testConformance(t, func(_ *testing.T, db string) Store {
+		return newTestRedis(rdb, RedisOptions{Database: uniqueDB(db)})
+	})
+}
+
+func TestRedisKeyLayout(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		opts   RedisOptions
+		prefix string
+	}{
+		{RedisOptions{}, "freshread:"},
+		{RedisOptions{Prefix: "app:"}, "app:"},
+		{RedisOptions{NoPrefix: true}, ""},
+	} {
+		db := uniqueDB("layout")
+		tc.opts.Database = db
+		s := newTestRedis(rdb, tc.opts)
+		raiseOK(t, s, []string{"users"}, mustLSN(t, "16/B374D848"))
+		raiseOK(t, s, nil, mustLSN(t, "1/A"))
+		publishOK(t, s, map[string]LSN{"replica-1": mustLSN(t, "2/0"), "replica-2": mustLSN(t, "1/FF")})
+		p := tc.prefix + "{" + db + "}-"
+		want := map[string]string{
+			p + "users-write_lsn":          "16/B374D848",
+			p + "write_lsn":                "16/B374D848",
+			p + "write_lsn-unknown_tables": "1/A",
+			p + "replay_lsn":               "1/FF",
+			p + "replay_lsn-replica-1":     "2/0",
+			p + "replay_lsn-replica-2":     "1/FF",
+		}
+		for k, v := range want {
+			got, err := rdb.Get(ctx, k).Result()
+			if err != nil || got != v {
+				t.Errorf("GET %s = %q, %v; want %q", k, got, err, v)
+			}
+		}
+		h, err := rdb.HGetAll(ctx, p+"replicas").Result()
+		if err != nil || len(h) != 2 || h["replica-1"] != "2/0" || h["replica-2"] != "1/FF" {
+			t.Errorf("HGETALL %sreplicas = %v, %v", p, h, err)
+		}
+		keys, err := rdb.Keys(ctx, "*{"+db+"}*").Result()
+		if err != nil || len(keys) != len(want)+1 {
+			t.Errorf("keys of %s: %q, %v; want %d keys", db, keys, err, len(want)+1)
+		}
+	}
+}
+
+func TestRedisTTL(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	db := uniqueDB("ttl")
+	const ttl = time.Minute
+	s := newTestRedis(rdb, RedisOptions{Database: db, TTL: ttl})
+	raiseOK(t, s, []string{"a"}, 10)
+	raiseOK(t, s, nil, 5)
+	publishOK(t, s, map[string]LSN{"r": 3})
+	keys, err := rdb.Keys(ctx, "*{"+db+"}*").Result()
+	if err != nil || len(keys) != 6 {
+		t.Fatalf("keys: %q, %v", keys, err)
+	}
+	for _, k := range keys {
+		d, err := rdb.PTTL(ctx, k).Result()
+		if err != nil || d <= 0 || d > ttl {
+			t.Errorf("PTTL %s = %v, %v; want in (0, %v]", k, d, err, ttl)
+		}
+	}
+	// A raise that does not change the value still refreshes the TTL.
+	k := "freshread:{" + db + "}-a-write_lsn"
+	rdb.PExpire(ctx, k, time.Second)
+	raiseOK(t, s, []string{"a"}, 1)
+	if d, err := rdb.PTTL(ctx, k).Result(); err != nil || d <= time.Second {
+		t.Errorf("PTTL %s after a lower raise = %v, %v; want refreshed to about %v", k, d, err, ttl)
+	}
+	wantWrite(t, s, []string{"a"}, 10)
+
+	// Expired keys read as "no recent write".
+	short := newTestRedis(rdb, RedisOptions{Database: uniqueDB("ttl-short"), TTL: 50 * time.Millisecond})
+	raiseOK(t, short, []string{"a"}, 10)
+	wantWrite(t, short, []string{"a"}, 10)
+	time.Sleep(200 * time.Millisecond)
+	wantWrite(t, short, []string{"a"}, 0)
+	wantWrite(t, short, nil, 0)
+}
+
+func TestRedisGarbage(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	db := uniqueDB("garbage")
+	s := newTestRedis(rdb, RedisOptions{Database: db})
+	p := "freshread:{" + db + "}-"
+	for _, garbage := range []string{"zz", "1/123456789", "1/2/3", "", " 1/2"} {
+		rdb.Set(ctx, p+"t-write_lsn", garbage, time.Minute)
+		_, err := s.WritePosition(ctx, []string{"u", "t"})
+		if !errors.Is(err, ErrBadPosition) {
+			t.Fatalf("garbage %q: WritePosition error = %v; want ErrBadPosition", garbage, err)
+		}
+		if !strings.HasPrefix(err.Error(), "lsnstore: ") {
+			t.Errorf("error %q lacks the lsnstore: prefix", err)
+		}
+		wantWrite(t, s, []string{"u"}, 0) // other tables still readable
+		raiseOK(t, s, []string{"t"}, 7)   // repairs
+		wantWrite(t, s, []string{"u", "t"}, 7)
+		rdb.Del(ctx, p+"t-write_lsn")
+	}
+
+	// Garbage in the unknown-tables key spoils every read until repaired.
+	rdb.Set(ctx, p+"write_lsn-unknown_tables", "nope", time.Minute)
+	if _, err := s.WritePosition(ctx, []string{"u"}); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("WritePosition error = %v; want ErrBadPosition", err)
+	}
+	raiseOK(t, s, nil, 3)
+	wantWrite(t, s, []string{"u"}, 3)
+
+	// In the maximum and in replica positions.
+	rdb.Set(ctx, p+"write_lsn", "x/1", time.Minute)
+	if _, err := s.WritePosition(ctx, nil); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("WritePosition(nil) error = %v; want ErrBadPosition", err)
+	}
+	raiseOK(t, s, []string{"t"}, 1) // overwrites the garbage maximum with 0/1
+	wantWrite(t, s, nil, 1)
+	wantWrite(t, s, []string{"t"}, 3) // t was deleted, then raised to 1; unknown is 3
+
+	rdb.Set(ctx, p+"replay_lsn-r", "?", time.Minute)
+	publishOK(t, s, map[string]LSN{"r": 4, "q": 5})
+	wantReplay(t, s, map[string]LSN{"r": 4, "q": 5}, 4)
+	rdb.HSet(ctx, p+"replicas", "r", "bad")
+	if _, err := s.ReplayPositions(ctx); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("ReplayPositions error = %v; want ErrBadPosition", err)
+	}
+	rdb.Set(ctx, p+"replay_lsn", "bad", time.Minute)
+	if _, err := s.ReplayPosition(ctx); !errors.Is(err, ErrBadPosition) {
+		t.Fatalf("ReplayPosition error = %v; want ErrBadPosition", err)
+	}
+}
+
+func TestRedisScriptFlushed(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	s := newTestRedis(rdb, RedisOptions{Database: uniqueDB("flush")})
+	raiseOK(t, s, []string{"a"}, 1)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	raiseOK(t, s, []string{"a"}, 2) // NOSCRIPT: falls back to EVAL
+	publishOK(t, s, map[string]LSN{"r": 1})
+	wantWrite(t, s, []string{"a"}, 2)
+}
+
+func TestRedisInvalidOptions(t *testing.T) {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
+	defer rdb.Close()
+	for _, tc := range []struct {
+		rdb  redis.UniversalClient
+		opts RedisOptions
+		want string
+	}{
+		{rdb, RedisOptions{}, "lsnstore: RedisOptions.Database is empty"},
+		{rdb, RedisOptions{Database: "d", Prefix: "p", NoPrefix: true}, "lsnstore: RedisOptions.Prefix is \"p\" with NoPrefix set"},
+		{rdb, RedisOptions{Database: "d", TTL: -time.Second}, "lsnstore: RedisOptions.TTL is -1s; it must be at least 1ms"},
+		{rdb, RedisOptions{Database: "d", TTL: time.Microsecond}, "lsnstore: RedisOptions.TTL is 1µs; it must be at least 1ms"},
+		{nil, RedisOptions{Database: "d"}, "lsnstore: NewRedis: nil redis client"},
+		{rdb, RedisOptions{Database: "}d"}, "lsnstore: RedisOptions.Database \"}d\" contains \"}\", which breaks its hash tag"},
+		{rdb, RedisOptions{Database: "d", Prefix: "a{}:"}, "lsnstore: RedisOptions.Prefix \"a{}:\" contains a brace, which breaks the hash tag"},
+	} {
+		if tc.rdb != nil {
+			if err := tc.opts.Validate(); err == nil || err.Error() != tc.want {
+				t.Errorf("Validate(%+v) = %v; want %s", tc.opts, err, tc.want)
+			}
+		}
+		s := NewRedis(tc.rdb, tc.opts)
+		errs := []error{s.Raise(ctx, []string{"a"}, 1), s.PublishReplay(ctx, map[string]LSN{"r": 1})}
+		_, err := s.WritePosition(ctx, nil)
+		errs = append(errs, err)
+		_, err = s.ReplayPositions(ctx)
+		errs = append(errs, err)
+		_, err = s.ReplayPosition(ctx)
+		errs = append(errs, err)
+		for i, err := range errs {
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("%+v: call %d error = %v; want %s", tc.opts, i, err, tc.want)
+			}
+		}
+	}
+	if err := (RedisOptions{Database: "d", NoPrefix: true, TTL: time.Millisecond, Timeout: -1}).Validate(); err != nil {
+		t.Errorf("Validate of valid options: %v", err)
+	}
+}
+
+// TestRedisStopped stops the shared server: it must not run in parallel
+// with other Redis tests.
+func TestRedisStopped(t *testing.T) {
+	r, rdb := redisClient(t)
+	ctx := context.Background()
+	// Default Timeout (50ms). Connections are pooled before the stop.
+	s := NewRedis(rdb, RedisOptions{Database: uniqueDB("stopped")})
+	raiseOK(t, s, []string{"a"}, 1)
+	if err := r.Stop(ctx); errors.Is(err, testcluster.ErrUnsupported) {
+		t.Skipf("cannot stop this Redis server: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			r.Start(ctx)
+		}
+	}()
+	calls := map[string]func() error{
+		"WritePosition":      func() error { _, err := s.WritePosition(ctx, []string{"a"}); return err },
+		"WritePosition(nil)": func() error { _, err := s.WritePosition(ctx, nil); return err },
+		"Raise":              func() error { return s.Raise(ctx, []string{"a"}, 2) },
+		"Raise(nil)":         func() error { return s.Raise(ctx, nil, 2) },
+		"PublishReplay":      func() error { return s.PublishReplay(ctx, map[string]LSN{"r": 1}) },
+		"ReplayPositions":    func() error { _, err := s.ReplayPositions(ctx); return err },
+		"ReplayPosition":     func() error { _, err := s.ReplayPosition(ctx); return err },
+	}
+	for round := range 2 { // the second round finds no pooled connection
+		for name, call := range calls {
+			start := time.Now()
+			err := call()
+			if err == nil {
+				t.Errorf("round %d: %s with Redis stopped: no error", round, name)
+				continue
+			}
+			if !strings.HasPrefix(err.Error(), "lsnstore: ") {
+				t.Errorf("%s: error %q lacks the lsnstore: prefix", name, err)
+			}
+			t.Logf("round %d: %s: %v after %v", round, name, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	// The restarted server is empty and has no script cache.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := s.Raise(ctx, []string{"a"}, 3)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Raise after restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wantWrite(t, s, []string{"a"}, 3)
+}
+
+func TestRedisTableKeyCache(t *testing.T) {
+	s := NewRedis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), RedisOptions{Database: "d"})
+	if k := s.tableKey("users"); k != "freshread:{d}-users-write_lsn" {
+		t.Fatalf("tableKey = %v", k)
+	}
+	if n := testing.AllocsPerRun(100, func() { s.tableKey("users") }); n != 0 {
+		t.Errorf("cached tableKey allocates %v times", n)
+	}
+}
