@@ -19,6 +19,9 @@ const (
 	// EnvRequire set to 1 turns a missing server into a test failure instead
 	// of a skip. CI sets it.
 	EnvRequire = "FRESHREAD_REQUIRE_INTEGRATION"
+	// EnvNoLocal set to 1 disables the local-binary provider, as on a
+	// machine without the servers (to check the skip path).
+	EnvNoLocal = "FRESHREAD_NO_LOCAL_SERVERS"
 	// EnvDocker set to 0 disables the container provider even when a Docker
 	// engine is reachable.
 	EnvDocker = "FRESHREAD_DOCKER"

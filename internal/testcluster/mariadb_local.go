@@ -30,6 +30,9 @@ type mariaNode struct {
 }
 
 func startLocalMariaDB(ctx context.Context) (_ *localMariaDB, err error) {
+	if os.Getenv(EnvNoLocal) == "1" {
+		return nil, unavailable("MariaDB", EnvNoLocal+"=1 disables local servers; unset it, or set the FRESHREAD_* server variables of docs/testing.md")
+	}
 	bin, err := lookPath("mariadbd", "/usr/sbin", "/usr/local/sbin")
 	if err != nil {
 		return nil, unavailable("MariaDB", "mariadbd not found; install it (Debian: apt-get install -y mariadb-server) or set "+EnvMariaDBPrimary+" and "+EnvMariaDBReplica)

@@ -77,6 +77,9 @@ logging_collector = off
 `
 
 func startLocalPostgres(ctx context.Context, n int) (_ *localPostgres, err error) {
+	if os.Getenv(EnvNoLocal) == "1" {
+		return nil, unavailable("PostgreSQL", EnvNoLocal+"=1 disables local servers; unset it, or set the FRESHREAD_* server variables of docs/testing.md")
+	}
 	bindir, err := pgBinDir()
 	if err != nil {
 		return nil, err

@@ -71,6 +71,9 @@ type localRedis struct {
 }
 
 func startLocalRedis(ctx context.Context) (*localRedis, error) {
+	if os.Getenv(EnvNoLocal) == "1" {
+		return nil, unavailable("Redis", EnvNoLocal+"=1 disables local servers; unset it, or set the FRESHREAD_* server variables of docs/testing.md")
+	}
 	bin, err := lookPath("redis-server", "/usr/bin", "/usr/local/bin")
 	if err != nil {
 		return nil, unavailable("Redis", "redis-server not found; install it (Debian: apt-get install -y redis-server) or set "+EnvRedisAddr)
