@@ -77,7 +77,7 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 	if c.kind == kindRead {
 		return
 	}
-	if c.kind == kindWrite {
+	if c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
 		p.recordWrite(db, c.writes)
 	}
 }

@@ -78,6 +78,11 @@ type Config struct {
 	// followed. Default: none.
 	Dependents map[string][]string
 
+	// ReadOnlyFunctions lists user-defined SQL functions that only read, so
+	// raw SQL calling them may go to a replica. Unknown functions are taken
+	// to write. Default: none.
+	ReadOnlyFunctions []string
+
 	// PollInterval is how often each replica's pg_last_wal_replay_lsn() is
 	// read. Default: 20ms.
 	PollInterval time.Duration

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/classify"
 )
 
 // Plugin is the freshness-routing GORM plugin. Create it with New and
@@ -21,6 +23,8 @@ type Plugin struct {
 	replicas  []*replica
 	// dependents is the transitive closure of Config.Dependents.
 	dependents map[string][]string
+
+	classifier *classify.Classifier
 
 	breaker breaker
 	pending pendingWrites
@@ -75,6 +79,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	p.primaryDB = sqlDB
 	p.dependents = closeDependents(p.cfg.Dependents)
+	p.classifier = classify.New(classify.Config{Dialect: classify.Postgres, ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,6 +1,10 @@
 package plugin
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/freshread/freshread/classify"
+)
 
 var errBreakerOpen = errors.New("plugin: store circuit breaker open")
 
@@ -17,13 +21,56 @@ type rawClass struct {
 	kind       rawKind
 	reads      []string
 	readsKnown bool
-	writes     []string // nil: unknown tables
-	locks      bool
+	// writes are the tables to publish; nil means unknown (the
+	// database-wide position is raised). Empty and non-nil: nothing to
+	// publish (a locking SELECT, COMMIT, ROLLBACK TO SAVEPOINT).
+	writes []string
+	locks  bool
 }
 
-// classify is the conservative placeholder analysis until the classifier
-// is wired in: raw SQL never goes to a replica, and a raw write raises the
-// database-wide position.
+var noTables = []string{}
+
+// classify analyses raw SQL with the PostgreSQL classifier (cached by text).
+// Anything it cannot prove to be a read is not a read; a write whose tables
+// it cannot name raises the database-wide position.
 func (p *Plugin) classify(sql string) rawClass {
-	return rawClass{kind: kindWrite}
+	r := p.classifier.Classify(sql)
+	c := rawClass{locks: r.Locks}
+	switch r.Kind {
+	case classify.Read:
+		c.kind = kindRead
+		c.reads, c.readsKnown = normalizeTables(r.Reads), !r.UnknownTables
+	case classify.Buffer:
+		c.kind = kindBuffer
+	default:
+		c.kind = kindWrite
+		switch {
+		case r.UnknownTables:
+			c.writes = nil
+		case len(r.Writes) > 0:
+			c.writes = normalizeTables(r.Writes)
+		case r.Reason == classify.ReasonTxnEnd, r.Locks:
+			// Transaction control and locking reads change no table.
+			c.writes = noTables
+		default:
+			c.writes = nil // a write of something unnamed (a sequence, a function): be conservative
+		}
+	}
+	return c
+}
+
+// normalizeTables returns names normalized; the classifier's slice is
+// shared through its cache, so it is copied only when a name changes.
+func normalizeTables(names []string) []string {
+	for i, n := range names {
+		if normalizeTable(n) != n {
+			out := make([]string, len(names))
+			copy(out, names[:i])
+			for j := i; j < len(names); j++ {
+				out[j] = normalizeTable(names[j])
+			}
+			return out
+		}
+	}
+	return names
 }

@@ -39,7 +39,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	// Inside a transaction everything stays on its connection (the
 	// primary); a write there is marked for the commit to publish.
 	if _, inTx := stmt.ConnPool.(gorm.TxCommitter); inTx {
-		if raw && c.kind == kindWrite {
+		if raw && c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
 			p.recordWrite(db, c.writes)
 		}
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonTransaction})
@@ -48,8 +48,14 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	if raw {
 		switch {
 		case c.kind == kindWrite:
-			p.recordWrite(db, c.writes)
-			p.toPrimary(db, ReasonWrite, nil)
+			if c.writes == nil || len(c.writes) > 0 {
+				p.recordWrite(db, c.writes)
+			}
+			reason := ReasonWrite
+			if c.locks {
+				reason = ReasonLocking
+			}
+			p.toPrimary(db, reason, nil)
 			return
 		case c.kind != kindRead:
 			p.toPrimary(db, ReasonUnknownSQL, nil)

@@ -1,0 +1,246 @@
+package classify
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Dialect selects the SQL grammar used to classify statements.
+type Dialect int
+
+const (
+	// Postgres is PostgreSQL.
+	Postgres Dialect = iota
+	// MySQL is MySQL; it also covers MariaDB.
+	MySQL
+)
+
+// String returns "postgres" or "mysql".
+func (d Dialect) String() string {
+	switch d {
+	case Postgres:
+		return "postgres"
+	case MySQL:
+		return "mysql"
+	}
+	return fmt.Sprintf("Dialect(%d)", int(d))
+}
+
+// ParseDialect maps a name ("postgres", "postgresql", "pg", "mysql",
+// "mariadb") to a Dialect.
+func ParseDialect(name string) (Dialect, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "postgres", "postgresql", "pg", "pgx":
+		return Postgres, nil
+	case "mysql", "mariadb":
+		return MySQL, nil
+	}
+	return 0, fmt.Errorf("classify: unknown dialect %q", name)
+}
+
+// Kind is the routing class of a statement. Kinds are ordered by severity:
+// Read < Buffer < Write, so the kind of a multi-statement text is the
+// maximum over its statements.
+type Kind int
+
+const (
+	// Read statements have no side effect and may run on a replica.
+	Read Kind = iota
+	// Buffer statements only change session state (session variables,
+	// temporary tables, prepared statements, transaction start, cursors).
+	// They may run on a replica but must be replayed on the primary when the
+	// session moves there.
+	Buffer
+	// Write statements have persistent or cross-session effects, or could
+	// not be shown to be Read or Buffer.
+	Write
+)
+
+// String returns "READ", "BUFFER" or "WRITE".
+func (k Kind) String() string {
+	switch k {
+	case Read:
+		return "READ"
+	case Buffer:
+		return "BUFFER"
+	case Write:
+		return "WRITE"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// ParseKind is the inverse of Kind.String.
+func ParseKind(s string) (Kind, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "READ":
+		return Read, nil
+	case "BUFFER":
+		return Buffer, nil
+	case "WRITE":
+		return Write, nil
+	}
+	return 0, fmt.Errorf("classify: unknown kind %q", s)
+}
+
+// Reasons reported in Result.Reason.
+const (
+	ReasonUnparseable = "unparseable"
+	// ReasonTxnEnd marks COMMIT, ROLLBACK, END, ABORT and ROLLBACK TO
+	// SAVEPOINT (see the transaction policy in the package documentation).
+	ReasonTxnEnd = "transaction end"
+)
+
+// Result is the classification of one SQL text (one or more statements).
+//
+// Results may be shared between callers through the cache: treat them, and in
+// particular the Reads and Writes slices, as read-only.
+type Result struct {
+	// Kind is the most severe kind over all statements of the text.
+	Kind Kind
+	// Reads lists the tables read: normalized, deduplicated and sorted.
+	Reads []string
+	// Writes lists the persistent tables written (temporary tables created
+	// earlier in the same text are left out): normalized, deduplicated and
+	// sorted.
+	Writes []string
+	// Locks reports row or table locking: FOR UPDATE/SHARE anywhere, LOCK
+	// TABLE(S), advisory and user-level locks.
+	Locks bool
+	// UnknownTables reports that the tables written cannot all be
+	// determined (dynamic SQL, unknown functions, procedures, DDL on
+	// non-table objects, unparseable text); the caller should then use a
+	// database-wide position.
+	UnknownTables bool
+	// Reason explains a Write that is a guess ("unknown function f",
+	// "unparseable", ...) or a policy decision ("transaction end"). It is
+	// empty otherwise.
+	Reason string
+}
+
+// Config configures a Classifier.
+type Config struct {
+	// Dialect selects the grammar.
+	Dialect Dialect
+	// ReadOnlyFunctions lists user functions known to be read-only. Names
+	// are matched case-insensitively, either bare ("f") or schema-qualified
+	// ("public.f"); a bare name matches the function in any schema.
+	ReadOnlyFunctions []string
+	// CacheSize is the number of results kept in the LRU cache keyed by SQL
+	// text. Zero means 4096; a negative value disables the cache.
+	CacheSize int
+}
+
+// DefaultCacheSize is the cache size used when Config.CacheSize is zero.
+const DefaultCacheSize = 4096
+
+// Classifier classifies SQL statements. It is safe for concurrent use.
+type Classifier struct {
+	dialect  Dialect
+	readOnly atomic.Pointer[map[string]struct{}]
+	mu       sync.Mutex // serializes AddReadOnlyFunctions
+	cache    *lruCache
+}
+
+// New returns a Classifier for cfg.
+func New(cfg Config) *Classifier {
+	c := &Classifier{dialect: cfg.Dialect}
+	m := make(map[string]struct{}, len(cfg.ReadOnlyFunctions))
+	for _, f := range cfg.ReadOnlyFunctions {
+		if f = normFuncName(f); f != "" {
+			m[f] = struct{}{}
+		}
+	}
+	c.readOnly.Store(&m)
+	size := cfg.CacheSize
+	if size == 0 {
+		size = DefaultCacheSize
+	}
+	if size > 0 {
+		c.cache = newLRUCache(size)
+	}
+	return c
+}
+
+// Dialect returns the dialect the classifier was built for.
+func (c *Classifier) Dialect() Dialect { return c.dialect }
+
+// AddReadOnlyFunctions marks user functions as read-only, for example after
+// learning their volatility from pg_proc. Cached results are discarded.
+// Built-in functions with known side effects (nextval, pg_advisory_lock,
+// GET_LOCK, ...) stay Write or Buffer whatever this list says.
+func (c *Classifier) AddReadOnlyFunctions(names ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.readOnly.Load()
+	m := make(map[string]struct{}, len(old)+len(names))
+	for k := range old {
+		m[k] = struct{}{}
+	}
+	for _, f := range names {
+		if f = normFuncName(f); f != "" {
+			m[f] = struct{}{}
+		}
+	}
+	c.readOnly.Store(&m)
+	if c.cache != nil {
+		c.cache.purge()
+	}
+}
+
+func normFuncName(f string) string {
+	return strings.ToLower(strings.TrimSpace(f))
+}
+
+// isReadOnlyUserFunc reports whether the (lower-case, possibly qualified)
+// function name was declared read-only.
+func (c *Classifier) isReadOnlyUserFunc(name string) bool {
+	m := *c.readOnly.Load()
+	if len(m) == 0 {
+		return false
+	}
+	if _, ok := m[name]; ok {
+		return true
+	}
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		_, ok := m[name[i+1:]]
+		return ok
+	}
+	return false
+}
+
+// Classify classifies sql, which may hold several statements separated by
+// semicolons. It is safe for concurrent use, caches its results (see Result
+// for the sharing rules) and never panics: on an internal error it returns
+// Write with Reason "unparseable".
+func (c *Classifier) Classify(sql string) Result {
+	if c.cache == nil {
+		return c.classifyUncached(sql)
+	}
+	if r, ok := c.cache.get(sql); ok {
+		return r
+	}
+	gen := c.cache.generation()
+	r := c.classifyUncached(sql)
+	c.cache.add(sql, r, gen)
+	return r
+}
+
+func (c *Classifier) classifyUncached(sql string) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = unparseable()
+		}
+	}()
+	switch c.dialect {
+	case MySQL:
+		return c.classifyMySQL(sql)
+	default:
+		return c.classifyPostgres(sql)
+	}
+}
+
+func unparseable() Result {
+	return Result{Kind: Write, UnknownTables: true, Reason: ReasonUnparseable}
+}
