@@ -59,10 +59,9 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 	if db.Error != nil {
 		return
 	}
-	stmt := db.Statement
-	var tables []string
-	if stmt.Table != "" && (stmt.TableExpr == nil || simpleTableExpr(stmt.TableExpr.SQL, stmt.Table)) {
-		tables = []string{normalizeTable(stmt.Table)}
+	var tables []string // nil: unknown, the database-wide position
+	if name, ok := statementTable(db.Statement); ok {
+		tables = []string{name}
 	}
 	p.recordWrite(db, tables)
 }

@@ -80,7 +80,9 @@ type Config struct {
 
 	// ReadOnlyFunctions lists user-defined SQL functions that only read, so
 	// raw SQL calling them may go to a replica. Unknown functions are taken
-	// to write. Default: none.
+	// to write. Functions whose every overload is IMMUTABLE or STABLE are
+	// learned from pg_proc at Initialize and need not be listed (functions
+	// created later are learned at the next start). Default: none.
 	ReadOnlyFunctions []string
 
 	// PollInterval is how often each replica's pg_last_wal_replay_lsn() is

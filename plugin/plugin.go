@@ -27,7 +27,10 @@ type Plugin struct {
 	classifier *classify.Classifier
 
 	breaker breaker
-	pending pendingWrites
+	stats   stats
+	// lastPrimary is the primary's insert position at the last poll.
+	lastPrimary atomic.Uint64
+	pending     pendingWrites
 	// tick is closed and replaced after every poll, waking MaxWait waiters.
 	tick atomic.Pointer[chan struct{}]
 
@@ -88,6 +91,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return fmt.Errorf("plugin: read the primary's system identifier: %w", err)
 	}
 	fmt.Sscanf(sysid, "%d", &p.cluster)
+	if err := p.learnReadOnlyFunctions(ctx, sqlDB); err != nil {
+		p.cfg.Logger.Warn("freshread: user functions stay classified as writes", "err", err)
+	}
 
 	for _, rc := range p.cfg.Replicas {
 		r, err := p.openReplica(ctx, db, rc)

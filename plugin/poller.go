@@ -68,6 +68,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	now := time.Now()
 	if primaryOK {
 		p.samples = append(p.samples, primarySample{at: now, pos: ins})
+		p.lastPrimary.Store(uint64(ins))
 	}
 	// The threshold a replica must have replayed to be within MaxLag: the
 	// primary's position MaxLag ago, or the oldest sample when the process
@@ -123,11 +124,9 @@ func idleCaughtUp(ins, flush lsnstore.LSN) bool {
 	if ins == flush {
 		return true
 	}
-	switch {
-	case uint64(ins)%walSegmentSize == walLongHeader:
-		return uint64(flush) == uint64(ins)-walLongHeader
-	case uint64(ins)%walPageSize == walShortHeader:
-		return uint64(flush) == uint64(ins)-walShortHeader
+	hdr := uint64(walShortHeader)
+	if uint64(ins)%walSegmentSize < walPageSize {
+		hdr = walLongHeader // the first page of a segment has the long header
 	}
-	return false
+	return uint64(ins)%walPageSize == hdr && uint64(flush) == uint64(ins)-hdr
 }

@@ -170,6 +170,7 @@ func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.L
 	}
 	// The store bounds its own calls (lsnstore.RedisOptions.Timeout).
 	pos, err := p.cfg.Store.WritePosition(ctx, tables)
+	p.stats.storeLatency(time.Now().Sub(now))
 	if err != nil {
 		p.breaker.failure(now, p.cfg.BreakerFailures)
 		return 0, err
@@ -235,7 +236,9 @@ func (p *Plugin) pick(pools []gorm.ConnPool) gorm.ConnPool {
 
 func (p *Plugin) use(db *gorm.DB, pool gorm.ConnPool, reason Reason, tables []string, required lsnstore.LSN) {
 	db.Statement.ConnPool = pool
-	if p.observed(db.Statement.Context) {
+	if !p.observed(db.Statement.Context) {
+		p.stats.decision(ReplicaTarget, reason)
+	} else {
 		d := Decision{Target: ReplicaTarget, Reason: reason, Tables: tables, Required: required}
 		if rp, ok := pool.(*replicaPool); ok {
 			d.Replica = rp.r.name
@@ -250,6 +253,7 @@ func (p *Plugin) observed(ctx context.Context) bool {
 }
 
 func (p *Plugin) decided(ctx context.Context, d Decision) {
+	p.stats.decision(d.Target, d.Reason)
 	if p.cfg.OnDecision != nil {
 		p.cfg.OnDecision(ctx, d)
 	}

@@ -51,21 +51,11 @@ func appendStatementTables(tables []string, stmt *gorm.Statement, depth int) ([]
 			return nil, false
 		}
 	}
-	if stmt.Table == "" {
+	name, ok := statementTable(stmt)
+	if !ok {
 		return nil, false
 	}
-	if stmt.TableExpr != nil {
-		if !simpleTableExpr(stmt.TableExpr.SQL, stmt.Table) {
-			return nil, false
-		}
-		for _, v := range stmt.TableExpr.Vars {
-			var ok bool
-			if tables, ok = appendVarTables(tables, v, depth); !ok {
-				return nil, false
-			}
-		}
-	}
-	tables = append(tables, normalizeTable(stmt.Table))
+	tables = append(tables, name)
 	for _, j := range stmt.Joins {
 		t, ok := joinTable(stmt, j.Name)
 		if !ok {
@@ -85,22 +75,41 @@ func appendStatementTables(tables []string, stmt *gorm.Statement, depth int) ([]
 	return tables, true
 }
 
-// simpleTableExpr accepts `"orders"`, `orders o`, `orders AS o` and
-// `"public"."orders"`: one table, whose name GORM put in Statement.Table.
-// Anything else (joins or subqueries written by hand) is unknown.
-func simpleTableExpr(sql, table string) bool {
+// statementTable is the normalized name of the one table a statement
+// names. With a table expression (db.Table(...)) the name comes from the
+// expression, not from Statement.Table, which GORM sets to the alias for
+// `orders o`. ok is false when there is no single plain table.
+func statementTable(stmt *gorm.Statement) (string, bool) {
+	if stmt.TableExpr == nil {
+		if stmt.Table == "" {
+			return "", false
+		}
+		return normalizeTable(stmt.Table), true
+	}
+	if len(stmt.TableExpr.Vars) > 0 {
+		return "", false // a subquery or a parameter
+	}
+	return tableFromExpr(stmt.TableExpr.SQL)
+}
+
+// tableFromExpr accepts `"orders"`, `orders o`, `orders AS o` and
+// `"public"."orders"`; anything else (joins or subqueries written by hand)
+// is unknown.
+func tableFromExpr(sql string) (string, bool) {
+	if strings.ContainsAny(sql, "(),;") {
+		return "", false
+	}
 	fields := strings.Fields(sql)
 	switch len(fields) {
-	case 1:
-	case 2:
+	case 1, 2:
 	case 3:
 		if !strings.EqualFold(fields[1], "as") {
-			return false
+			return "", false
 		}
 	default:
-		return false
+		return "", false
 	}
-	return strings.Contains(fields[0], table) && !strings.ContainsAny(sql, "(),")
+	return normalizeTable(fields[0]), true
 }
 
 // joinTable resolves a Joins("Rel") name through the schema's

@@ -1,0 +1,205 @@
+package integration_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/plugin/dbresolver"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/plugin"
+)
+
+// TestMaxLagMakesLaggingReplicaUnusable: a replica that has not replayed
+// what the primary wrote MaxLag ago is not used even for tables nobody
+// wrote (an expired store key could hide a write it lacks).
+func TestMaxLagMakesLaggingReplicaUnusable(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *plugin.Config) { c.MaxLag = 300 * time.Millisecond }))
+	e.resumeAll()
+	e.pause(0)
+	if err := e.db.Create(&Item{ID: 1, Name: "x"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	seen1 := false
+	for i := 0; i < 30; i++ {
+		got := e.readOther(e.db)
+		if got.Port == e.pg.ReplicaPort(0) {
+			t.Fatalf("read %d served by replica 0, paused for longer than MaxLag", i)
+		}
+		seen1 = seen1 || got.Port == e.pg.ReplicaPort(1)
+	}
+	if !seen1 {
+		t.Fatal("the replica within MaxLag was never used")
+	}
+}
+
+// TestUnparseablePositionGoesToPrimary: garbage in the store is treated as
+// unknown: the read of that table goes to the primary, without an error.
+func TestUnparseablePositionGoesToPrimary(t *testing.T) {
+	database := "garbage-" + t.Name()
+	store, r := newRedisStore(t, database)
+	e := newEnv(t, withStore(store))
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	e.mustReplica(e.readItem(e.db, 1), "before")
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	if err := rdb.Set(context.Background(), "freshread:{"+database+"}-items-write_lsn", "not-a-position", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := e.readItem(e.db, 1)
+	if got.Name != "old" {
+		t.Fatalf("read: %+v", got)
+	}
+	e.mustPrimary(got, "table with an unparseable position")
+	e.mustReplica(e.readOther(e.db), "other table")
+	e.mu.Lock()
+	last := e.decisions[len(e.decisions)-2]
+	e.mu.Unlock()
+	if last.Reason != plugin.ReasonStoreError {
+		t.Fatalf("decision %+v, want reason store-error", last)
+	}
+}
+
+// TestReplicaFailureRetriedOnPrimary: a replica that dies before the poller
+// notices makes the read fail there; it is retried once on the primary and
+// the caller sees the data, not an error.
+func TestReplicaFailureRetriedOnPrimary(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *plugin.Config) {
+		c.PollInterval = time.Hour // the poller will not notice
+		c.MaxLag = 2 * time.Hour
+	}))
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.waitCaughtUp()
+	// A fresh plugin polls once at start: now both replicas are known fresh.
+	db, _ := e.open(withConfig(func(c *plugin.Config) {
+		c.PollInterval = time.Hour
+		c.MaxLag = 2 * time.Hour
+	}))
+	e.mustReplica(e.readItem(db, 1), "before the failure")
+	for i := 0; i < e.pg.Replicas(); i++ {
+		if err := e.pg.StopReplica(e.ctx(), i); err != nil {
+			if err == testcluster.ErrUnsupported {
+				t.Skip("provider cannot stop replicas")
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.pg.StartReplica(context.Background(), i) })
+	}
+	for i := 0; i < 5; i++ {
+		got := e.readItem(db, 1)
+		if got.Name != "old" {
+			t.Fatalf("read %d: %+v", i, got)
+		}
+		e.mustPrimary(got, "replicas dead, poller unaware")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	failed := false
+	for _, d := range e.decisions {
+		failed = failed || d.Reason == plugin.ReasonReplicaFailed
+	}
+	if !failed {
+		t.Fatal("no replica-failed decision recorded")
+	}
+}
+
+// TestPolicyPicksAmongFreshReplicas: a dbresolver.Policy chooses among the
+// fresh replicas.
+func TestPolicyPicksAmongFreshReplicas(t *testing.T) {
+	last := dbresolver.PolicyFunc(func(pools []gorm.ConnPool) gorm.ConnPool { return pools[len(pools)-1] })
+	e := newEnv(t, withConfig(func(c *plugin.Config) { c.Policy = last }))
+	e.resumeAll()
+	for i := 0; i < 10; i++ {
+		if got := e.readOther(e.db); got.Port != e.pg.ReplicaPort(e.pg.Replicas()-1) {
+			t.Fatalf("policy ignored: served by %d", got.Port)
+		}
+	}
+}
+
+// TestMetricsCollector: the collector reports decisions and replica state.
+func TestMetricsCollector(t *testing.T) {
+	e := newEnv(t)
+	e.resumeAll()
+	for i := 0; i < 5; i++ {
+		e.readOther(e.db)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(e.plug.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.Counter != nil:
+				found[key] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				found[key] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				found[key] = float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	if found["freshread_decisions_total,reason=fresh,target=replica"] < 5 {
+		t.Fatalf("fresh replica decisions: %v", found)
+	}
+	if found["freshread_replica_up,replica=r0"] != 1 || found["freshread_replica_up,replica=r1"] != 1 {
+		t.Fatalf("replica_up: %v", found)
+	}
+	if found["freshread_store_read_seconds"] < 5 {
+		t.Fatalf("store latency samples: %v", found)
+	}
+	if _, ok := found["freshread_replica_replay_lag_bytes,replica=r0"]; !ok {
+		t.Fatalf("no lag gauge: %v", found)
+	}
+}
+
+// TestReadOnlyFunctionsLearned: STABLE user functions are learned from
+// pg_proc, so raw SQL calling them may use a replica; VOLATILE ones stay
+// writes.
+func TestReadOnlyFunctionsLearned(t *testing.T) {
+	e := newEnv(t)
+	for _, q := range []string{
+		`CREATE FUNCTION item_label(i int) RETURNS text STABLE LANGUAGE sql AS $$ SELECT 'label-' || i $$`,
+		`CREATE FUNCTION bump() RETURNS int VOLATILE LANGUAGE sql AS $$ UPDATE others SET note = 'bumped' WHERE id = 1 RETURNING 1 $$`,
+	} {
+		if err := e.db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.resumeAll()
+	db, _ := e.open()
+	var s served
+	if err := db.Raw("SELECT item_label(7) AS name, inet_server_port() AS port").Scan(&s).Error; err != nil {
+		t.Fatal(err)
+	}
+	if s.Name != "label-7" {
+		t.Fatalf("stable function: %+v", s)
+	}
+	e.mustReplica(s, "STABLE function")
+	var n int
+	if err := db.Raw("SELECT bump()").Scan(&n).Error; err != nil || n != 1 {
+		t.Fatalf("volatile function: %d %v (a replica would refuse the write)", n, err)
+	}
+	if got := e.readOther(db); got.Name != "bumped" {
+		t.Fatalf("STALE READ after a write through a function: %+v", got)
+	}
+}

@@ -1,0 +1,78 @@
+package plugin
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Collector returns a Prometheus collector of the plugin's metrics, for the
+// caller to register (prometheus.MustRegister(p.Collector())):
+//
+//	freshread_decisions_total{target,reason}   routing decisions
+//	freshread_store_read_seconds                store latency on the read path (histogram)
+//	freshread_replica_replay_lag_bytes{replica} primary insert position minus replica replay position, at the last poll
+//	freshread_replica_up{replica}               1 when the replica is usable
+//	freshread_unpublished_writes                1 while writes wait to be published (this process reads from the primary)
+func (p *Plugin) Collector() prometheus.Collector { return collector{p} }
+
+var (
+	descDecisions = prometheus.NewDesc("freshread_decisions_total", "Routing decisions by target and reason.", []string{"target", "reason"}, nil)
+	descStore     = prometheus.NewDesc("freshread_store_read_seconds", "Latency of the position store on the read path.", nil, nil)
+	descLag       = prometheus.NewDesc("freshread_replica_replay_lag_bytes", "WAL bytes the replica has not replayed, at the last poll.", []string{"replica"}, nil)
+	descUp        = prometheus.NewDesc("freshread_replica_up", "1 when the replica is usable for reads.", []string{"replica"}, nil)
+	descPending   = prometheus.NewDesc("freshread_unpublished_writes", "1 while writes wait to be published to the store.", nil, nil)
+)
+
+type collector struct{ p *Plugin }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descDecisions
+	ch <- descStore
+	ch <- descLag
+	ch <- descUp
+	ch <- descPending
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	p := c.p
+	for t := range p.stats.decisions {
+		for i, r := range reasons {
+			if n := p.stats.decisions[t][i].Load(); n > 0 {
+				ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), Target(t).String(), string(r))
+			}
+		}
+	}
+	buckets := make(map[float64]uint64, len(storeBucketBounds))
+	var cum uint64
+	for i, b := range storeBucketBounds {
+		cum += p.stats.storeBuckets[i].Load()
+		buckets[b.Seconds()] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(descStore, p.stats.storeCount.Load(),
+		float64(p.stats.storeSumNano.Load())/1e9, buckets)
+	primary := lsnstore.LSN(p.lastPrimary.Load())
+	now := time.Now()
+	for _, r := range p.replicas {
+		st := r.state.Load()
+		up := 0.0
+		if st.usable(now, p.cfg.MaxLag) {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up, r.name)
+		if st != nil && st.up && primary > 0 {
+			lag := 0.0
+			if primary > st.pos {
+				lag = float64(primary - st.pos)
+			}
+			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag, r.name)
+		}
+	}
+	pending := 0.0
+	if p.pending.suspect.Load() {
+		pending = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, pending)
+}

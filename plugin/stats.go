@@ -1,0 +1,55 @@
+package plugin
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// reasons lists every Reason in a fixed order: decision counters are an
+// array indexed by it, so counting a decision is one atomic add.
+var reasons = [...]Reason{
+	ReasonFresh, ReasonLagging, ReasonNoReplica, ReasonStoreError, ReasonTransaction,
+	ReasonLocking, ReasonHint, ReasonConsistency, ReasonWrite, ReasonUnknownSQL, ReasonReplicaFailed,
+}
+
+func reasonIndex(r Reason) int {
+	for i, x := range reasons {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// stats are the plugin's counters, read by the Prometheus collector.
+type stats struct {
+	decisions [2][len(reasons)]atomic.Uint64 // [target][reason]
+	// store read latency: a fixed-bucket histogram, lock-free.
+	storeCount   atomic.Uint64
+	storeSumNano atomic.Uint64
+	storeBuckets [len(storeBucketBounds)]atomic.Uint64
+}
+
+// storeBucketBounds are the upper bounds of the store latency buckets.
+var storeBucketBounds = [...]time.Duration{
+	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+}
+
+func (s *stats) decision(t Target, r Reason) {
+	if i := reasonIndex(r); i >= 0 && int(t) < 2 {
+		s.decisions[t][i].Add(1)
+	}
+}
+
+func (s *stats) storeLatency(d time.Duration) {
+	s.storeCount.Add(1)
+	s.storeSumNano.Add(uint64(d))
+	for i, b := range storeBucketBounds {
+		if d <= b {
+			s.storeBuckets[i].Add(1)
+			return
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package plugin
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+func TestBreakerOpensAfterFailuresAndProbesOnce(t *testing.T) {
+	var b breaker
+	now := time.Unix(1000, 0)
+	for i := 0; i < 2; i++ {
+		b.failure(now, 3)
+		if !b.allow(now) {
+			t.Fatalf("open after %d failures, limit 3", i+1)
+		}
+	}
+	b.failure(now, 3)
+	if b.allow(now) {
+		t.Fatal("still closed after 3 failures")
+	}
+	if b.allow(now.Add(breakerMinBackoff - time.Millisecond)) {
+		t.Fatal("probe allowed before the backoff")
+	}
+	later := now.Add(breakerMinBackoff)
+	if !b.allow(later) {
+		t.Fatal("no probe after the backoff")
+	}
+	if b.allow(later) {
+		t.Fatal("a second caller may probe at the same time")
+	}
+	b.failure(later, 3) // the probe failed: backoff doubles
+	if b.allow(later.Add(breakerMinBackoff)) {
+		t.Fatal("backoff did not double")
+	}
+	if !b.allow(later.Add(2 * breakerMinBackoff)) {
+		t.Fatal("no probe after the doubled backoff")
+	}
+	b.success()
+	if !b.allow(later) || !b.allow(later) {
+		t.Fatal("not closed after a successful probe")
+	}
+}
+
+func TestIdleCaughtUp(t *testing.T) {
+	cases := []struct {
+		ins, flush uint64
+		want       bool
+	}{
+		{0x3000148, 0x3000148, true},  // nothing pending
+		{0x3002018, 0x3002000, true},  // insert right after a short page header
+		{0x4000028, 0x4000000, true},  // right after a segment's long header
+		{0x3002018, 0x3001ff0, false}, // flush behind the boundary: a record is missing
+		{0x3000200, 0x3000148, false}, // ordinary lag
+		{0x4000018, 0x4000000, false}, // offset 24 at a segment start is not a header end
+		{0x3002030, 0x3002018, false}, // not at a page start
+	}
+	for _, c := range cases {
+		if got := idleCaughtUp(lsnstore.LSN(c.ins), lsnstore.LSN(c.flush)); got != c.want {
+			t.Errorf("idleCaughtUp(%v, %v) = %v, want %v", lsnstore.LSN(c.ins), lsnstore.LSN(c.flush), got, c.want)
+		}
+	}
+}
+
+func TestCloseDependentsIsTransitiveAndNormalized(t *testing.T) {
+	got := closeDependents(map[string][]string{
+		"A":             {"b"},
+		"b":             {"public.C", "a"}, // a cycle back to a
+		"\"Other\"":     {"d"},
+		"public.unused": nil,
+	})
+	for k := range got {
+		sort.Strings(got[k])
+	}
+	want := map[string][]string{"a": {"b", "c"}, "b": {"a", "c"}, "other": {"d"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("closeDependents = %v, want %v", got, want)
+	}
+}
+
+func TestNormalizeTable(t *testing.T) {
+	for in, want := range map[string]string{
+		"orders": "orders", "Orders": "orders", `"public"."Orders"`: "orders",
+		"sales.orders": "orders", "`orders`": "orders", " orders ": "orders",
+	} {
+		if got := normalizeTable(in); got != want {
+			t.Errorf("normalizeTable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { normalizeTable("orders") }); n != 0 {
+		t.Errorf("normalizeTable allocates %v times on a plain name", n)
+	}
+}
+
+type Customer struct {
+	ID   uint
+	Name string
+}
+
+type Order struct {
+	ID         uint
+	CustomerID uint
+	Customer   Customer
+	Total      int
+}
+
+// dryDB is a *gorm.DB that builds statements without a server.
+func dryDB(t *testing.T) *gorm.DB {
+	t.Helper()
+	db, err := gorm.Open(postgres.New(postgres.Config{DSN: "host=127.0.0.1 port=1 sslmode=disable"}),
+		&gorm.Config{DryRun: true, DisableAutomaticPing: true, Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestStatementTables(t *testing.T) {
+	db := dryDB(t)
+	cases := []struct {
+		name  string
+		query func(*gorm.DB) *gorm.DB
+		want  []string // nil: unknown
+	}{
+		{"model", func(d *gorm.DB) *gorm.DB { return d.Model(&Order{}).Where("total > ?", 1) }, []string{"orders"}},
+		{"relation join", func(d *gorm.DB) *gorm.DB { return d.Model(&Order{}).Joins("Customer") }, []string{"orders", "customers"}},
+		{"raw join", func(d *gorm.DB) *gorm.DB { return d.Model(&Order{}).Joins("JOIN payments p ON p.order_id = orders.id") }, nil},
+		{"subquery", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Where("customer_id IN (?)", d.Model(&Customer{}).Select("id"))
+		}, []string{"orders", "customers"}},
+		{"table name", func(d *gorm.DB) *gorm.DB { return d.Table("public.orders") }, []string{"orders"}},
+		{"table alias", func(d *gorm.DB) *gorm.DB { return d.Table("orders o") }, []string{"orders"}},
+		{"table subquery", func(d *gorm.DB) *gorm.DB { return d.Table("(?) AS x", d.Model(&Customer{})) }, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			var known bool
+			tx := c.query(db.Session(&gorm.Session{}))
+			// Run the statement's Query chain far enough to parse the model.
+			stmt := tx.Statement
+			if stmt.Model != nil {
+				if err := stmt.Parse(stmt.Model); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, known = statementTables(stmt)
+			if c.want == nil {
+				if known {
+					t.Fatalf("tables %v known, want unknown", got)
+				}
+				return
+			}
+			sort.Strings(got)
+			want := append([]string(nil), c.want...)
+			sort.Strings(want)
+			if !known || !reflect.DeepEqual(got, want) {
+				t.Fatalf("tables %v (known %v), want %v", got, known, want)
+			}
+		})
+	}
+}
+
+func TestSessionTokenRoundTripAndErrors(t *testing.T) {
+	s := &SessionState{}
+	s.raise(7, 0x16B374D848)
+	s.raise(7, 0x10) // lower: ignored
+	s.raise(3, 0x20)
+	tok := s.Token()
+	if tok != "v1.3=0/20.7=16/B374D848" {
+		t.Fatalf("token %q", tok)
+	}
+	back, err := ParseToken(tok)
+	if err != nil || back.position(7) != 0x16B374D848 || back.position(3) != 0x20 {
+		t.Fatalf("round trip: %v %v", back, err)
+	}
+	for _, bad := range []string{"v2.1=0/1", "v1.x=0/1", "v1.1", "v1.1=zz", "v1.1=0/1;x"} {
+		if _, err := ParseToken(bad); err == nil {
+			t.Errorf("ParseToken(%q) accepted", bad)
+		}
+	}
+}
