@@ -87,6 +87,8 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 	switch c := db.Statement.ConnPool.(type) {
 	case *trackedTx:
 		c.mark(tables)
+	case *replaySession:
+		// The session classifies and publishes each statement it runs.
 	case gorm.TxCommitter:
 		// A transaction the plugin did not begin (db.Connection + Begin on a
 		// *sql.Conn): its commit cannot be observed. Keep this process on

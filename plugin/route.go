@@ -25,6 +25,9 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	}
 	stmt := db.Statement
 	ctx := stmt.Context
+	if _, ok := stmt.ConnPool.(*replaySession); ok {
+		return // a Session routes each statement itself
+	}
 
 	var (
 		tables []string

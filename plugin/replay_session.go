@@ -1,0 +1,387 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// ErrSessionAborted: a replay session could not move to the primary (a
+// buffered statement failed when replayed there). Nothing of the write that
+// triggered the move was executed.
+var ErrSessionAborted = errors.New("plugin: session aborted")
+
+// Session runs fn with a *gorm.DB bound to one connection that starts on a
+// fresh-enough replica and moves to the primary when it must
+// (reconnect/replay on write):
+//
+//   - READ statements run on the replica while it has replayed the write
+//     positions of their tables (and of the caller's session); a read the
+//     replica is too old for moves the session to the primary first.
+//   - BUFFER statements (SET, set_config(..., false), PREPARE, temporary
+//     tables, ...) run on the replica and are recorded in order. One the
+//     replica refuses as read-only (PostgreSQL standbys refuse CREATE TEMP
+//     TABLE) moves the session to the primary.
+//   - The first WRITE (and BEGIN, unless READ ONLY, and any GORM
+//     transaction) takes a primary connection, replays the recorded BUFFER
+//     statements in order, then runs; from then on everything runs on the
+//     primary. If a replayed statement fails, the session aborts with
+//     ErrSessionAborted and the write is not executed.
+//
+// Writes are published like any other: after COMMIT (explicit
+// transactions), or after the statement (autocommit).
+func (p *Plugin) Session(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (err error) {
+	s := &replaySession{p: p, ctx: ctx}
+	defer s.close()
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	tx := db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	tx.Statement.ConnPool = s
+	err = fn(tx)
+	if s.abort != nil {
+		return s.abort
+	}
+	return err
+}
+
+// replaySession is the ConnPool of a Session. It is not a TxCommitter, so
+// GORM keeps routing through it; the routing callback leaves it alone.
+type replaySession struct {
+	p   *Plugin
+	ctx context.Context
+
+	mu        sync.Mutex
+	replica   *replica
+	rconn     *sql.Conn
+	pconn     *sql.Conn
+	buffer    []bufferedStmt
+	inTx      bool // an explicit BEGIN is open on the primary
+	txWritten writeSet
+	abort     error
+}
+
+type bufferedStmt struct {
+	query string
+	args  []any
+}
+
+var (
+	_ gorm.ConnPool         = (*replaySession)(nil)
+	_ gorm.ConnPoolBeginner = (*replaySession)(nil)
+)
+
+// start pins a usable replica that has replayed the caller's own writes,
+// or starts on the primary when there is none.
+func (s *replaySession) start(ctx context.Context) error {
+	var required = s.sessionPosition()
+	for _, r := range s.p.replicas {
+		st := r.state.Load()
+		if st.usable(time.Now(), s.p.cfg.MaxLag) && st.pos >= required {
+			conn, err := r.db.Conn(ctx)
+			if err != nil {
+				continue
+			}
+			s.replica, s.rconn = r, conn
+			return nil
+		}
+	}
+	return s.toPrimary(ctx)
+}
+
+func (s *replaySession) sessionPosition() lsnstore.LSN {
+	if ss := SessionFrom(s.ctx); ss != nil {
+		return ss.position(s.p.cluster)
+	}
+	return 0
+}
+
+func (s *replaySession) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rconn != nil {
+		s.rconn.Close()
+		s.rconn = nil
+	}
+	if s.pconn != nil {
+		if s.inTx {
+			_, _ = s.pconn.ExecContext(context.Background(), "ROLLBACK")
+		}
+		s.pconn.Close()
+		s.pconn = nil
+	}
+}
+
+// toPrimary takes a primary connection and replays the buffer. Called with
+// s.mu held (or before the session is shared).
+func (s *replaySession) toPrimary(ctx context.Context) error {
+	if s.pconn != nil {
+		return nil
+	}
+	if s.abort != nil {
+		return s.abort
+	}
+	conn, err := s.p.primaryDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("plugin: session: connect to the primary: %w", err)
+	}
+	for i, b := range s.buffer {
+		if _, err := conn.ExecContext(ctx, b.query, b.args...); err != nil {
+			conn.Close()
+			s.abort = fmt.Errorf("%w: replaying buffered statement %d on the primary: %w", ErrSessionAborted, i+1, err)
+			return s.abort
+		}
+	}
+	s.buffer = nil
+	s.pconn = conn
+	if s.rconn != nil {
+		s.rconn.Close()
+		s.rconn = nil
+	}
+	return nil
+}
+
+// target decides where query runs and prepares that connection.
+func (s *replaySession) target(ctx context.Context, query string) (conn *sql.Conn, c rawClass, buffer bool, err error) {
+	if s.abort != nil {
+		return nil, c, false, s.abort
+	}
+	c = s.p.classify(query)
+	if s.pconn == nil {
+		if end, _ := txEnd(query); end {
+			// Ends a READ ONLY transaction begun on the replica: it stays
+			// there, and the finished BEGIN is not replayed later.
+			for i := len(s.buffer) - 1; i >= 0; i-- {
+				if begin, _ := txStart(s.buffer[i].query); begin {
+					s.buffer = append(s.buffer[:i], s.buffer[i+1:]...)
+					break
+				}
+			}
+			return s.rconn, c, false, nil
+		}
+		switch {
+		case c.kind == kindWrite:
+			err = s.toPrimary(ctx)
+		case c.kind == kindBuffer:
+			if begin, readOnly := txStart(query); begin && !readOnly {
+				err = s.toPrimary(ctx)
+			} else {
+				return s.rconn, c, true, nil
+			}
+		case c.locks:
+			err = s.toPrimary(ctx)
+		default:
+			if !s.replicaFresh(ctx, c) {
+				err = s.toPrimary(ctx)
+			} else {
+				return s.rconn, c, false, nil
+			}
+		}
+		if err != nil {
+			return nil, c, false, err
+		}
+	}
+	return s.pconn, c, false, nil
+}
+
+// replicaFresh reports whether the pinned replica has replayed what a read
+// of c's tables needs.
+func (s *replaySession) replicaFresh(ctx context.Context, c rawClass) bool {
+	st := s.replica.state.Load()
+	if !st.usable(time.Now(), s.p.cfg.MaxLag) || s.p.pending.suspect.Load() {
+		return false
+	}
+	required := s.sessionPosition()
+	if consistencyFrom(ctx, s.p.cfg.Consistency) == Table {
+		tables := c.reads
+		if !c.readsKnown {
+			tables = nil
+		}
+		pos, err := s.p.writePosition(ctx, tables)
+		if err != nil {
+			return false
+		}
+		if pos > required {
+			required = pos
+		}
+	}
+	return st.pos >= required
+}
+
+// afterPrimary tracks transactions and publishes writes run on the primary.
+func (s *replaySession) afterPrimary(ctx context.Context, query string, c rawClass, err error) {
+	if begin, _ := txStart(query); begin {
+		if err == nil {
+			s.inTx = true
+		}
+		return
+	}
+	if end, commit := txEnd(query); end {
+		w := s.txWritten
+		s.inTx, s.txWritten = false, writeSet{}
+		if commit && err == nil && !w.empty() {
+			s.p.publish(ctx, w)
+		}
+		return
+	}
+	if c.kind != kindWrite || (c.writes != nil && len(c.writes) == 0) {
+		return
+	}
+	if s.inTx {
+		s.txWritten.add(c.writes)
+		return
+	}
+	var w writeSet
+	w.add(c.writes)
+	s.p.publish(ctx, w) // autocommit: published even on error (it may have committed)
+}
+
+// onReplicaError moves to the primary when the replica refused a BUFFER
+// statement as read-only; ok reports whether to run it again there.
+func (s *replaySession) onReplicaError(ctx context.Context, err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "25006" { // read_only_sql_transaction
+		return false
+	}
+	return s.toPrimary(ctx) == nil
+}
+
+func (s *replaySession) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conn, c, buffer, err := s.target(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	res, err := conn.ExecContext(ctx, query, args...)
+	if conn == s.rconn && s.pconn == nil {
+		if err != nil && buffer && s.onReplicaError(ctx, err) {
+			res, err = s.pconn.ExecContext(ctx, query, args...)
+			s.afterPrimary(ctx, query, c, err)
+			return res, err
+		}
+		if err == nil && buffer {
+			s.buffer = append(s.buffer, bufferedStmt{query: query, args: args})
+		}
+		return res, err
+	}
+	s.afterPrimary(ctx, query, c, err)
+	return res, err
+}
+
+func (s *replaySession) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conn, c, buffer, err := s.target(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, query, args...)
+	if conn == s.rconn && s.pconn == nil {
+		if err != nil && buffer && s.onReplicaError(ctx, err) {
+			rows, err = s.pconn.QueryContext(ctx, query, args...)
+			s.afterPrimary(ctx, query, c, err)
+			return rows, err
+		}
+		if err == nil && buffer {
+			s.buffer = append(s.buffer, bufferedStmt{query: query, args: args})
+		}
+		return rows, err
+	}
+	s.afterPrimary(ctx, query, c, err)
+	return rows, err
+}
+
+func (s *replaySession) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	conn, c, buffer, err := s.target(ctx, query)
+	if err != nil {
+		// *sql.Row cannot carry our error: return a row whose error is the
+		// context's, and Session returns s.abort when fn ends.
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		return s.p.primaryDB.QueryRowContext(cctx, query, args...)
+	}
+	row := conn.QueryRowContext(ctx, query, args...)
+	if conn == s.rconn && s.pconn == nil {
+		if buffer && row.Err() == nil {
+			s.buffer = append(s.buffer, bufferedStmt{query: query, args: args})
+		}
+		return row
+	}
+	s.afterPrimary(ctx, query, c, row.Err())
+	return row
+}
+
+func (s *replaySession) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A prepared statement could be executed later as a write: prepare on
+	// the primary.
+	if err := s.toPrimary(ctx); err != nil {
+		return nil, err
+	}
+	return s.pconn.PrepareContext(ctx, query)
+}
+
+// BeginTx moves the session to the primary and begins a transaction there
+// (GORM's default transaction, db.Transaction, Begin): its commit publishes
+// like any other.
+func (s *replaySession) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.toPrimary(ctx); err != nil {
+		return nil, err
+	}
+	tx, err := s.pconn.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &trackedTx{Tx: tx, ctx: ctx, p: s.p}, nil
+}
+
+// txStart reports whether query is BEGIN / START TRANSACTION, and whether
+// it is READ ONLY.
+func txStart(query string) (begin, readOnly bool) {
+	w := strings.Fields(strings.ToUpper(strings.TrimRight(strings.TrimSpace(query), ";")))
+	if len(w) == 0 || !(w[0] == "BEGIN" || (w[0] == "START" && len(w) > 1 && w[1] == "TRANSACTION")) {
+		return false, false
+	}
+	for i := 1; i+1 < len(w); i++ {
+		if strings.TrimRight(w[i], ",") == "READ" && strings.TrimRight(w[i+1], ",") == "ONLY" {
+			return true, true
+		}
+	}
+	return true, false
+}
+
+// txEnd reports whether query ends a transaction, and whether it commits.
+// ROLLBACK TO SAVEPOINT does not end it.
+func txEnd(query string) (end, commit bool) {
+	w := strings.Fields(strings.ToUpper(strings.TrimRight(strings.TrimSpace(query), ";")))
+	if len(w) == 0 {
+		return false, false
+	}
+	switch w[0] {
+	case "COMMIT", "END":
+		return !(len(w) > 1 && w[1] == "PREPARED"), true
+	case "ROLLBACK", "ABORT":
+		for _, x := range w[1:] {
+			if x == "TO" || x == "PREPARED" {
+				return false, false
+			}
+		}
+		return true, false
+	}
+	return false, false
+}
