@@ -105,6 +105,16 @@ type Config struct {
 	// probe succeeds; probes back off from 100ms to 5s. Default: 3.
 	BreakerFailures int
 
+	// StickyWindow, when positive, sends every read of a session (see
+	// WithSession and Middleware) to the primary for this long after the
+	// session's last write: the common "primary for N seconds after a
+	// write" rule, for deployments without a shared store. It is weaker
+	// than positions (a write by another process is not seen, and a
+	// replica lagging longer than the window serves stale data) and slower
+	// (the whole window goes to the primary). The position rule still
+	// applies outside the window. Default: 0 (off).
+	StickyWindow time.Duration
+
 	// OnDecision, when set, is called with every routing decision.
 	OnDecision func(context.Context, Decision)
 

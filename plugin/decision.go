@@ -35,6 +35,7 @@ const (
 	ReasonWrite         Reason = "write"          // the statement writes
 	ReasonUnknownSQL    Reason = "unknown-sql"    // raw SQL that could not be shown to be a plain read
 	ReasonReplicaFailed Reason = "replica-failed" // the replica failed; retried on the primary
+	ReasonSticky        Reason = "sticky"         // the session wrote within Config.StickyWindow
 )
 
 // Decision describes one routing decision, for Config.OnDecision.

@@ -57,6 +57,9 @@ func (p *Plugin) publish(ctx context.Context, w writeSet) {
 	ctx = context.WithoutCancel(ctx)
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
+	if s := SessionFrom(ctx); s != nil {
+		s.wrote(time.Now())
+	}
 	pos, err := p.currentPosition(ctx)
 	if err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the primary's position after commit; reads go to the primary until it is published", "err", err)

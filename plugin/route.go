@@ -138,6 +138,10 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 	}
 	var required lsnstore.LSN
 	if s := SessionFrom(ctx); s != nil {
+		if p.cfg.StickyWindow > 0 && s.wroteWithin(time.Now(), p.cfg.StickyWindow) {
+			p.toPrimary(db, ReasonSticky, tables)
+			return
+		}
 		required = s.position(p.cluster)
 	}
 	if tableWrites {

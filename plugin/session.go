@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -22,6 +23,9 @@ type SessionState struct {
 	// positions by cluster: the primary's system identifier, because LSNs
 	// of different clusters cannot be compared.
 	positions map[uint64]lsnstore.LSN
+	// lastWrite is the time of the session's last write (unix ms), for
+	// Config.StickyWindow.
+	lastWrite int64
 }
 
 type sessionKey struct{}
@@ -83,15 +87,33 @@ func (s *SessionState) raise(cluster uint64, pos lsnstore.LSN) {
 	}
 }
 
+// wrote records that the session wrote at t.
+func (s *SessionState) wrote(t time.Time) {
+	s.mu.Lock()
+	if ms := t.UnixMilli(); ms > s.lastWrite {
+		s.lastWrite = ms
+	}
+	s.mu.Unlock()
+}
+
+// wroteWithin reports whether the session wrote less than d before now.
+func (s *SessionState) wroteWithin(now time.Time, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastWrite > 0 && now.UnixMilli()-s.lastWrite < d.Milliseconds()
+}
+
 // Empty reports whether the session has recorded no write.
 func (s *SessionState) Empty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.positions) == 0
+	return len(s.positions) == 0 && s.lastWrite == 0
 }
 
-// Token serializes the session: "v1" then ".<cluster>=<lsn>" per cluster, e.g.
-// "v1.7312345678901234567=0/3000148" (cookie-safe). It holds positions only, no secrets.
+// Token serializes the session: "v1", then ".w=<unix ms>" when it has
+// written, then ".<cluster>=<lsn>" per cluster, e.g.
+// "v1.w=1764430000000.7312345678901234567=0/3000148" (cookie-safe). It
+// holds positions and a time only, no secrets.
 func (s *SessionState) Token() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,6 +124,9 @@ func (s *SessionState) Token() string {
 	sort.Slice(clusters, func(i, j int) bool { return clusters[i] < clusters[j] })
 	var b strings.Builder
 	b.WriteString("v1")
+	if s.lastWrite > 0 {
+		fmt.Fprintf(&b, ".w=%d", s.lastWrite)
+	}
 	for _, c := range clusters {
 		fmt.Fprintf(&b, ".%d=%s", c, s.positions[c])
 	}
@@ -126,6 +151,14 @@ func ParseToken(tok string) (*SessionState, error) {
 		c, pos, ok := strings.Cut(p, "=")
 		if !ok {
 			return nil, fmt.Errorf("%w: entry without '='", ErrBadToken)
+		}
+		if c == "w" {
+			ms, err := strconv.ParseInt(pos, 10, 64)
+			if err != nil || ms <= 0 {
+				return nil, fmt.Errorf("%w: bad write time", ErrBadToken)
+			}
+			s.lastWrite = ms
+			continue
 		}
 		cluster, err := strconv.ParseUint(c, 10, 64)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 var reasons = [...]Reason{
 	ReasonFresh, ReasonLagging, ReasonNoReplica, ReasonStoreError, ReasonTransaction,
 	ReasonLocking, ReasonHint, ReasonConsistency, ReasonWrite, ReasonUnknownSQL, ReasonReplicaFailed,
+	ReasonSticky,
 }
 
 func reasonIndex(r Reason) int {

@@ -1,0 +1,288 @@
+package plugin_test
+
+// Benchmarks of the per-read hot path against real servers (a PostgreSQL
+// primary with two streaming replicas and Redis, started by
+// internal/testcluster on first use). Run them with
+//
+//	go test -run '^$' -bench . -benchmem -count=6 ./plugin/
+//
+// BenchmarkRead runs a real primary-key lookup through each setup;
+// BenchmarkRoute runs the same statement with gorm.Session{DryRun: true}:
+// every callback runs (freshread's and dbresolver's routing included,
+// Redis round trip included) but gorm:query does not send the statement
+// (gorm.io/gorm@v1.31.2 callbacks/query.go: `if !db.DryRun`), so the
+// difference to the plain-GORM DryRun is the routing cost of one read.
+//
+// Each setup is checked before and after its loop: the pool its routing
+// chose answers SELECT inet_server_port() with a replica's port (the
+// primary's for plain GORM). The Redis client counts the commands issued
+// on behalf of the benchmark's reads (a marker in their context; the
+// plugin's poller publishes replay positions through the same client
+// without it) and reports them as redis-cmds/op.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+	"gorm.io/plugin/dbresolver"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
+)
+
+// benchItem is the row the benchmarks read by primary key.
+type benchItem struct {
+	ID      uint `gorm:"primaryKey"`
+	Name    string
+	Version int
+}
+
+func (benchItem) TableName() string { return "bench_items" }
+
+// benchDB is the database shared by every benchmark of the binary.
+var benchDB struct {
+	once sync.Once
+	pg   *testcluster.Postgres
+	name string
+	err  error
+}
+
+func benchDatabase(b *testing.B) (*testcluster.Postgres, string) {
+	b.Helper()
+	pg := testcluster.PostgresFor(b)
+	benchDB.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		benchDB.pg = pg
+		benchDB.name, benchDB.err = pg.NewDatabase(ctx)
+		if benchDB.err != nil {
+			return
+		}
+		db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(benchDB.name)), benchGormConfig())
+		if err != nil {
+			benchDB.err = err
+			return
+		}
+		defer closeGorm(db)
+		if err := db.AutoMigrate(&benchItem{}); err != nil {
+			benchDB.err = err
+			return
+		}
+		if err := db.Create(&benchItem{ID: 1, Name: "one", Version: 1}).Error; err != nil {
+			benchDB.err = err
+			return
+		}
+		benchDB.err = pg.WaitCaughtUp(ctx)
+	})
+	if benchDB.err != nil {
+		b.Fatal(benchDB.err)
+	}
+	return benchDB.pg, benchDB.name
+}
+
+func benchGormConfig() *gorm.Config { return &gorm.Config{Logger: logger.Discard} }
+
+func closeGorm(db *gorm.DB) {
+	if s, err := db.DB(); err == nil {
+		s.Close()
+	}
+}
+
+// readMark marks the context of the benchmark's reads, so the Redis hook
+// counts only their commands.
+type readMark struct{}
+
+// cmdCounter is a go-redis hook counting commands (each one round trip)
+// and pipelines (one round trip each) issued with a readMark context.
+type cmdCounter struct {
+	cmds, pipelines atomic.Int64
+}
+
+func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if ctx.Value(readMark{}) != nil {
+			c.cmds.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if ctx.Value(readMark{}) != nil {
+			c.pipelines.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *cmdCounter) roundTrips() int64 { return c.cmds.Load() + c.pipelines.Load() }
+
+// benchSetup is one way of reading benchItem 1.
+type benchSetup struct {
+	db      *gorm.DB
+	counter *cmdCounter // nil without Redis
+	// wantReplica: the read must be served by a replica (else the primary).
+	wantReplica bool
+}
+
+// openSetup opens a *gorm.DB for kind and waits until its reads of
+// bench_items go where they should.
+func openSetup(b *testing.B, kind string) *benchSetup {
+	b.Helper()
+	pg, name := benchDatabase(b)
+	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(name)), benchGormConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { closeGorm(db) })
+	s := &benchSetup{db: db, wantReplica: kind != "primary"}
+
+	var dialectors []gorm.Dialector
+	var replicas []plugin.Replica
+	for i := 0; i < pg.Replicas(); i++ {
+		dialectors = append(dialectors, postgres.Open(pg.ReplicaDSN(i, name)))
+		replicas = append(replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: postgres.Open(pg.ReplicaDSN(i, name))})
+	}
+	cfg := plugin.Config{Replicas: replicas}
+	switch kind {
+	case "primary":
+		return s
+	case "dbresolver":
+		if err := db.Use(dbresolver.Register(dbresolver.Config{Replicas: dialectors})); err != nil {
+			b.Fatal(err)
+		}
+		return s
+	case "freshread-memory":
+		cfg.Store = lsnstore.NewMemory()
+	case "freshread-redis":
+		r := testcluster.RedisFor(b)
+		rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
+		b.Cleanup(func() { rdb.Close() })
+		s.counter = &cmdCounter{}
+		rdb.AddHook(s.counter)
+		cfg.Store = lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: fmt.Sprintf("%s_%d", name, time.Now().UnixNano())})
+	default:
+		b.Fatalf("unknown setup %q", kind)
+	}
+	p := plugin.New(cfg)
+	if err := db.Use(p); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+
+	// A write through the plugin publishes a real position for
+	// bench_items, so every read compares the replicas against it (with
+	// the Redis store, MGET finds a value to parse).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := db.WithContext(ctx).Model(&benchItem{ID: 1}).Update("version", gorm.Expr("version + 1")).Error; err != nil {
+		b.Fatal(err)
+	}
+	if err := pg.WaitCaughtUp(ctx); err != nil {
+		b.Fatal(err)
+	}
+	// The poller (every 20ms) must see the replicas past the write.
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.routesToReplica(b, db.Session(&gorm.Session{DryRun: true})) {
+		if time.Now().After(deadline) {
+			b.Fatal("reads of bench_items still go to the primary 10s after the replicas caught up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s
+}
+
+// servedPort asks the pool routing chose for a read which server it is.
+func servedPort(b *testing.B, pool gorm.ConnPool) int {
+	b.Helper()
+	var port int
+	rows, err := pool.QueryContext(context.Background(), "SELECT inet_server_port()")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		b.Fatal("SELECT inet_server_port(): no row")
+	}
+	if err := rows.Scan(&port); err != nil {
+		b.Fatal(err)
+	}
+	return port
+}
+
+// routesToReplica runs one read of benchItem 1 on db and reports whether
+// the pool its routing chose is a replica's.
+func (s *benchSetup) routesToReplica(b *testing.B, db *gorm.DB) bool {
+	b.Helper()
+	var it benchItem
+	tx := db.Model(&benchItem{}).Where("id = ?", 1).Take(&it)
+	if tx.Error != nil {
+		b.Fatal(tx.Error)
+	}
+	if !tx.DryRun && it.ID != 1 {
+		b.Fatalf("read returned %+v", it)
+	}
+	pool := tx.Statement.ConnPool
+	if pool == nil {
+		b.Fatal("no pool chosen")
+	}
+	port := servedPort(b, pool)
+	return port != benchDB.pg.PrimaryPort()
+}
+
+func (s *benchSetup) check(b *testing.B, db *gorm.DB, when string) {
+	b.Helper()
+	if got := s.routesToReplica(b, db); got != s.wantReplica {
+		b.Fatalf("%s: read served by a replica = %v, want %v", when, got, s.wantReplica)
+	}
+}
+
+var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshread-redis"}
+
+// benchReads runs the primary-key lookup on db (a real read, or a DryRun
+// session) in the benchmark loop.
+func benchReads(b *testing.B, dryRun bool) {
+	for _, kind := range benchKinds {
+		b.Run("setup="+kind, func(b *testing.B) {
+			s := openSetup(b, kind)
+			ctx := context.WithValue(context.Background(), readMark{}, true)
+			db := s.db.Session(&gorm.Session{Context: ctx, DryRun: dryRun})
+			s.check(b, db, "before the loop")
+			var before int64
+			if s.counter != nil {
+				before = s.counter.roundTrips()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				var it benchItem
+				if err := db.Model(&benchItem{}).Where("id = ?", 1).Take(&it).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+			if s.counter != nil {
+				b.ReportMetric(float64(s.counter.roundTrips()-before)/float64(b.N), "redis-cmds/op")
+			}
+			s.check(b, db, "after the loop")
+		})
+	}
+}
+
+// BenchmarkRead is a primary-key read served by the primary (plain GORM)
+// or by a replica (dbresolver, freshread with each store).
+func BenchmarkRead(b *testing.B) { benchReads(b, false) }
+
+// BenchmarkRoute is the same read with DryRun: the callbacks, routing
+// included, without the statement's execution.
+func BenchmarkRoute(b *testing.B) { benchReads(b, true) }
