@@ -1,9 +1,220 @@
+// The container provider (this file and docker_*.go) was written on a
+// machine without a Docker engine, so it has never been run there: only the
+// "no engine" path (dockerAvailable returning false quickly) was exercised.
+// It runs only where a Docker engine is reachable; set FRESHREAD_DOCKER=0 to
+// fall back to local binaries if it misbehaves.
+
 package testcluster
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
 
-func dockerAvailable(ctx context.Context) bool { return false }
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-connections/nat"
+	"github.com/testcontainers/testcontainers-go"
+)
 
-func startDockerRedis(ctx context.Context) (redisBackend, error)        { return nil, ErrUnsupported }
-func startDockerPostgres(ctx context.Context, n int) (pgBackend, error) { return nil, ErrUnsupported }
-func startDockerMariaDB(ctx context.Context) (mariaBackend, error)      { return nil, ErrUnsupported }
+// dockerProbe caches whether a Docker engine answered.
+var dockerProbe struct {
+	once sync.Once
+	ok   bool
+}
+
+// dockerAvailable reports whether the container provider can be used: not
+// disabled by FRESHREAD_DOCKER=0, and a Docker engine answered a ping within
+// two seconds. The answer is computed once per process.
+func dockerAvailable(ctx context.Context) bool {
+	if os.Getenv(EnvDocker) == "0" {
+		return false
+	}
+	dockerProbe.once.Do(func() { dockerProbe.ok = probeDocker() })
+	return dockerProbe.ok
+}
+
+// probeDocker asks the engine testcontainers would use for a ping. It never
+// panics (testcontainers panics when it finds no Docker host) and returns
+// within a few seconds whatever the engine does.
+func probeDocker() bool {
+	if !dockerHostHint() {
+		return false // nothing that could be an engine: skip testcontainers entirely
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	res := make(chan bool, 1)
+	go func() {
+		ok := false
+		defer func() {
+			_ = recover() // testcontainers' MustExtractDockerHost panics without a host
+			res <- ok
+		}()
+		cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		if _, err := cli.Ping(ctx); err != nil {
+			return
+		}
+		ok = true
+	}()
+	select {
+	case ok := <-res:
+		return ok
+	case <-time.After(3 * time.Second):
+		return false
+	}
+}
+
+// dockerHostHint reports whether anything points at a Docker engine: the
+// places testcontainers-go looks (DOCKER_HOST, ~/.testcontainers.properties,
+// the default and rootless sockets). Without any, no client is made.
+func dockerHostHint() bool {
+	if os.Getenv("DOCKER_HOST") != "" {
+		return true
+	}
+	paths := []string{"/var/run/docker.sock"}
+	if home, err := os.UserHomeDir(); err == nil {
+		paths = append(paths,
+			filepath.Join(home, ".testcontainers.properties"),
+			filepath.Join(home, ".docker", "run", "docker.sock"),
+			filepath.Join(home, ".docker", "desktop", "docker.sock"))
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		paths = append(paths, filepath.Join(d, "docker.sock"))
+	}
+	paths = append(paths, filepath.Join("/run/user", strconv.Itoa(os.Getuid()), "docker.sock"))
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// dockerPublish returns the host to connect to for published ports and the
+// host IP to bind them on: loopback when the engine is local, so trust-auth
+// servers are not exposed to the network; every interface otherwise.
+func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) {
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return "", "", fmt.Errorf("testcluster: docker provider: %w", err)
+	}
+	defer p.Close()
+	h, err := p.DaemonHost(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("testcluster: docker host: %w", err)
+	}
+	if h == "localhost" || h == "127.0.0.1" {
+		return "127.0.0.1", "127.0.0.1", nil
+	}
+	return h, "", nil
+}
+
+// withFixedPort exposes containerPort ("6379/tcp") on a fixed host port, so
+// that a container stopped and started again keeps its address.
+func withFixedPort(containerPort, bindIP string, hostPort int) testcontainers.CustomizeRequestOption {
+	return func(req *testcontainers.GenericContainerRequest) error {
+		req.ExposedPorts = append(req.ExposedPorts, containerPort)
+		prev := req.HostConfigModifier
+		req.HostConfigModifier = func(hc *container.HostConfig) {
+			if prev != nil {
+				prev(hc)
+			}
+			if hc.PortBindings == nil {
+				hc.PortBindings = nat.PortMap{}
+			}
+			hc.PortBindings[nat.Port(containerPort)] = []nat.PortBinding{{HostIP: bindIP, HostPort: strconv.Itoa(hostPort)}}
+		}
+		return nil
+	}
+}
+
+// runContainer creates and starts a container; on failure it removes
+// whatever was created.
+func runContainer(ctx context.Context, what, image string, opts ...testcontainers.ContainerCustomizer) (*testcontainers.DockerContainer, error) {
+	c, err := testcontainers.Run(ctx, image, opts...)
+	if err != nil {
+		terminate(c)
+		return nil, fmt.Errorf("testcluster: start %s container (%s; %s=0 uses local binaries instead): %w", what, image, EnvDocker, err)
+	}
+	return c, nil
+}
+
+// terminate removes a container and its volumes; nil is a no-op.
+func terminate(c *testcontainers.DockerContainer) error {
+	if c == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return c.Terminate(ctx, testcontainers.StopTimeout(10*time.Second))
+}
+
+// removeNetwork removes a network made by network.New; nil is a no-op.
+func removeNetwork(n *testcontainers.DockerNetwork) error {
+	if n == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return n.Remove(ctx)
+}
+
+// stopContainer stops c gracefully (the image's stop signal), killing it
+// after timeout.
+func stopContainer(ctx context.Context, c *testcontainers.DockerContainer, timeout time.Duration) error {
+	if err := c.Stop(ctx, &timeout); err != nil {
+		return fmt.Errorf("testcluster: stop container: %w", err)
+	}
+	return nil
+}
+
+// waitContainer polls ready until it succeeds, the container exits, or
+// 90 s (or ctx) run out. Errors carry the end of the container's log.
+func waitContainer(ctx context.Context, c *testcontainers.DockerContainer, what string, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	var last error
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, 3*time.Second)
+		last = ready(attempt)
+		cancelAttempt()
+		if last == nil {
+			return nil
+		}
+		if st, err := c.State(ctx); err == nil && !st.Running {
+			return fmt.Errorf("testcluster: %s container exited (code %d) during start: %v: %s", what, st.ExitCode, last, containerLogTail(c))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testcluster: %s container not ready: %w (last error: %v): %s", what, ctx.Err(), last, containerLogTail(c))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// containerLogTail is the last lines of a container's output, for errors.
+func containerLogTail(c *testcontainers.DockerContainer) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc, err := c.Logs(ctx)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil && len(b) == 0 {
+		return "(no log: " + err.Error() + ")"
+	}
+	return lastLines(b, 15)
+}
+
+func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -1,0 +1,180 @@
+package testcluster
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
+)
+
+const (
+	mariadbImage = "mariadb:10.11"
+	// mariaPrimaryAlias is the primary's name on the pair's Docker network.
+	mariaPrimaryAlias = "mariadb-primary"
+	mariaReplicaAlias = "mariadb-replica"
+)
+
+// dockerMariaDB is a mariadb:10.11 primary and its GTID replica on a private
+// Docker network, published on host ports.
+type dockerMariaDB struct {
+	net              *testcontainers.DockerNetwork
+	host             string
+	primary, replica *dockerMariaNode
+}
+
+type dockerMariaNode struct {
+	name string
+	port int
+	c    *testcontainers.DockerContainer
+}
+
+// mariaServerArgs are the mariadbd options of a node; the image's
+// entrypoint passes arguments that start with "-" to mariadbd.
+func mariaServerArgs(serverID int) []string {
+	return []string{
+		"--server-id=" + strconv.Itoa(serverID),
+		"--log-bin=mysql-bin",
+		"--log-slave-updates",
+		"--binlog-format=ROW",
+		"--gtid-strict-mode=1",
+		"--skip-name-resolve",
+		"--innodb-buffer-pool-size=32M",
+		"--innodb-flush-log-at-trx-commit=2",
+		"--sync-binlog=0",
+	}
+}
+
+func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
+	host, bindIP, err := dockerPublish(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nw, err := network.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("testcluster: create docker network: %w", err)
+	}
+	m := &dockerMariaDB{net: nw, host: host}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
+	if m.primary, err = m.newNode(mariaPrimaryAlias); err != nil {
+		return nil, err
+	}
+	if m.replica, err = m.newNode(mariaReplicaAlias); err != nil {
+		return nil, err
+	}
+	// Both servers start concurrently; the root user (empty password, any
+	// host) is made by the image's initialisation on each.
+	errs := make(chan error, 2)
+	for i, nd := range []*dockerMariaNode{m.primary, m.replica} {
+		go func(nd *dockerMariaNode, serverID int) {
+			c, err := runContainer(ctx, "MariaDB "+nd.name, mariadbImage,
+				testcontainers.WithEnv(map[string]string{
+					"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD": "1",
+					"MARIADB_INITDB_SKIP_TZINFO":        "1",
+				}),
+				testcontainers.WithCmd(mariaServerArgs(serverID)...),
+				network.WithNetwork([]string{nd.name}, nw),
+				withFixedPort("3306/tcp", bindIP, nd.port),
+			)
+			if err != nil {
+				errs <- err
+				return
+			}
+			nd.c = c
+			errs <- m.waitNode(ctx, nd)
+		}(nd, i+1)
+	}
+	var startErrs []error
+	for range 2 {
+		startErrs = append(startErrs, <-errs)
+	}
+	if err := errors.Join(startErrs...); err != nil {
+		return nil, err
+	}
+
+	// Both data directories went through the same initialisation, so the
+	// replica starts replicating from the primary's current position:
+	// whatever the initialisation may have written to either binlog is
+	// neither replayed nor in the way of strict GTID mode.
+	mdb := &MariaDB{backend: m}
+	pos, err := mdb.PrimaryGTID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if strings.ContainsAny(pos, `'\`) {
+		return nil, fmt.Errorf("testcluster: unexpected MariaDB gtid_binlog_pos %q", pos)
+	}
+	if err := mdb.exec(ctx, m.replicaDSN(""),
+		"RESET MASTER",
+		fmt.Sprintf("SET GLOBAL gtid_slave_pos = '%s'", pos),
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=3306, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", mariaPrimaryAlias),
+		"START SLAVE"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *dockerMariaDB) newNode(name string) (*dockerMariaNode, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return &dockerMariaNode{name: name, port: port}, nil
+}
+
+// waitNode waits until nd answers a query through its published port. The
+// image's first-start initialisation runs a server with networking off, so
+// a TCP answer is the real server. The driver's logger is silenced for the
+// polling: connections refused or reset during start are expected.
+func (m *dockerMariaDB) waitNode(ctx context.Context, nd *dockerMariaNode) error {
+	cfg := m.config(nd, "")
+	cfg.Logger = mysqlNopLogger{}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return fmt.Errorf("testcluster: %w", err)
+	}
+	return waitContainer(ctx, nd.c, "MariaDB "+nd.name, func(ctx context.Context) error {
+		db := sql.OpenDB(connector)
+		defer db.Close()
+		var one int
+		return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	})
+}
+
+type mysqlNopLogger struct{}
+
+func (mysqlNopLogger) Print(...any) {}
+
+func (m *dockerMariaDB) config(nd *dockerMariaNode, db string) *mysql.Config {
+	c := mysql.NewConfig()
+	c.User = "root"
+	c.Net = "tcp"
+	c.Addr = hostPort(m.host, nd.port)
+	c.DBName = db
+	c.ParseTime = true
+	return c
+}
+
+func (m *dockerMariaDB) primaryDSN(db string) string { return m.config(m.primary, db).FormatDSN() }
+func (m *dockerMariaDB) replicaDSN(db string) string { return m.config(m.replica, db).FormatDSN() }
+
+// close removes both containers (replica first) and the network.
+func (m *dockerMariaDB) close() error {
+	var errs []error
+	for _, nd := range []*dockerMariaNode{m.replica, m.primary} {
+		if nd != nil {
+			errs = append(errs, terminate(nd.c))
+		}
+	}
+	errs = append(errs, removeNetwork(m.net))
+	return errors.Join(errs...)
+}

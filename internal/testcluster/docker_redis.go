@@ -1,0 +1,89 @@
+package testcluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+)
+
+const redisImage = "redis:7"
+
+// dockerRedis is a redis:7 container whose port is published on a fixed
+// host port, so Stop and Start keep the address.
+type dockerRedis struct {
+	c    *testcontainers.DockerContainer
+	host string
+	port int
+}
+
+func startDockerRedis(ctx context.Context) (redisBackend, error) {
+	host, bindIP, err := dockerPublish(ctx)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	c, err := runContainer(ctx, "Redis", redisImage,
+		testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no", "--protected-mode", "no"),
+		withFixedPort("6379/tcp", bindIP, port),
+	)
+	if err != nil {
+		return nil, err
+	}
+	r := &dockerRedis{c: c, host: host, port: port}
+	if err := r.wait(ctx); err != nil {
+		terminate(c)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *dockerRedis) addr() string { return hostPort(r.host, r.port) }
+
+// wait waits until the server answers PING.
+func (r *dockerRedis) wait(ctx context.Context) error {
+	return waitContainer(ctx, r.c, "Redis", func(ctx context.Context) error {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", r.addr())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if dl, ok := ctx.Deadline(); ok {
+			_ = conn.SetDeadline(dl)
+		} else {
+			_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		}
+		if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(line, "+PONG") {
+			return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+		}
+		return nil
+	})
+}
+
+func (r *dockerRedis) stop(ctx context.Context) error {
+	return stopContainer(ctx, r.c, 10*time.Second)
+}
+
+func (r *dockerRedis) start(ctx context.Context) error {
+	if err := r.c.Start(ctx); err != nil {
+		return fmt.Errorf("testcluster: start Redis container: %w", err)
+	}
+	return r.wait(ctx)
+}
+
+func (r *dockerRedis) close() error { return terminate(r.c) }
