@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -35,10 +36,57 @@ type Other struct {
 	Note string
 }
 
+// cluster is what the tests need of a replicated server pair, PostgreSQL
+// or MariaDB.
+type cluster interface {
+	replicas() int
+	primaryPort() int
+	replicaPort(i int) int
+	pause(ctx context.Context, i int) error
+	resume(ctx context.Context, i int) error
+	waitCaughtUp(ctx context.Context) error
+	primary(db string) gorm.Dialector
+	replica(i int, db string) gorm.Dialector
+	createDatabase(t testing.TB) string
+	// portExpr is the SQL expression for the answering server's port.
+	portExpr() string
+}
+
+type pgCluster struct{ *testcluster.Postgres }
+
+func (c pgCluster) replicas() int                           { return c.Replicas() }
+func (c pgCluster) primaryPort() int                        { return c.PrimaryPort() }
+func (c pgCluster) replicaPort(i int) int                   { return c.ReplicaPort(i) }
+func (c pgCluster) pause(ctx context.Context, i int) error  { return c.PauseReplay(ctx, i) }
+func (c pgCluster) resume(ctx context.Context, i int) error { return c.ResumeReplay(ctx, i) }
+func (c pgCluster) waitCaughtUp(ctx context.Context) error  { return c.WaitCaughtUp(ctx) }
+func (c pgCluster) primary(db string) gorm.Dialector        { return postgres.Open(c.PrimaryDSN(db)) }
+func (c pgCluster) replica(i int, db string) gorm.Dialector {
+	return postgres.Open(c.ReplicaDSN(i, db))
+}
+func (c pgCluster) createDatabase(t testing.TB) string { return c.CreateDatabase(t) }
+func (c pgCluster) portExpr() string                   { return "inet_server_port()" }
+
+type mariaCluster struct{ *testcluster.MariaDB }
+
+func (c mariaCluster) replicas() int                          { return 1 }
+func (c mariaCluster) primaryPort() int                       { return c.PrimaryPort() }
+func (c mariaCluster) replicaPort(int) int                    { return c.ReplicaPort() }
+func (c mariaCluster) pause(ctx context.Context, _ int) error { return c.StopApply(ctx) }
+func (c mariaCluster) resume(ctx context.Context, _ int) error {
+	return c.StartApply(ctx)
+}
+func (c mariaCluster) waitCaughtUp(ctx context.Context) error  { return c.WaitCaughtUp(ctx) }
+func (c mariaCluster) primary(db string) gorm.Dialector        { return mysql.Open(c.PrimaryDSN(db)) }
+func (c mariaCluster) replica(_ int, db string) gorm.Dialector { return mysql.Open(c.ReplicaDSN(db)) }
+func (c mariaCluster) createDatabase(t testing.TB) string      { return c.CreateDatabase(t) }
+func (c mariaCluster) portExpr() string                        { return "@@port" }
+
 // env is one test's database, cluster and plugin.
 type env struct {
 	t      *testing.T
-	pg     *testcluster.Postgres
+	c      cluster
+	pg     *testcluster.Postgres // nil on MariaDB
 	dbName string
 	db     *gorm.DB
 	plug   *plugin.Plugin
@@ -59,8 +107,19 @@ func withConfig(f func(*plugin.Config)) envOpt { return f }
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
 	pg := testcluster.PostgresFor(t)
-	e := &env{t: t, pg: pg, dbName: pg.CreateDatabase(t)}
-	setup, err := gorm.Open(postgres.Open(pg.PrimaryDSN(e.dbName)), quiet())
+	return newEnvOn(t, pgCluster{pg}, pg, opts...)
+}
+
+// newMariaEnv is newEnv on the MariaDB primary and its replica.
+func newMariaEnv(t *testing.T, opts ...envOpt) *env {
+	t.Helper()
+	return newEnvOn(t, mariaCluster{testcluster.MariaDBFor(t)}, nil, opts...)
+}
+
+func newEnvOn(t *testing.T, c cluster, pg *testcluster.Postgres, opts ...envOpt) *env {
+	t.Helper()
+	e := &env{t: t, c: c, pg: pg, dbName: c.createDatabase(t)}
+	setup, err := gorm.Open(c.primary(e.dbName), quiet())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +138,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 // open opens another *gorm.DB on the same database with its own plugin.
 func (e *env) open(opts ...envOpt) (*gorm.DB, *plugin.Plugin) {
 	e.t.Helper()
-	db, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.dbName)), quiet())
+	db, err := gorm.Open(e.c.primary(e.dbName), quiet())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -92,10 +151,10 @@ func (e *env) open(opts ...envOpt) (*gorm.DB, *plugin.Plugin) {
 			e.mu.Unlock()
 		},
 	}
-	for i := 0; i < e.pg.Replicas(); i++ {
+	for i := 0; i < e.c.replicas(); i++ {
 		cfg.Replicas = append(cfg.Replicas, plugin.Replica{
 			Name:      replicaName(i),
-			Dialector: postgres.Open(e.pg.ReplicaDSN(i, e.dbName)),
+			Dialector: e.c.replica(i, e.dbName),
 		})
 	}
 	for _, o := range opts {
@@ -136,7 +195,7 @@ func (e *env) ctx() context.Context {
 
 func (e *env) waitCaughtUp() {
 	e.t.Helper()
-	if err := e.pg.WaitCaughtUp(e.ctx()); err != nil {
+	if err := e.c.waitCaughtUp(e.ctx()); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -144,25 +203,25 @@ func (e *env) waitCaughtUp() {
 // pauseAll pauses replay on every replica and resumes it when the test ends.
 func (e *env) pauseAll() {
 	e.t.Helper()
-	for i := 0; i < e.pg.Replicas(); i++ {
+	for i := 0; i < e.c.replicas(); i++ {
 		e.pause(i)
 	}
 }
 
 func (e *env) pause(i int) {
 	e.t.Helper()
-	if err := e.pg.PauseReplay(e.ctx(), i); err != nil {
+	if err := e.c.pause(e.ctx(), i); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = e.pg.ResumeReplay(context.Background(), i) })
+	e.t.Cleanup(func() { _ = e.c.resume(context.Background(), i) })
 }
 
 // resumeAll resumes replay and waits until every replica has caught up and
 // the plugin's poller has seen it.
 func (e *env) resumeAll() {
 	e.t.Helper()
-	for i := 0; i < e.pg.Replicas(); i++ {
-		if err := e.pg.ResumeReplay(e.ctx(), i); err != nil {
+	for i := 0; i < e.c.replicas(); i++ {
+		if err := e.c.resume(e.ctx(), i); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -182,7 +241,7 @@ type served struct {
 func (e *env) readItem(db *gorm.DB, id uint) served {
 	e.t.Helper()
 	var s served
-	err := db.Model(&Item{}).Select("name, version, inet_server_port() AS port").Where("id = ?", id).Scan(&s).Error
+	err := db.Model(&Item{}).Select("name, version, "+e.c.portExpr()+" AS port").Where("id = ?", id).Scan(&s).Error
 	if err != nil {
 		e.t.Fatalf("read item %d: %v", id, err)
 	}
@@ -192,7 +251,7 @@ func (e *env) readItem(db *gorm.DB, id uint) served {
 func (e *env) readOther(db *gorm.DB) served {
 	e.t.Helper()
 	var s served
-	err := db.Model(&Other{}).Select("note AS name, 0 AS version, inet_server_port() AS port").Where("id = 1").Scan(&s).Error
+	err := db.Model(&Other{}).Select("note AS name, 0 AS version, " + e.c.portExpr() + " AS port").Where("id = 1").Scan(&s).Error
 	if err != nil {
 		e.t.Fatalf("read other: %v", err)
 	}
@@ -200,8 +259,8 @@ func (e *env) readOther(db *gorm.DB) served {
 }
 
 func (e *env) isReplica(port int) bool {
-	for i := 0; i < e.pg.Replicas(); i++ {
-		if e.pg.ReplicaPort(i) == port {
+	for i := 0; i < e.c.replicas(); i++ {
+		if e.c.replicaPort(i) == port {
 			return true
 		}
 	}
@@ -211,14 +270,14 @@ func (e *env) isReplica(port int) bool {
 func (e *env) mustReplica(s served, what string) {
 	e.t.Helper()
 	if !e.isReplica(s.Port) {
-		e.t.Fatalf("%s: served by port %d (primary is %d), want a replica", what, s.Port, e.pg.PrimaryPort())
+		e.t.Fatalf("%s: served by port %d (primary is %d), want a replica", what, s.Port, e.c.primaryPort())
 	}
 }
 
 func (e *env) mustPrimary(s served, what string) {
 	e.t.Helper()
-	if s.Port != e.pg.PrimaryPort() {
-		e.t.Fatalf("%s: served by port %d, want the primary %d", what, s.Port, e.pg.PrimaryPort())
+	if s.Port != e.c.primaryPort() {
+		e.t.Fatalf("%s: served by port %d, want the primary %d", what, s.Port, e.c.primaryPort())
 	}
 }
 

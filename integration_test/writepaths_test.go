@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"errors"
+	"strconv"
 
 	"testing"
 
@@ -33,17 +34,18 @@ func readItemName(e *env, db *gorm.DB, id uint) served { return e.readItem(db, i
 func readItemCount(e *env, db *gorm.DB, id uint) served {
 	e.t.Helper()
 	var s served
-	if err := db.Model(&Item{}).Select("count(*)::text AS name, 0 AS version, inet_server_port() AS port").
+	if err := db.Model(&Item{}).Select("count(*) AS version, "+e.c.portExpr()+" AS port").
 		Where("id = ?", id).Scan(&s).Error; err != nil {
 		e.t.Fatal(err)
 	}
+	s.Name = strconv.Itoa(s.Version)
 	return s
 }
 
 func readPart(e *env, db *gorm.DB, id uint) served {
 	e.t.Helper()
 	var s served
-	if err := db.Model(&Part{}).Select("label AS name, 0 AS version, inet_server_port() AS port").
+	if err := db.Model(&Part{}).Select("label AS name, 0 AS version, "+e.c.portExpr()+" AS port").
 		Where("item_id = ?", id).Order("id DESC").Limit(1).Scan(&s).Error; err != nil {
 		e.t.Fatal(err)
 	}
@@ -133,48 +135,53 @@ var writePaths = []writePath{
 func TestWritePathsNeverReadStale(t *testing.T) {
 	for i, wp := range writePaths {
 		t.Run(wp.name, func(t *testing.T) {
-			e := newEnv(t)
-			id := uint(i + 1)
-			if err := e.db.Create(&Item{ID: id, Name: "old", Version: 1}).Error; err != nil {
-				t.Fatal(err)
-			}
-			if err := e.db.Create(&Part{ItemID: id, Label: "old"}).Error; err != nil {
-				t.Fatal(err)
-			}
-			e.resumeAll()
-			if !wp.fresh {
-				before := wp.read(e, e.db, id)
-				if old := wp.old; before.Name != old && !(old == "" && before.Name == "old") {
-					t.Fatalf("before the write: %+v", before)
-				}
-				e.mustReplica(before, "read before the write")
-			}
-
-			e.pauseAll()
-			if err := wp.write(e.db, id); err != nil {
-				t.Fatalf("write: %v", err)
-			}
-			got := wp.read(e, e.db, id)
-			if got.Name != wp.want {
-				t.Fatalf("STALE READ after %s with replay paused: got %q, want %q (port %d)", wp.name, got.Name, wp.want, got.Port)
-			}
-			e.mustPrimary(got, "read of the written table")
-			if wp.untouched {
-				o := e.readOther(e.db)
-				if o.Name != "untouched" {
-					t.Fatalf("untouched table: %+v", o)
-				}
-				e.mustReplica(o, "read of an untouched table")
-			}
-
-			e.resumeAll()
-			again := wp.read(e, e.db, id)
-			if again.Name != wp.want {
-				t.Fatalf("after resume: got %q, want %q", again.Name, wp.want)
-			}
-			e.mustReplica(again, "read of the written table after catch-up")
+			runWritePath(t, newEnv(t), wp, uint(i+1))
 		})
 	}
+}
+
+// runWritePath runs one write path on e: write with replay paused, read
+// fresh from the primary, untouched table from a replica, then resume.
+func runWritePath(t *testing.T, e *env, wp writePath, id uint) {
+	t.Helper()
+	if err := e.db.Create(&Item{ID: id, Name: "old", Version: 1}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.Create(&Part{ItemID: id, Label: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	if !wp.fresh {
+		before := wp.read(e, e.db, id)
+		if old := wp.old; before.Name != old && !(old == "" && before.Name == "old") {
+			t.Fatalf("before the write: %+v", before)
+		}
+		e.mustReplica(before, "read before the write")
+	}
+
+	e.pauseAll()
+	if err := wp.write(e.db, id); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	got := wp.read(e, e.db, id)
+	if got.Name != wp.want {
+		t.Fatalf("STALE READ after %s with replay paused: got %q, want %q (port %d)", wp.name, got.Name, wp.want, got.Port)
+	}
+	e.mustPrimary(got, "read of the written table")
+	if wp.untouched {
+		o := e.readOther(e.db)
+		if o.Name != "untouched" {
+			t.Fatalf("untouched table: %+v", o)
+		}
+		e.mustReplica(o, "read of an untouched table")
+	}
+
+	e.resumeAll()
+	again := wp.read(e, e.db, id)
+	if again.Name != wp.want {
+		t.Fatalf("after resume: got %q, want %q", again.Name, wp.want)
+	}
+	e.mustReplica(again, "read of the written table after catch-up")
 }
 
 // TestRollbackPublishesNothing: a rolled-back transaction leaves the

@@ -20,13 +20,12 @@ FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
 GROUP BY n.nspname, p.proname`
 
-// learnReadOnlyFunctions adds the primary's read-only user functions to
-// the classifier. A failure only leaves those functions classified as
-// writes (the safe side).
-func (p *Plugin) learnReadOnlyFunctions(ctx context.Context, db *sql.DB) error {
+// pgReadOnlyFunctions lists the primary's read-only user functions, bare
+// and schema-qualified.
+func pgReadOnlyFunctions(ctx context.Context, db *sql.DB) ([]string, error) {
 	rows, err := db.QueryContext(ctx, readOnlyFunctionsQuery)
 	if err != nil {
-		return fmt.Errorf("plugin: read function volatility: %w", err)
+		return nil, fmt.Errorf("plugin: read function volatility: %w", err)
 	}
 	defer rows.Close()
 	var names []string
@@ -37,7 +36,7 @@ func (p *Plugin) learnReadOnlyFunctions(ctx context.Context, db *sql.DB) error {
 			readOnly     bool
 		)
 		if err := rows.Scan(&schema, &name, &readOnly); err != nil {
-			return fmt.Errorf("plugin: read function volatility: %w", err)
+			return nil, fmt.Errorf("plugin: read function volatility: %w", err)
 		}
 		if readOnly {
 			names = append(names, schema+"."+name)
@@ -47,13 +46,12 @@ func (p *Plugin) learnReadOnlyFunctions(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("plugin: read function volatility: %w", err)
+		return nil, fmt.Errorf("plugin: read function volatility: %w", err)
 	}
 	for name, readOnly := range bare {
 		if readOnly {
 			names = append(names, name)
 		}
 	}
-	p.classifier.AddReadOnlyFunctions(names...)
-	return nil
+	return names, nil
 }

@@ -24,6 +24,7 @@ type Plugin struct {
 	// dependents is the transitive closure of Config.Dependents.
 	dependents map[string][]string
 
+	engine     engine
 	classifier *classify.Classifier
 
 	breaker breaker
@@ -64,9 +65,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if !p.initialized.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: a Plugin can be installed on one *gorm.DB only", ErrConfig)
 	}
-	if name := db.Dialector.Name(); name != "postgres" {
-		return fmt.Errorf("%w: dialector %q is not supported (PostgreSQL only for now)", ErrConfig, name)
+	eng, err := engineFor(db.Dialector.Name())
+	if err != nil {
+		return err
 	}
+	p.engine = eng
 	if db.Callback().Query().Get("gorm:db_resolver") != nil {
 		return ErrDBResolver
 	}
@@ -82,17 +85,17 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	p.primaryDB = sqlDB
 	p.dependents = closeDependents(p.cfg.Dependents)
-	p.classifier = classify.New(classify.Config{Dialect: classify.Postgres, ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})
+	p.classifier = classify.New(classify.Config{Dialect: eng.dialect(), ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var sysid string
-	if err := sqlDB.QueryRowContext(ctx, "SELECT system_identifier::text FROM pg_control_system()").Scan(&sysid); err != nil {
-		return fmt.Errorf("plugin: read the primary's system identifier: %w", err)
+	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
+		return err
 	}
-	fmt.Sscanf(sysid, "%d", &p.cluster)
-	if err := p.learnReadOnlyFunctions(ctx, sqlDB); err != nil {
+	if fns, err := eng.readOnlyFunctions(ctx, sqlDB); err != nil {
 		p.cfg.Logger.Warn("freshread: user functions stay classified as writes", "err", err)
+	} else {
+		p.classifier.AddReadOnlyFunctions(fns...)
 	}
 
 	for _, rc := range p.cfg.Replicas {
@@ -126,8 +129,8 @@ func (p *Plugin) validate() error {
 			return fmt.Errorf("%w: duplicate replica name %q", ErrConfig, r.Name)
 		case r.Dialector == nil:
 			return fmt.Errorf("%w: replica %q has no Dialector", ErrConfig, r.Name)
-		case r.Dialector.Name() != "postgres":
-			return fmt.Errorf("%w: replica %q: dialector %q is not supported", ErrConfig, r.Name, r.Dialector.Name())
+		case r.Dialector.Name() != p.engine.dialectorName():
+			return fmt.Errorf("%w: replica %q: dialector %q differs from the primary's %q", ErrConfig, r.Name, r.Dialector.Name(), p.engine.dialectorName())
 		}
 		seen[r.Name] = true
 	}
@@ -155,10 +158,9 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 	r := &replica{name: rc.Name, db: sqlDB}
 	r.pool = &replicaPool{ConnPool: sqlDB, r: r, p: p}
 	r.state.Store(&replicaState{})
-	var inRecovery bool
-	if err := sqlDB.QueryRowContext(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery); err == nil && !inRecovery {
+	if isReplica, err := p.engine.isReplica(ctx, sqlDB); err == nil && !isReplica {
 		sqlDB.Close()
-		return nil, fmt.Errorf("%w: %q answers pg_is_in_recovery() = false: it is a primary", ErrNotReplica, rc.Name)
+		return nil, fmt.Errorf("%w: %q does not replicate from a primary (it is a primary itself)", ErrNotReplica, rc.Name)
 	}
 	return r, nil
 }

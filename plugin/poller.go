@@ -55,16 +55,8 @@ const (
 func (p *Plugin) pollOnce(ctx context.Context) {
 	// Primary first: a replica that (polled afterwards) has replayed the
 	// primary's flush position has everything committed before this point.
-	var insStr, flushStr string
-	primaryOK := p.primaryDB.QueryRowContext(ctx,
-		"SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&insStr, &flushStr) == nil
-	var ins, flush lsnstore.LSN
-	if primaryOK {
-		var err1, err2 error
-		ins, err1 = lsnstore.ParseLSN(insStr)
-		flush, err2 = lsnstore.ParseLSN(flushStr)
-		primaryOK = err1 == nil && err2 == nil
-	}
+	ins, flush, err := p.engine.primaryPositions(ctx, p.primaryDB)
+	primaryOK := err == nil
 	now := time.Now()
 	if primaryOK {
 		p.samples = append(p.samples, primarySample{at: now, pos: ins})
@@ -89,23 +81,18 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 
 	published := make(map[string]lsnstore.LSN, len(p.replicas))
 	for _, r := range p.replicas {
-		var s string
-		err := r.db.QueryRowContext(ctx, "SELECT coalesce(pg_last_wal_replay_lsn()::text, '')").Scan(&s)
+		pos, err := p.engine.replayPosition(ctx, r.db)
 		st := &replicaState{polledAt: time.Now()}
 		if err == nil {
-			pos, perr := lsnstore.ParseLSN(s)
-			if perr == nil {
-				if primaryOK && pos >= flush && idleCaughtUp(ins, flush) {
-					pos = ins
-				}
-				st.pos, st.up = pos, true
-				st.withinLag = pos >= threshold
-				published[r.name] = pos
+			if primaryOK && pos >= flush && idleCaughtUp(ins, flush) {
+				pos = ins
 			}
+			st.pos, st.up = pos, true
+			st.withinLag = pos >= threshold
+			published[r.name] = pos
 		}
-		if prev := r.state.Load(); st.up && prev != nil && prev.up && prev.pos > st.pos {
-			st.pos = prev.pos // never move backwards (a restarted replica re-reports)
-		}
+		// The poll's answer replaces the last one even when it is lower: a
+		// replica rebuilt or restarted from an older state shows older data.
 		r.state.Store(st)
 	}
 	if len(published) > 0 {

@@ -126,7 +126,7 @@ type replicaPool struct {
 
 func (rp *replicaPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	rows, err := rp.ConnPool.QueryContext(ctx, query, args...)
-	if err != nil && retryable(ctx, err) {
+	if err != nil && rp.p.engine.retryable(ctx, err) {
 		rp.p.replicaFailed(ctx, rp.r, err)
 		return rp.p.primaryDB.QueryContext(ctx, query, args...)
 	}
@@ -135,7 +135,7 @@ func (rp *replicaPool) QueryContext(ctx context.Context, query string, args ...a
 
 func (rp *replicaPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	row := rp.ConnPool.QueryRowContext(ctx, query, args...)
-	if err := row.Err(); err != nil && retryable(ctx, err) {
+	if err := row.Err(); err != nil && rp.p.engine.retryable(ctx, err) {
 		rp.p.replicaFailed(ctx, rp.r, err)
 		return rp.p.primaryDB.QueryRowContext(ctx, query, args...)
 	}

@@ -40,11 +40,7 @@ func (pw *pendingWrites) take() (writeSet, bool) {
 // replayed it sees the transaction. (Read inside the transaction it would be
 // below the commit record: the stale-read trap of the field notes.)
 func (p *Plugin) currentPosition(ctx context.Context) (lsnstore.LSN, error) {
-	var s string
-	if err := p.primaryDB.QueryRowContext(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
-		return 0, err
-	}
-	return lsnstore.ParseLSN(s)
+	return p.engine.writePosition(ctx, p.primaryDB)
 }
 
 // publishTimeout bounds reading the position after a commit and publishing

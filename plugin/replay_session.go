@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -60,12 +59,15 @@ type replaySession struct {
 	p   *Plugin
 	ctx context.Context
 
-	mu        sync.Mutex
-	replica   *replica
-	rconn     *sql.Conn
-	pconn     *sql.Conn
-	buffer    []bufferedStmt
-	inTx      bool // an explicit BEGIN is open on the primary
+	mu      sync.Mutex
+	replica *replica
+	rconn   *sql.Conn
+	pconn   *sql.Conn
+	buffer  []bufferedStmt
+	inTx    bool // an explicit BEGIN is open on the primary
+	// temp are the temporary tables the session created on the replica:
+	// writing only those is session state (BUFFER), not a write.
+	temp      map[string]bool
 	txWritten writeSet
 	abort     error
 }
@@ -156,6 +158,9 @@ func (s *replaySession) target(ctx context.Context, query string) (conn *sql.Con
 		return nil, c, false, s.abort
 	}
 	c = s.p.classify(query)
+	if s.pconn == nil && c.kind == kindWrite && s.onlyTemp(c.writes) {
+		c.kind = kindBuffer
+	}
 	if s.pconn == nil {
 		if end, _ := txEnd(query); end {
 			// Ends a READ ONLY transaction begun on the replica: it stays
@@ -191,6 +196,64 @@ func (s *replaySession) target(ctx context.Context, query string) (conn *sql.Con
 		}
 	}
 	return s.pconn, c, false, nil
+}
+
+// onlyTemp reports whether writes names only temporary tables of the
+// session.
+func (s *replaySession) onlyTemp(writes []string) bool {
+	if len(writes) == 0 || len(s.temp) == 0 {
+		return false
+	}
+	for _, w := range writes {
+		if !s.temp[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// noteTemp records a temporary table created by query.
+func (s *replaySession) noteTemp(query string) {
+	if name, ok := tempTableName(query); ok {
+		if s.temp == nil {
+			s.temp = map[string]bool{}
+		}
+		s.temp[name] = true
+	}
+}
+
+// tempTableName returns the table a CREATE TEMP[ORARY] TABLE creates.
+func tempTableName(query string) (string, bool) {
+	w := strings.Fields(query)
+	i := 0
+	next := func() string {
+		if i < len(w) {
+			i++
+			return strings.ToUpper(w[i-1])
+		}
+		return ""
+	}
+	if next() != "CREATE" {
+		return "", false
+	}
+	t := next()
+	if t == "GLOBAL" || t == "LOCAL" {
+		t = next()
+	}
+	if t != "TEMP" && t != "TEMPORARY" || next() != "TABLE" {
+		return "", false
+	}
+	if i+2 < len(w) && strings.EqualFold(w[i], "IF") && strings.EqualFold(w[i+1], "NOT") && strings.EqualFold(w[i+2], "EXISTS") {
+		i += 3
+	}
+	if i >= len(w) {
+		return "", false
+	}
+	name, _, _ := strings.Cut(w[i], "(")
+	if name == "" {
+		return "", false
+	}
+	return normalizeTable(name), true
 }
 
 // replicaFresh reports whether the pinned replica has replayed what a read
@@ -248,8 +311,7 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, c rawCla
 // onReplicaError moves to the primary when the replica refused a BUFFER
 // statement as read-only; ok reports whether to run it again there.
 func (s *replaySession) onReplicaError(ctx context.Context, err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "25006" { // read_only_sql_transaction
+	if !s.p.engine.readOnlyRefusal(err) {
 		return false
 	}
 	return s.toPrimary(ctx) == nil
@@ -271,6 +333,7 @@ func (s *replaySession) ExecContext(ctx context.Context, query string, args ...a
 		}
 		if err == nil && buffer {
 			s.buffer = append(s.buffer, bufferedStmt{query: query, args: args})
+			s.noteTemp(query)
 		}
 		return res, err
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,3 +177,19 @@ func dsnWithDB(c *mysql.Config, db string) string {
 func (e *envMariaDB) primaryDSN(db string) string { return dsnWithDB(e.primary, db) }
 func (e *envMariaDB) replicaDSN(db string) string { return dsnWithDB(e.replica, db) }
 func (e *envMariaDB) close() error                { return nil }
+
+// PrimaryPort is the primary's TCP port (what SELECT @@port reports).
+func (m *MariaDB) PrimaryPort() int { return dsnPort(m.PrimaryDSN("")) }
+
+// ReplicaPort is the replica's TCP port.
+func (m *MariaDB) ReplicaPort() int { return dsnPort(m.ReplicaDSN("")) }
+
+func dsnPort(dsn string) int {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return 0
+	}
+	_, port, _ := strings.Cut(c.Addr, ":")
+	n, _ := strconv.Atoi(port)
+	return n
+}

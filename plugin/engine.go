@@ -1,0 +1,62 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// engine is what differs between database engines: how positions are read
+// and compared, how a replica is recognised, which SQL grammar applies and
+// which errors are worth a retry on the primary. Positions are uint64
+// (lsnstore.LSN) for every engine: a PostgreSQL WAL LSN, or the sequence
+// number of the primary's GTID domain on MariaDB.
+type engine interface {
+	name() string
+	// dialectorName is gorm's Dialector.Name() of the engine.
+	dialectorName() string
+	dialect() classify.Dialect
+	// identify returns a stable identifier of the replication cluster
+	// (positions of different clusters cannot be compared) and prepares
+	// the engine (e.g. reads the primary's GTID domain).
+	identify(ctx context.Context, primary *sql.DB) (uint64, error)
+	// primaryPositions returns the primary's current write position and a
+	// position every replica that has reached it is fully caught up at
+	// (PostgreSQL: the insert and flush positions).
+	primaryPositions(ctx context.Context, primary *sql.DB) (ins, flush lsnstore.LSN, err error)
+	// writePosition is read after COMMIT returned: at or past the commit.
+	writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error)
+	// replayPosition is what a replica has applied.
+	replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error)
+	// isReplica reports whether the server replicates from a primary.
+	isReplica(ctx context.Context, db *sql.DB) (bool, error)
+	// retryable: a replica failure after which the read may run on the
+	// primary.
+	retryable(ctx context.Context, err error) bool
+	// readOnlyRefusal: the replica refused a statement because it is
+	// read-only (a replay session then moves to the primary).
+	readOnlyRefusal(err error) bool
+	// learnReadOnlyFunctions lists user functions that cannot write.
+	readOnlyFunctions(ctx context.Context, primary *sql.DB) ([]string, error)
+}
+
+func engineFor(dialector string) (engine, error) {
+	switch dialector {
+	case "postgres":
+		return pgEngine{}, nil
+	case "mysql":
+		return &mariaEngine{}, nil
+	}
+	return nil, fmt.Errorf("%w: dialector %q is not supported (postgres, mysql for MariaDB)", ErrConfig, dialector)
+}
+
+func scanPosition(ctx context.Context, db *sql.DB, query string) (lsnstore.LSN, error) {
+	var s string
+	if err := db.QueryRowContext(ctx, query).Scan(&s); err != nil {
+		return 0, err
+	}
+	return lsnstore.ParseLSN(s)
+}

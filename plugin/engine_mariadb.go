@@ -1,0 +1,134 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// mariaEngine: MariaDB GTIDs. A position is the sequence number of the
+// primary's GTID domain (@@gtid_domain_id): with gtid_strict_mode the
+// sequence numbers of one domain only grow, and a replica applies them in
+// order, so "has applied" is a number comparison. Writes in another domain
+// are not tracked (see docs/mariadb.md).
+type mariaEngine struct {
+	domain uint32
+}
+
+func (*mariaEngine) name() string              { return "mariadb" }
+func (*mariaEngine) dialectorName() string     { return "mysql" }
+func (*mariaEngine) dialect() classify.Dialect { return classify.MySQL }
+
+func (m *mariaEngine) identify(ctx context.Context, primary *sql.DB) (uint64, error) {
+	var version string
+	if err := primary.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {
+		return 0, fmt.Errorf("plugin: read the server version: %w", err)
+	}
+	if !strings.Contains(strings.ToLower(version), "mariadb") {
+		return 0, fmt.Errorf("%w: server %q is MySQL; only MariaDB GTIDs are supported so far", ErrConfig, version)
+	}
+	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_domain_id").Scan(&m.domain); err != nil {
+		return 0, fmt.Errorf("plugin: read gtid_domain_id: %w", err)
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "mariadb-domain-%d", m.domain)
+	return h.Sum64(), nil
+}
+
+func (m *mariaEngine) seqOf(ctx context.Context, db *sql.DB, variable string) (lsnstore.LSN, error) {
+	var s string
+	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL."+variable).Scan(&s); err != nil {
+		return 0, err
+	}
+	seq, err := gtidSeq(s, m.domain)
+	return lsnstore.LSN(seq), err
+}
+
+func (m *mariaEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.LSN, lsnstore.LSN, error) {
+	pos, err := m.seqOf(ctx, primary, "gtid_binlog_pos")
+	return pos, pos, err
+}
+
+// writePosition reads @@gtid_binlog_pos after COMMIT returned: it contains
+// the transaction's GTID (and maybe later ones: conservative).
+func (m *mariaEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error) {
+	return m.seqOf(ctx, primary, "gtid_binlog_pos")
+}
+
+func (m *mariaEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error) {
+	return m.seqOf(ctx, replica, "gtid_slave_pos")
+}
+
+func (*mariaEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	return rows.Next(), rows.Err()
+}
+
+func (*mariaEngine) retryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1053, 1927, 1152: // server shutdown, connection killed, aborted connection
+			return true
+		}
+		return false
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+func (*mariaEngine) readOnlyRefusal(err error) bool {
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && (myErr.Number == 1290 || myErr.Number == 1836) // --read-only, read-only mode
+}
+
+// readOnlyFunctions: MariaDB does not enforce READS SQL DATA, so no user
+// function is known to be read-only without Config.ReadOnlyFunctions.
+func (*mariaEngine) readOnlyFunctions(context.Context, *sql.DB) ([]string, error) { return nil, nil }
+
+// gtidSeq returns the sequence number of domain in a MariaDB GTID list
+// ("0-1-100,1-2-50"); a list without that domain is 0.
+func gtidSeq(list string, domain uint32) (uint64, error) {
+	list = strings.TrimSpace(list)
+	if list == "" {
+		return 0, nil
+	}
+	for _, g := range strings.Split(list, ",") {
+		parts := strings.Split(strings.TrimSpace(g), "-")
+		if len(parts) != 3 {
+			return 0, fmt.Errorf("%w: MariaDB GTID %q needs domain-server-seq", lsnstore.ErrBadPosition, g)
+		}
+		d, err1 := strconv.ParseUint(parts[0], 10, 32)
+		_, err2 := strconv.ParseUint(parts[1], 10, 32)
+		seq, err3 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return 0, fmt.Errorf("%w: MariaDB GTID %q is not numeric", lsnstore.ErrBadPosition, g)
+		}
+		if uint32(d) == domain {
+			return seq, nil
+		}
+	}
+	return 0, nil
+}
