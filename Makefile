@@ -32,6 +32,8 @@ deps:
 demo:
 	$(GO) run ./example/cmd/demo
 
-## bench: Go benchmarks of the routing hot path.
+## bench: Go benchmarks of the routing hot path and the classifier, then
+## the mixed workload per routing strategy (docs/benchmarks.md).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem ./plugin/ ./classify/ ./lsnstore/
+	$(GO) run ./internal/workload/cmd/bench -rate 400
