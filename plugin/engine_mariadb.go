@@ -9,13 +9,13 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/position"
 )
 
 // mariaEngine: MariaDB GTIDs. A position is the sequence number of the
@@ -111,24 +111,10 @@ func (*mariaEngine) readOnlyFunctions(context.Context, *sql.DB) ([]string, error
 // gtidSeq returns the sequence number of domain in a MariaDB GTID list
 // ("0-1-100,1-2-50"); a list without that domain is 0.
 func gtidSeq(list string, domain uint32) (uint64, error) {
-	list = strings.TrimSpace(list)
-	if list == "" {
-		return 0, nil
+	l, err := position.ParseMariaDBGTIDList(list)
+	if err != nil {
+		return 0, fmt.Errorf("plugin: %w", err)
 	}
-	for _, g := range strings.Split(list, ",") {
-		parts := strings.Split(strings.TrimSpace(g), "-")
-		if len(parts) != 3 {
-			return 0, fmt.Errorf("%w: MariaDB GTID %q needs domain-server-seq", lsnstore.ErrBadPosition, g)
-		}
-		d, err1 := strconv.ParseUint(parts[0], 10, 32)
-		_, err2 := strconv.ParseUint(parts[1], 10, 32)
-		seq, err3 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			return 0, fmt.Errorf("%w: MariaDB GTID %q is not numeric", lsnstore.ErrBadPosition, g)
-		}
-		if uint32(d) == domain {
-			return seq, nil
-		}
-	}
-	return 0, nil
+	seq, _ := l.Seq(domain)
+	return seq, nil
 }
