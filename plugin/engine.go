@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
@@ -41,6 +42,15 @@ type engine interface {
 	readOnlyRefusal(err error) bool
 	// learnReadOnlyFunctions lists user functions that cannot write.
 	readOnlyFunctions(ctx context.Context, primary *sql.DB) ([]string, error)
+}
+
+// causalWaiter is an engine that can wait on a replica until it has
+// applied a position (MariaDB's MASTER_GTID_WAIT), instead of waiting for
+// the poller.
+type causalWaiter interface {
+	// waitApplied waits up to timeout for replica to apply pos and reports
+	// whether it did.
+	waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.LSN, timeout time.Duration) (bool, error)
 }
 
 func engineFor(dialector string) (engine, error) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -24,7 +25,8 @@ import (
 // order, so "has applied" is a number comparison. Writes in another domain
 // are not tracked (see docs/mariadb.md).
 type mariaEngine struct {
-	domain uint32
+	domain   uint32
+	serverID uint32
 }
 
 func (*mariaEngine) name() string              { return "mariadb" }
@@ -39,7 +41,7 @@ func (m *mariaEngine) identify(ctx context.Context, primary *sql.DB) (uint64, er
 	if !strings.Contains(strings.ToLower(version), "mariadb") {
 		return 0, fmt.Errorf("%w: server %q is MySQL; only MariaDB GTIDs are supported so far", ErrConfig, version)
 	}
-	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_domain_id").Scan(&m.domain); err != nil {
+	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_domain_id, @@GLOBAL.server_id").Scan(&m.domain, &m.serverID); err != nil {
 		return 0, fmt.Errorf("plugin: read gtid_domain_id: %w", err)
 	}
 	h := fnv.New64a()
@@ -69,6 +71,19 @@ func (m *mariaEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnst
 
 func (m *mariaEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error) {
 	return m.seqOf(ctx, replica, "gtid_slave_pos")
+}
+
+// waitApplied runs MASTER_GTID_WAIT on the replica (MaxScale's causal
+// reads): it returns 0 once the replica has applied the GTID of the
+// domain's sequence number, -1 on timeout. Ordering within a domain does
+// not depend on the server id in the GTID.
+func (m *mariaEngine) waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.LSN, timeout time.Duration) (bool, error) {
+	gtid := fmt.Sprintf("%d-%d-%d", m.domain, m.serverID, uint64(pos))
+	var r sql.NullInt64
+	if err := replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", gtid, timeout.Seconds()).Scan(&r); err != nil {
+		return false, err
+	}
+	return r.Valid && r.Int64 == 0, nil
 }
 
 func (*mariaEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {

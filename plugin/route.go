@@ -213,8 +213,13 @@ func (p *Plugin) freshReplica(required lsnstore.LSN) (gorm.ConnPool, lsnstore.LS
 	return p.pick(fresh), 0
 }
 
-// waitFresh waits up to MaxWait for the poller to report a fresh replica.
+// waitFresh waits up to MaxWait for a replica to become fresh: on the
+// replica itself when the engine can (MASTER_GTID_WAIT), else by waiting
+// for the poller to report one.
 func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+	if w, ok := p.engine.(causalWaiter); ok {
+		return p.waitOnReplica(ctx, w, required)
+	}
 	timer := time.NewTimer(p.cfg.MaxWait)
 	defer timer.Stop()
 	var best lsnstore.LSN
@@ -232,6 +237,28 @@ func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.LSN) (gorm.Con
 			return pool, 0
 		}
 	}
+}
+
+// waitOnReplica waits on the most advanced usable replica.
+func (p *Plugin) waitOnReplica(ctx context.Context, w causalWaiter, required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+	now := time.Now()
+	var (
+		best    *replica
+		bestPos lsnstore.LSN
+	)
+	for _, r := range p.replicas {
+		if st := r.state.Load(); st.usable(now, p.cfg.MaxLag) && (best == nil || st.pos > bestPos) {
+			best, bestPos = r, st.pos
+		}
+	}
+	if best == nil {
+		return nil, 0
+	}
+	ok, err := w.waitApplied(ctx, best.db, required, p.cfg.MaxWait)
+	if err != nil || !ok {
+		return nil, bestPos
+	}
+	return best.pool, 0
 }
 
 func (p *Plugin) pick(pools []gorm.ConnPool) gorm.ConnPool {
