@@ -85,6 +85,16 @@ type Config struct {
 	// created later are learned at the next start). Default: none.
 	ReadOnlyFunctions []string
 
+	// Positions selects where positions come from: Native (WAL LSNs,
+	// MariaDB GTIDs) or Heartbeat (a counter table, for servers without
+	// GTIDs; one extra write per write transaction). Default: Native.
+	Positions PositionSource
+
+	// HeartbeatTable is the counter table of Heartbeat positions, created
+	// on the primary at Initialize when missing. Default:
+	// "freshread_heartbeat".
+	HeartbeatTable string
+
 	// PollInterval is how often each replica's pg_last_wal_replay_lsn() is
 	// read. Default: 20ms.
 	PollInterval time.Duration
@@ -129,6 +139,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Policy == nil {
 		c.Policy = dbresolver.RandomPolicy{}
+	}
+	if c.HeartbeatTable == "" {
+		c.HeartbeatTable = "freshread_heartbeat"
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 20 * time.Millisecond

@@ -89,6 +89,16 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if p.cfg.Positions == Heartbeat {
+		hb, err := newHeartbeatEngine(eng, p.cfg.HeartbeatTable)
+		if err != nil {
+			return err
+		}
+		if err := hb.prepare(ctx, sqlDB); err != nil {
+			return err
+		}
+		eng, p.engine = hb, hb
+	}
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
 		return err
 	}

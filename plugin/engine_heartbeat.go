@@ -1,0 +1,95 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// PositionSource says where write and replay positions come from.
+type PositionSource int
+
+const (
+	// Native positions (the default): PostgreSQL WAL LSNs, MariaDB GTIDs.
+	Native PositionSource = iota
+	// Heartbeat positions: a one-row counter table on the primary, raised
+	// after each write transaction commits; the replica's copy of the
+	// counter tells how far it has applied (pt-heartbeat style). It works
+	// with any engine that replicates the table in commit order, without
+	// GTIDs, at the price of one extra write transaction per write.
+	Heartbeat
+)
+
+var heartbeatTableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// heartbeatEngine reads positions from the heartbeat table and delegates
+// everything else to the native engine. A replica that has the counter
+// value h has applied the bump that produced h, hence every transaction
+// committed before it.
+type heartbeatEngine struct {
+	engine
+	table string
+}
+
+func newHeartbeatEngine(base engine, table string) (*heartbeatEngine, error) {
+	if !heartbeatTableName.MatchString(table) {
+		return nil, fmt.Errorf("%w: HeartbeatTable %q is not a plain identifier", ErrConfig, table)
+	}
+	return &heartbeatEngine{engine: base, table: table}, nil
+}
+
+// prepare creates the table and its row when missing.
+func (h *heartbeatEngine) prepare(ctx context.Context, primary *sql.DB) error {
+	if _, err := primary.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+h.table+" (id int PRIMARY KEY, n bigint NOT NULL)"); err != nil {
+		return fmt.Errorf("plugin: create the heartbeat table: %w", err)
+	}
+	insert := "INSERT INTO " + h.table + " (id, n) VALUES (1, 0) ON CONFLICT (id) DO NOTHING"
+	if h.engine.dialectorName() == "mysql" {
+		insert = "INSERT IGNORE INTO " + h.table + " (id, n) VALUES (1, 0)"
+	}
+	if _, err := primary.ExecContext(ctx, insert); err != nil {
+		return fmt.Errorf("plugin: create the heartbeat row: %w", err)
+	}
+	return nil
+}
+
+func (h *heartbeatEngine) counter(ctx context.Context, db *sql.DB) (lsnstore.LSN, error) {
+	var n int64
+	if err := db.QueryRowContext(ctx, "SELECT n FROM "+h.table+" WHERE id = 1").Scan(&n); err != nil {
+		return 0, err
+	}
+	return lsnstore.LSN(n), nil
+}
+
+func (h *heartbeatEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.LSN, lsnstore.LSN, error) {
+	n, err := h.counter(ctx, primary)
+	return n, n, err
+}
+
+// writePosition raises the counter in its own transaction (after the
+// write's COMMIT returned) and returns the new value.
+func (h *heartbeatEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error) {
+	if h.engine.dialectorName() == "postgres" {
+		var n int64
+		err := primary.QueryRowContext(ctx, "UPDATE "+h.table+" SET n = n + 1 WHERE id = 1 RETURNING n").Scan(&n)
+		return lsnstore.LSN(n), err
+	}
+	conn, err := primary.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "UPDATE "+h.table+" SET n = LAST_INSERT_ID(n + 1) WHERE id = 1"); err != nil {
+		return 0, err
+	}
+	var n int64
+	err = conn.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&n)
+	return lsnstore.LSN(n), err
+}
+
+func (h *heartbeatEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error) {
+	return h.counter(ctx, replica)
+}
