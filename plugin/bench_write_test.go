@@ -1,0 +1,72 @@
+package plugin_test
+
+import (
+	"testing"
+
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
+)
+
+// BenchmarkWrite measures one autocommit UPDATE through the plugin (with
+// the memory store): plain GORM, native positions (the position read after
+// COMMIT) and heartbeat positions (one extra write transaction), on
+// PostgreSQL and MariaDB. The difference is the cost of publishing.
+func BenchmarkWrite(b *testing.B) {
+	type target struct {
+		name    string
+		primary func(b *testing.B) (gorm.Dialector, gorm.Dialector)
+	}
+	targets := []target{
+		{"postgres", func(b *testing.B) (gorm.Dialector, gorm.Dialector) {
+			pg, name := benchDatabase(b)
+			return postgres.Open(pg.PrimaryDSN(name)), postgres.Open(pg.ReplicaDSN(0, name))
+		}},
+		{"mariadb", func(b *testing.B) (gorm.Dialector, gorm.Dialector) {
+			m := testcluster.MariaDBFor(b)
+			name := m.CreateDatabase(b)
+			return mysql.Open(m.PrimaryDSN(name)), mysql.Open(m.ReplicaDSN(name))
+		}},
+	}
+	for _, tg := range targets {
+		for _, mode := range []string{"plain", "native", "heartbeat"} {
+			b.Run(tg.name+"/"+mode, func(b *testing.B) {
+				primary, replica := tg.primary(b)
+				db, err := gorm.Open(primary, benchGormConfig())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer closeGorm(db)
+				if err := db.AutoMigrate(&benchItem{}); err != nil {
+					b.Fatal(err)
+				}
+				if err := db.Save(&benchItem{ID: 1, Name: "one", Version: 1}).Error; err != nil {
+					b.Fatal(err)
+				}
+				if mode != "plain" {
+					cfg := plugin.Config{Store: lsnstore.NewMemory(), Replicas: []plugin.Replica{{Name: "r0", Dialector: replica}}}
+					if mode == "heartbeat" {
+						cfg.Positions = plugin.Heartbeat
+					}
+					p := plugin.New(cfg)
+					if err := db.Use(p); err != nil {
+						b.Fatal(err)
+					}
+					defer p.Close()
+				}
+				w := db.Session(&gorm.Session{SkipDefaultTransaction: true})
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					if err := w.Model(&benchItem{ID: 1}).Update("version", i).Error; err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
