@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/freshread/freshread/classify"
@@ -53,14 +54,23 @@ type causalWaiter interface {
 	waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.LSN, timeout time.Duration) (bool, error)
 }
 
-func engineFor(dialector string) (engine, error) {
+// engineFor picks the engine of the primary: by dialector, and for "mysql"
+// by the server's version (MariaDB or MySQL).
+func engineFor(ctx context.Context, dialector string, primary *sql.DB) (engine, error) {
 	switch dialector {
 	case "postgres":
 		return pgEngine{}, nil
 	case "mysql":
-		return &mariaEngine{}, nil
+		var version string
+		if err := primary.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {
+			return nil, fmt.Errorf("plugin: read the server version: %w", err)
+		}
+		if strings.Contains(strings.ToLower(version), "mariadb") {
+			return &mariaEngine{}, nil
+		}
+		return &mysqlEngine{}, nil
 	}
-	return nil, fmt.Errorf("%w: dialector %q is not supported (postgres, mysql for MariaDB)", ErrConfig, dialector)
+	return nil, fmt.Errorf("%w: dialector %q is not supported (postgres, mysql)", ErrConfig, dialector)
 }
 
 func scanPosition(ctx context.Context, db *sql.DB, query string) (lsnstore.LSN, error) {

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -34,13 +33,6 @@ func (*mariaEngine) dialectorName() string     { return "mysql" }
 func (*mariaEngine) dialect() classify.Dialect { return classify.MySQL }
 
 func (m *mariaEngine) identify(ctx context.Context, primary *sql.DB) (uint64, error) {
-	var version string
-	if err := primary.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {
-		return 0, fmt.Errorf("plugin: read the server version: %w", err)
-	}
-	if !strings.Contains(strings.ToLower(version), "mariadb") {
-		return 0, fmt.Errorf("%w: server %q is MySQL; only MariaDB GTIDs are supported so far", ErrConfig, version)
-	}
 	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_domain_id, @@GLOBAL.server_id").Scan(&m.domain, &m.serverID); err != nil {
 		return 0, fmt.Errorf("plugin: read gtid_domain_id: %w", err)
 	}
@@ -95,7 +87,11 @@ func (*mariaEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {
 	return rows.Next(), rows.Err()
 }
 
-func (*mariaEngine) retryable(ctx context.Context, err error) bool {
+func (*mariaEngine) retryable(ctx context.Context, err error) bool { return mysqlRetryable(ctx, err) }
+
+// mysqlRetryable: connection failures of go-sql-driver/mysql and server
+// shutdowns, for MariaDB and MySQL.
+func mysqlRetryable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
@@ -114,7 +110,9 @@ func (*mariaEngine) retryable(ctx context.Context, err error) bool {
 	return errors.As(err, &netErr)
 }
 
-func (*mariaEngine) readOnlyRefusal(err error) bool {
+func (*mariaEngine) readOnlyRefusal(err error) bool { return mysqlReadOnlyRefusal(err) }
+
+func mysqlReadOnlyRefusal(err error) bool {
 	var myErr *mysql.MySQLError
 	return errors.As(err, &myErr) && (myErr.Number == 1290 || myErr.Number == 1836) // --read-only, read-only mode
 }

@@ -65,15 +65,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if !p.initialized.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: a Plugin can be installed on one *gorm.DB only", ErrConfig)
 	}
-	eng, err := engineFor(db.Dialector.Name())
-	if err != nil {
-		return err
-	}
-	p.engine = eng
 	if db.Callback().Query().Get("gorm:db_resolver") != nil {
 		return ErrDBResolver
 	}
-	if err := p.validate(); err != nil {
+	if err := p.validate(db.Dialector.Name()); err != nil {
 		return err
 	}
 	if _, ok := db.ConnPool.(*gorm.PreparedStmtDB); ok {
@@ -84,11 +79,16 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return fmt.Errorf("%w: the primary pool is a %T, want *sql.DB", ErrConfig, db.ConnPool)
 	}
 	p.primaryDB = sqlDB
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eng, err := engineFor(ctx, db.Dialector.Name(), sqlDB)
+	if err != nil {
+		return err
+	}
+	p.engine = eng
 	p.dependents = closeDependents(p.cfg.Dependents)
 	p.classifier = classify.New(classify.Config{Dialect: eng.dialect(), ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if p.cfg.Positions == Heartbeat {
 		hb, err := newHeartbeatEngine(eng, p.cfg.HeartbeatTable)
 		if err != nil {
@@ -129,7 +129,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	return nil
 }
 
-func (p *Plugin) validate() error {
+func (p *Plugin) validate(dialector string) error {
+	if dialector != "postgres" && dialector != "mysql" {
+		return fmt.Errorf("%w: dialector %q is not supported (postgres, mysql)", ErrConfig, dialector)
+	}
 	seen := make(map[string]bool, len(p.cfg.Replicas))
 	for i, r := range p.cfg.Replicas {
 		switch {
@@ -139,8 +142,8 @@ func (p *Plugin) validate() error {
 			return fmt.Errorf("%w: duplicate replica name %q", ErrConfig, r.Name)
 		case r.Dialector == nil:
 			return fmt.Errorf("%w: replica %q has no Dialector", ErrConfig, r.Name)
-		case r.Dialector.Name() != p.engine.dialectorName():
-			return fmt.Errorf("%w: replica %q: dialector %q differs from the primary's %q", ErrConfig, r.Name, r.Dialector.Name(), p.engine.dialectorName())
+		case r.Dialector.Name() != dialector:
+			return fmt.Errorf("%w: replica %q: dialector %q differs from the primary's %q", ErrConfig, r.Name, r.Dialector.Name(), dialector)
 		}
 		seen[r.Name] = true
 	}
