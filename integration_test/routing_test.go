@@ -356,3 +356,19 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("read with the only replica down: %+v", got)
 	}
 }
+
+// TestMaxLagLongerThanTTLRefused: a MaxLag at or above the Redis key TTL
+// could use a replica that misses an expired write position: refused.
+func TestMaxLagLongerThanTTLRefused(t *testing.T) {
+	store, _ := newRedisStore(t, "ttl-"+t.Name())
+	e := newEnv(t)
+	db, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.dbName)), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB(db)
+	err = db.Use(plugin.New(plugin.Config{Store: store, MaxLag: time.Hour}))
+	if !plugin.IsConfig(err) || !strings.Contains(err.Error(), "MaxLag") {
+		t.Fatalf("MaxLag of an hour with a 10-minute TTL: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/lsnstore"
 )
 
 // Plugin is the freshness-routing GORM plugin. Create it with New and
@@ -146,6 +147,9 @@ func (p *Plugin) validate(dialector string) error {
 			return fmt.Errorf("%w: replica %q: dialector %q differs from the primary's %q", ErrConfig, r.Name, r.Dialector.Name(), dialector)
 		}
 		seen[r.Name] = true
+	}
+	if e, ok := p.cfg.Store.(lsnstore.Expirer); ok && p.cfg.MaxLag >= e.KeyTTL() {
+		return fmt.Errorf("%w: MaxLag (%v) must be shorter than the store's key TTL (%v): a replica lagging longer could miss an expired write position", ErrConfig, p.cfg.MaxLag, e.KeyTTL())
 	}
 	if p.cfg.MaxWait < 0 {
 		return fmt.Errorf("%w: MaxWait is negative", ErrConfig)
