@@ -96,11 +96,21 @@ type env struct {
 	decisions []plugin.Decision
 }
 
-type envOpt func(*plugin.Config)
+// envSettings is what envOpts change: the plugin's Config and how the
+// *gorm.DB is opened.
+type envSettings struct {
+	cfg         plugin.Config
+	prepareStmt bool
+}
 
-func withStore(s lsnstore.Store) envOpt { return func(c *plugin.Config) { c.Store = s } }
+type envOpt func(*envSettings)
 
-func withConfig(f func(*plugin.Config)) envOpt { return f }
+func withStore(s lsnstore.Store) envOpt { return func(o *envSettings) { o.cfg.Store = s } }
+
+func withConfig(f func(*plugin.Config)) envOpt { return func(o *envSettings) { f(&o.cfg) } }
+
+// withPrepareStmt opens the *gorm.DB with gorm.Config.PrepareStmt.
+func withPrepareStmt() envOpt { return func(o *envSettings) { o.prepareStmt = true } }
 
 // newEnv creates a fresh database with the test tables (replicated to both
 // replicas before it returns) and a *gorm.DB with the plugin installed.
@@ -119,6 +129,7 @@ func newMariaEnv(t *testing.T, opts ...envOpt) *env {
 func newEnvOn(t *testing.T, c cluster, pg *testcluster.Postgres, opts ...envOpt) *env {
 	t.Helper()
 	e := &env{t: t, c: c, pg: pg, dbName: c.createDatabase(t)}
+
 	setup, err := gorm.Open(c.primary(e.dbName), quiet())
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +149,7 @@ func newEnvOn(t *testing.T, c cluster, pg *testcluster.Postgres, opts ...envOpt)
 // open opens another *gorm.DB on the same database with its own plugin.
 func (e *env) open(opts ...envOpt) (*gorm.DB, *plugin.Plugin) {
 	e.t.Helper()
-	db, err := gorm.Open(e.c.primary(e.dbName), quiet())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cfg := plugin.Config{
+	set := envSettings{cfg: plugin.Config{
 		Store:        e.store,
 		PollInterval: 5 * time.Millisecond,
 		OnDecision: func(_ context.Context, d plugin.Decision) {
@@ -150,15 +157,20 @@ func (e *env) open(opts ...envOpt) (*gorm.DB, *plugin.Plugin) {
 			e.decisions = append(e.decisions, d)
 			e.mu.Unlock()
 		},
-	}
+	}}
 	for i := 0; i < e.c.replicas(); i++ {
-		cfg.Replicas = append(cfg.Replicas, plugin.Replica{
+		set.cfg.Replicas = append(set.cfg.Replicas, plugin.Replica{
 			Name:      replicaName(i),
 			Dialector: e.c.replica(i, e.dbName),
 		})
 	}
 	for _, o := range opts {
-		o(&cfg)
+		o(&set)
+	}
+	cfg := set.cfg
+	db, err := gorm.Open(e.c.primary(e.dbName), &gorm.Config{Logger: logger.Discard, PrepareStmt: set.prepareStmt})
+	if err != nil {
+		e.t.Fatal(err)
 	}
 	if cfg.Store == nil {
 		cfg.Store = lsnstore.NewMemory()

@@ -246,3 +246,19 @@ func TestPositionReadAfterCommit(t *testing.T) {
 		t.Fatalf("published %v is not past the last position inside the transaction %v: it was read before COMMIT", published, in)
 	}
 }
+
+// TestWritePathsWithPrepareStmt: with gorm.Config.PrepareStmt the primary
+// pool is GORM's prepared-statement cache; transactions still publish
+// after COMMIT.
+func TestWritePathsWithPrepareStmt(t *testing.T) {
+	for i, wp := range writePaths {
+		switch wp.name {
+		case "Update", "Transaction", "NestedTransactionSavepoint", "BeginCommit", "SkipDefaultTransaction", "Exec", "Create":
+		default:
+			continue
+		}
+		t.Run(wp.name, func(t *testing.T) {
+			runWritePath(t, newEnv(t, withPrepareStmt()), wp, uint(i+1))
+		})
+	}
+}

@@ -84,7 +84,13 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 // recordWrite attaches a write to the transaction that will publish it
 // after COMMIT, or to the statement, which publishes it when it ends.
 func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
-	switch c := db.Statement.ConnPool.(type) {
+	pool := db.Statement.ConnPool
+	if ptx, ok := pool.(*gorm.PreparedStmtTX); ok {
+		if tt, ok := ptx.Tx.(*trackedTx); ok {
+			pool = tt // a transaction of GORM's prepared-statement pool
+		}
+	}
+	switch c := pool.(type) {
 	case *trackedTx:
 		c.mark(tables)
 	case *replaySession:

@@ -72,11 +72,22 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err := p.validate(db.Dialector.Name()); err != nil {
 		return err
 	}
-	if _, ok := db.ConnPool.(*gorm.PreparedStmtDB); ok {
-		return fmt.Errorf("%w: gorm.Config.PrepareStmt is not supported yet", ErrConfig)
-	}
-	sqlDB, ok := db.ConnPool.(*sql.DB)
-	if !ok {
+	// The primary's pool: a *sql.DB, or GORM's prepared-statement cache
+	// around one (gorm.Config.PrepareStmt).
+	var (
+		sqlDB    *sql.DB
+		prepared *gorm.PreparedStmtDB
+	)
+	switch cp := db.ConnPool.(type) {
+	case *sql.DB:
+		sqlDB = cp
+	case *gorm.PreparedStmtDB:
+		inner, ok := cp.ConnPool.(*sql.DB)
+		if !ok {
+			return fmt.Errorf("%w: the prepared-statement pool wraps a %T, want *sql.DB", ErrConfig, cp.ConnPool)
+		}
+		sqlDB, prepared = inner, cp
+	default:
 		return fmt.Errorf("%w: the primary pool is a %T, want *sql.DB", ErrConfig, db.ConnPool)
 	}
 	p.primaryDB = sqlDB
@@ -118,9 +129,15 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		p.replicas = append(p.replicas, r)
 	}
 
-	pool := &primaryPool{ConnPool: db.ConnPool, db: sqlDB, p: p}
-	db.Config.ConnPool = pool
-	db.Statement.ConnPool = pool
+	pool := &primaryPool{ConnPool: sqlDB, db: sqlDB, p: p}
+	if prepared != nil {
+		// GORM's prepared-statement pool begins transactions through
+		// ours (a ConnPoolBeginner) and wraps the trackedTx.
+		prepared.ConnPool = pool
+	} else {
+		db.Config.ConnPool = pool
+		db.Statement.ConnPool = pool
+	}
 	if err := p.registerCallbacks(db); err != nil {
 		return err
 	}
