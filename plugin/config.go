@@ -122,7 +122,8 @@ type Config struct {
 	// than positions (a write by another process is not seen, and a
 	// replica lagging longer than the window serves stale data) and slower
 	// (the whole window goes to the primary). The position rule still
-	// applies outside the window. Default: 0 (off).
+	// applies outside the window; with Consistency Eventual, the window is
+	// the only rule (the classic setup). Default: 0 (off).
 	StickyWindow time.Duration
 
 	// OnDecision, when set, is called with every routing decision.

@@ -91,6 +91,10 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	case Strong:
 		p.toPrimary(db, ReasonConsistency, tables)
 	case Eventual:
+		if s := SessionFrom(ctx); s != nil && p.cfg.StickyWindow > 0 && s.wroteWithin(time.Now(), p.cfg.StickyWindow) {
+			p.toPrimary(db, ReasonSticky, tables)
+			return
+		}
 		p.toAnyReplica(db, ReasonConsistency, tables)
 	case Session:
 		p.toFresh(db, tables, false)

@@ -30,8 +30,9 @@
 //   - always-primary: plain GORM on the primary.
 //   - dbresolver: gorm.io/plugin/dbresolver, every read on a replica.
 //   - window-2s: the common approach: for Options.Window after a user's
-//     write returns, that user's reads go to the primary
-//     (plugin.WithConsistency Strong), else to any replica (Eventual).
+//     write returns, that user's reads go to the primary, else to any
+//     replica: the plugin's Config.StickyWindow with Consistency Eventual
+//     and a session per user.
 //   - freshread-table: the plugin's per-table positions (Consistency
 //     Table) in Redis.
 //   - freshread-table+session: the same, each user's operations carrying
@@ -339,8 +340,6 @@ type env struct {
 
 	// acked[t][id-1]: highest version acknowledged to a writer.
 	acked [][]atomic.Int64
-	// lastWrite[u]: UnixNano when u's latest write returned (window).
-	lastWrite []atomic.Int64
 	// sessions[u]: u's plugin session (table+session).
 	sessions []*plugin.SessionState
 
@@ -367,7 +366,6 @@ func runStrategy(ctx context.Context, pg *testcluster.Postgres, rs *testcluster.
 	for t := range e.acked {
 		e.acked[t] = make([]atomic.Int64, o.Users)
 	}
-	e.lastWrite = make([]atomic.Int64, o.Users)
 	e.sessions = make([]*plugin.SessionState, o.Users)
 	for u := range e.sessions {
 		e.sessions[u] = &plugin.SessionState{}
@@ -469,7 +467,9 @@ func (e *env) open(ctx context.Context, pg *testcluster.Postgres, rs *testcluste
 	cfg := plugin.Config{
 		Store:       lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: name}),
 		Consistency: plugin.Table,
-		Logger:      slog.New(slog.NewTextHandler(e.o.Progress, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// window-2s: the plugin's sticky window over Eventual reads.
+		StickyWindow: e.stickyWindow(),
+		Logger:       slog.New(slog.NewTextHandler(e.o.Progress, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnDecision: func(ctx context.Context, d plugin.Decision) {
 			if ctx.Value(readMark{}) == nil {
 				return
@@ -542,6 +542,13 @@ func (e *env) writeRow(ctx context.Context, t, id int) (int64, error) {
 	return r.Version, nil
 }
 
+func (e *env) stickyWindow() time.Duration {
+	if e.strategy == Window {
+		return e.o.Window
+	}
+	return 0
+}
+
 // userCtx is the context of one operation of user u.
 func (e *env) userCtx(base context.Context, u int, read bool) context.Context {
 	ctx := base
@@ -552,14 +559,7 @@ func (e *env) userCtx(base context.Context, u int, read bool) context.Context {
 	case FreshTableSession:
 		ctx = plugin.ContextWithSession(ctx, e.sessions[u])
 	case Window:
-		if read {
-			last := e.lastWrite[u].Load()
-			if last != 0 && time.Since(time.Unix(0, last)) < e.o.Window {
-				ctx = plugin.WithConsistency(ctx, plugin.Strong)
-			} else {
-				ctx = plugin.WithConsistency(ctx, plugin.Eventual)
-			}
-		}
+		ctx = plugin.WithConsistency(plugin.ContextWithSession(ctx, e.sessions[u]), plugin.Eventual)
 	}
 	return ctx
 }
@@ -662,7 +662,6 @@ func (e *env) op(ctx context.Context, rng *rand.Rand, st *workerStats) {
 			st.fail(err)
 			return
 		}
-		e.lastWrite[u].Store(time.Now().UnixNano())
 		raise(&e.acked[t][id-1], v)
 		st.writes++
 		return
