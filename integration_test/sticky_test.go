@@ -40,3 +40,28 @@ func TestStickyWindow(t *testing.T) {
 		t.Fatalf("token: %v %v", s, err)
 	}
 }
+
+// TestStickyWindowOverEventual: the classic setup (Eventual reads, a
+// window after each write): the writing session reads from the primary,
+// fresh, while another session reads the replica.
+func TestStickyWindowOverEventual(t *testing.T) {
+	e := newEnv(t, withConfig(func(c *plugin.Config) {
+		c.StickyWindow = time.Minute
+		c.Consistency = plugin.Eventual
+	}))
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	e.pauseAll()
+	writer := e.db.WithContext(plugin.WithSession(context.Background()))
+	if err := setName(writer, 1); err != nil {
+		t.Fatal(err)
+	}
+	got := e.readOther(writer)
+	e.mustPrimary(got, "writer's read inside the window")
+	if got := e.readItem(writer, 1); got.Name != "new" {
+		t.Fatalf("STALE READ inside the window: %+v", got)
+	}
+	e.mustReplica(e.readOther(e.db.WithContext(plugin.WithSession(context.Background()))), "another session")
+}
