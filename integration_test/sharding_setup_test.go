@@ -1,0 +1,250 @@
+package integration_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/sharding"
+)
+
+// ShOrder is the sharded table (orders, by user_id); ShItem is colocated
+// (order_items, by user_id); ShProduct stays on the default database.
+type ShOrder struct {
+	ID     int64 `gorm:"primaryKey;autoIncrement:false"`
+	UserID int64 `gorm:"index"`
+	Status string
+	Amount int
+}
+
+func (ShOrder) TableName() string { return "orders" }
+
+type ShItem struct {
+	ID      int64 `gorm:"primaryKey"`
+	OrderID int64
+	UserID  int64 `gorm:"index"`
+	Sku     string
+}
+
+func (ShItem) TableName() string { return "order_items" }
+
+type ShProduct struct {
+	ID   int64 `gorm:"primaryKey"`
+	Name string
+}
+
+func (ShProduct) TableName() string { return "products" }
+
+var shardNames = []string{"s0", "s1", "s2", "s3"}
+
+// shEnv is a default database, four shard databases on the shared cluster
+// (each served by the two replicas too, through a freshread plugin per
+// shard) and the sharding plugin.
+type shEnv struct {
+	t       *testing.T
+	pg      *testcluster.Postgres
+	defName string
+	shardDB map[string]string // shard -> database name
+	db      *gorm.DB
+	s       *sharding.Sharding
+	direct  map[string]*gorm.DB // plain connections to each shard's primary
+
+	mu     sync.Mutex
+	counts map[string]int // statements per shard
+	routes []sharding.Route
+}
+
+type shOpt func(*sharding.Config)
+
+func newShEnv(t *testing.T, opts ...shOpt) *shEnv {
+	t.Helper()
+	pg := testcluster.PostgresFor(t)
+	e := &shEnv{t: t, pg: pg, shardDB: map[string]string{}, direct: map[string]*gorm.DB{}, counts: map[string]int{}}
+	e.defName = pg.CreateDatabase(t)
+	def, err := gorm.Open(postgres.Open(pg.PrimaryDSN(e.defName)), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := def.AutoMigrate(&ShProduct{}); err != nil {
+		t.Fatal(err)
+	}
+	def.Create(&ShProduct{ID: 1, Name: "widget"})
+	closeDB(def)
+	cfg := sharding.Config{
+		Tables: []sharding.Table{
+			{Name: "orders", Key: "user_id", ID: "id"},
+			{Name: "order_items", Key: "user_id"},
+		},
+		Algorithm: sharding.EvenBuckets(1024, shardNames...),
+		OnRoute: func(_ context.Context, r sharding.Route) {
+			e.mu.Lock()
+			e.routes = append(e.routes, r)
+			e.mu.Unlock()
+		},
+	}
+	for _, name := range shardNames {
+		dbName := pg.CreateDatabase(t)
+		e.shardDB[name] = dbName
+		d, err := gorm.Open(postgres.Open(pg.PrimaryDSN(dbName)), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.AutoMigrate(&ShOrder{}, &ShItem{}); err != nil {
+			t.Fatal(err)
+		}
+		e.direct[name] = d
+		t.Cleanup(func() { closeDB(d) })
+		sc := sharding.ShardConfig{
+			Name:      name,
+			Dialector: postgres.Open(pg.PrimaryDSN(dbName)),
+			Freshness: plugin.Config{PollInterval: 5 * time.Millisecond},
+		}
+		for i := 0; i < pg.Replicas(); i++ {
+			sc.Replicas = append(sc.Replicas, plugin.Replica{Name: replicaName(i), Dialector: postgres.Open(pg.ReplicaDSN(i, dbName))})
+		}
+		cfg.Shards = append(cfg.Shards, sc)
+	}
+	if err := pg.WaitCaughtUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(e.defName)), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s = sharding.New(cfg)
+	if err := db.Use(e.s); err != nil {
+		t.Fatal(err)
+	}
+	e.db = db
+	t.Cleanup(func() {
+		e.s.Close()
+		closeDB(db)
+	})
+	// Count the statements each shard runs.
+	for _, name := range shardNames {
+		sdb, _ := e.s.ShardDB(name)
+		name := name
+		count := func(*gorm.DB) {
+			e.mu.Lock()
+			e.counts[name]++
+			e.mu.Unlock()
+		}
+		cb := sdb.Callback()
+		for _, err := range []error{
+			cb.Query().Before("*").Register("test:count", count),
+			cb.Row().Before("*").Register("test:count", count),
+			cb.Create().Before("*").Register("test:count", count),
+			cb.Update().Before("*").Register("test:count", count),
+			cb.Delete().Before("*").Register("test:count", count),
+			cb.Raw().Before("*").Register("test:count", count),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return e
+}
+
+func (e *shEnv) resetCounts() {
+	e.mu.Lock()
+	e.counts = map[string]int{}
+	e.routes = nil
+	e.mu.Unlock()
+}
+
+func (e *shEnv) countsSnapshot() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]int, len(e.counts))
+	for k, v := range e.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// onShard lists the order IDs stored on a shard, read from its primary
+// directly (not through the plugin).
+func (e *shEnv) onShard(name string) map[int64]int64 {
+	e.t.Helper()
+	var rows []ShOrder
+	if err := e.direct[name].Find(&rows).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	out := make(map[int64]int64, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.UserID
+	}
+	return out
+}
+
+func (e *shEnv) totalOrders() int {
+	n := 0
+	for _, name := range shardNames {
+		n += len(e.onShard(name))
+	}
+	return n
+}
+
+func fixedIDs(t *testing.T, worker int) *sharding.IDGenerator {
+	t.Helper()
+	g, err := sharding.NewIDGenerator(context.Background(), sharding.IDConfig{Worker: worker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func withIDs(g *sharding.IDGenerator) shOpt { return func(c *sharding.Config) { c.IDs = g } }
+
+func (e *shEnv) waitCaughtUp() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.pg.WaitCaughtUp(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *shEnv) pauseAll() {
+	e.t.Helper()
+	for i := 0; i < e.pg.Replicas(); i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := e.pg.PauseReplay(ctx, i)
+		cancel()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		i := i
+		e.t.Cleanup(func() { _ = e.pg.ResumeReplay(context.Background(), i) })
+	}
+}
+
+func (e *shEnv) resumeAll() {
+	e.t.Helper()
+	for i := 0; i < e.pg.Replicas(); i++ {
+		if err := e.pg.ResumeReplay(context.Background(), i); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.waitCaughtUp()
+}
+
+func (e *shEnv) isReplica(port int) bool {
+	for i := 0; i < e.pg.Replicas(); i++ {
+		if e.pg.ReplicaPort(i) == port {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,225 @@
+package lookup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/sharding"
+)
+
+// Config configures a Store.
+type Config struct {
+	// DB is the lookup database. Required.
+	DB *gorm.DB
+	// Table is the lookup table. Default "order_lookup".
+	Table string
+	// Redis is the cache; nil disables it.
+	Redis redis.UniversalClient
+	// Prefix of the cache keys. Default "freshread:lookup:".
+	Prefix string
+	// TTL of a cached pair. Default 10 minutes.
+	TTL time.Duration
+	// NegativeTTL of a cached "unknown ID". Default 2 seconds.
+	NegativeTTL time.Duration
+}
+
+// Store is the lookup; it implements sharding.Lookup.
+type Store struct {
+	cfg Config
+
+	hits, negHits, misses, redisErrors atomic.Int64
+}
+
+var _ sharding.Lookup = (*Store)(nil)
+
+// Stats are the cache counters since the Store was made.
+type Stats struct {
+	Hits         int64 // IDs answered by the cache
+	NegativeHits int64 // of which cached as unknown
+	Misses       int64 // IDs read from the table
+	RedisErrors  int64 // failed cache calls (the table answered)
+}
+
+// HitRate is Hits / (Hits + Misses).
+func (s Stats) HitRate() float64 {
+	if s.Hits+s.Misses == 0 {
+		return 0
+	}
+	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+const negative = "-"
+
+// New returns a Store.
+func New(cfg Config) *Store {
+	if cfg.Table == "" {
+		cfg.Table = "order_lookup"
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "freshread:lookup:"
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 10 * time.Minute
+	}
+	if cfg.NegativeTTL <= 0 {
+		cfg.NegativeTTL = 2 * time.Second
+	}
+	return &Store{cfg: cfg}
+}
+
+// Stats returns the cache counters.
+func (s *Store) Stats() Stats {
+	return Stats{Hits: s.hits.Load(), NegativeHits: s.negHits.Load(), Misses: s.misses.Load(), RedisErrors: s.redisErrors.Load()}
+}
+
+// Migrate creates the lookup table and the backfill progress table.
+func (s *Store) Migrate(ctx context.Context) error {
+	q := s.quote(s.cfg.Table)
+	for _, stmt := range []string{
+		"CREATE TABLE IF NOT EXISTS " + q + " (order_id bigint PRIMARY KEY, user_id bigint NOT NULL)",
+		"CREATE TABLE IF NOT EXISTS " + s.quote(s.cfg.Table+"_backfill") + " (source text PRIMARY KEY, last_id bigint NOT NULL, done boolean NOT NULL DEFAULT false, rows bigint NOT NULL DEFAULT 0)",
+	} {
+		if err := s.cfg.DB.WithContext(ctx).Exec(stmt).Error; err != nil {
+			return fmt.Errorf("lookup: migrate: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) quote(name string) string {
+	return s.cfg.DB.Statement.Quote(name)
+}
+
+func (s *Store) key(id int64) string { return s.cfg.Prefix + strconv.FormatInt(id, 10) }
+
+type row struct {
+	OrderID int64 `gorm:"column:order_id;primaryKey"`
+	UserID  int64 `gorm:"column:user_id"`
+}
+
+// Put upserts pairs, then caches them.
+func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	rows := make([]row, len(pairs))
+	for i, p := range pairs {
+		rows[i] = row{OrderID: p.OrderID, UserID: p.UserID}
+	}
+	err := s.cfg.DB.WithContext(ctx).Table(s.cfg.Table).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "order_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"user_id"}),
+	}).CreateInBatches(&rows, 1000).Error
+	if err != nil {
+		return fmt.Errorf("lookup: put: %w", err)
+	}
+	if s.cfg.Redis != nil {
+		_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, r := range rows {
+				p.Set(ctx, s.key(r.OrderID), r.UserID, s.cfg.TTL)
+			}
+			return nil
+		})
+		if err != nil {
+			s.redisErrors.Add(1) // the table has it; a stale negative entry expires soon
+		}
+	}
+	return nil
+}
+
+// Resolve returns the user ID of every known order ID.
+func (s *Store) Resolve(ctx context.Context, ids []int64) (map[int64]int64, error) {
+	out := make(map[int64]int64, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	missing := ids
+	if s.cfg.Redis != nil {
+		keys := make([]string, len(ids))
+		for i, id := range ids {
+			keys[i] = s.key(id)
+		}
+		vals, err := s.cfg.Redis.MGet(ctx, keys...).Result()
+		if err != nil {
+			s.redisErrors.Add(1)
+		} else {
+			missing = missing[:0:0]
+			for i, v := range vals {
+				str, ok := v.(string)
+				switch {
+				case !ok:
+					missing = append(missing, ids[i])
+				case str == negative:
+					s.hits.Add(1)
+					s.negHits.Add(1)
+				default:
+					u, err := strconv.ParseInt(str, 10, 64)
+					if err != nil {
+						missing = append(missing, ids[i])
+						continue
+					}
+					s.hits.Add(1)
+					out[ids[i]] = u
+				}
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	s.misses.Add(int64(len(missing)))
+	var rows []row
+	if err := s.cfg.DB.WithContext(ctx).Table(s.cfg.Table).Where("order_id IN ?", missing).Find(&rows).Error; err != nil {
+		return out, fmt.Errorf("lookup: resolve: %w", err)
+	}
+	found := make(map[int64]bool, len(rows))
+	for _, r := range rows {
+		out[r.OrderID] = r.UserID
+		found[r.OrderID] = true
+	}
+	if s.cfg.Redis != nil {
+		_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, id := range missing {
+				if found[id] {
+					p.Set(ctx, s.key(id), out[id], s.cfg.TTL)
+				} else {
+					// SET NX: never overwrite a pair Put cached meanwhile.
+					p.SetNX(ctx, s.key(id), negative, s.cfg.NegativeTTL)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			s.redisErrors.Add(1)
+		}
+	}
+	return out, nil
+}
+
+// Delete removes pairs from the table, then from the cache.
+func (s *Store) Delete(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := s.cfg.DB.WithContext(ctx).Table(s.cfg.Table).Where("order_id IN ?", ids).Delete(&row{}).Error; err != nil {
+		return fmt.Errorf("lookup: delete: %w", err)
+	}
+	if s.cfg.Redis != nil {
+		keys := make([]string, len(ids))
+		for i, id := range ids {
+			keys[i] = s.key(id)
+		}
+		if err := s.cfg.Redis.Del(ctx, keys...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			s.redisErrors.Add(1)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package sharding
+
+import (
+	"context"
+	"testing"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/freshread/freshread/internal/testcluster"
+)
+
+type benchOrder struct {
+	ID     int64 `gorm:"primaryKey;autoIncrement:false"`
+	UserID int64 `gorm:"index"`
+	Status string
+}
+
+func (benchOrder) TableName() string { return "orders" }
+
+func benchConfig(dryRun bool) *gorm.Config {
+	return &gorm.Config{Logger: logger.Discard, DryRun: dryRun, DisableAutomaticPing: true}
+}
+
+// benchDBs returns a plain *gorm.DB and one with the sharding plugin over
+// four shards. dsn "" builds them in DryRun mode (no server).
+func benchDBs(b *testing.B, dsns []string, dryRun bool) (plain, sharded *gorm.DB, s *Sharding) {
+	b.Helper()
+	open := func(dsn string) *gorm.DB {
+		if dsn == "" {
+			dsn = "host=127.0.0.1 user=x dbname=x sslmode=disable"
+		}
+		db, err := gorm.Open(postgres.New(postgres.Config{DSN: dsn}), benchConfig(dryRun))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return db
+	}
+	plain = open(dsns[0])
+	cfg := Config{
+		Tables:    []Table{{Name: "orders", Key: "user_id", ID: "id"}},
+		Algorithm: EvenBuckets(1024, "s0", "s1", "s2", "s3"),
+	}
+	for i := 0; i < 4; i++ {
+		cfg.Shards = append(cfg.Shards, ShardConfig{Name: []string{"s0", "s1", "s2", "s3"}[i], DB: open(dsns[i])})
+	}
+	g, _ := NewIDGenerator(context.Background(), IDConfig{Worker: 3})
+	cfg.IDs = g
+	sharded = open(dsns[0])
+	s = New(cfg)
+	if err := sharded.Use(s); err != nil {
+		b.Fatal(err)
+	}
+	return plain, sharded, s
+}
+
+// BenchmarkRoutingDryRun measures the router alone: the statements are
+// built but not sent (gorm DryRun), so the difference between plain and
+// sharded is the cost of routing a statement to its shard.
+func BenchmarkRoutingDryRun(b *testing.B) {
+	plain, sharded, s := benchDBs(b, []string{"", "", "", ""}, true)
+	id, _ := s.NewID(77)
+	for _, db := range []struct {
+		name string
+		db   *gorm.DB
+	}{{"plain", plain}, {"sharded", sharded}} {
+		b.Run("find-by-user/"+db.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var out []benchOrder
+				db.db.Where("user_id = ?", int64(i)).Find(&out)
+			}
+		})
+		b.Run("first-by-id/"+db.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var out benchOrder
+				db.db.First(&out, id)
+			}
+		})
+		b.Run("in-4-shards/"+db.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var out []benchOrder
+				db.db.Where("user_id IN ?", []int64{1, 300, 600, 900}).Find(&out)
+			}
+		})
+	}
+}
+
+// BenchmarkRoutingPostgres runs the same statements against a real server:
+// plain GORM on one database against the plugin over four databases of the
+// same server.
+func BenchmarkRoutingPostgres(b *testing.B) {
+	pg := testcluster.PostgresFor(b)
+	var dsns []string
+	for i := 0; i < 4; i++ {
+		name := pg.CreateDatabase(b)
+		dsns = append(dsns, pg.PrimaryDSN(name))
+		db, _ := gorm.Open(postgres.Open(dsns[i]), benchConfig(false))
+		if err := db.AutoMigrate(&benchOrder{}); err != nil {
+			b.Fatal(err)
+		}
+		for u := int64(0); u < 1024; u++ {
+			db.Create(&benchOrder{ID: u + 1, UserID: u, Status: "s"})
+		}
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	}
+	plain, sharded, _ := benchDBs(b, dsns, false)
+	for _, db := range []struct {
+		name string
+		db   *gorm.DB
+	}{{"plain", plain}, {"sharded", sharded}} {
+		b.Run("find-by-user/"+db.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var out []benchOrder
+				if err := db.db.Where("user_id = ?", int64(i%1024)).Find(&out).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("in-4-shards/"+db.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var out []benchOrder
+				if err := db.db.Where("user_id IN ?", []int64{1, 300, 600, 900}).Find(&out).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,96 @@
+package sharding
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/plugin"
+)
+
+// Config configures the sharding plugin.
+type Config struct {
+	// Tables are the sharded tables. Every other table stays on the
+	// *gorm.DB the plugin is installed on (the default database).
+	Tables []Table
+
+	// Shards are the shard databases, at most 64. With Mod, the order
+	// matters: bucket i is Shards[i].
+	Shards []ShardConfig
+
+	// Algorithm maps a key to a bucket and a bucket to a shard.
+	Algorithm Algorithm
+
+	// HotUsers maps a user ID to the name of a dedicated shard. Routing,
+	// ID minting and the lookup follow it.
+	HotUsers map[int64]string
+
+	// IDs, when set, mints Table.ID for rows created with a zero ID, with
+	// the user's bucket embedded so that the ID routes without the lookup.
+	IDs *IDGenerator
+
+	// Lookup resolves order IDs that were not minted by IDs (and is written
+	// on Create and Delete for tables with Table.Lookup). Optional.
+	Lookup Lookup
+
+	// OnRoute, when set, is called with every routing decision on a
+	// sharded table (for logs, metrics and tests).
+	OnRoute func(context.Context, Route)
+}
+
+// Table is a sharded table.
+type Table struct {
+	// Name is the table name, e.g. "orders".
+	Name string
+	// Key is the shard-key column, e.g. "user_id".
+	Key string
+	// ID is the column of the row's own ID (e.g. "id"), routed by decoding
+	// minted IDs and otherwise through Config.Lookup. Optional.
+	ID string
+	// Lookup writes the (ID, Key) pair of every created row to
+	// Config.Lookup before the row, and deletes it after a Delete by ID.
+	Lookup bool
+}
+
+// ShardConfig is one shard database: a primary and its replicas.
+type ShardConfig struct {
+	// Name identifies the shard in hints, hot users, ranges and errors.
+	Name string
+	// DB is an opened *gorm.DB for the shard, with its own freshread plugin
+	// installed when the shard has replicas. Either DB or Dialector.
+	DB *gorm.DB
+	// Dialector opens the shard's primary when DB is nil, with the same
+	// gorm.Config as the default database.
+	Dialector gorm.Dialector
+	// Replicas, with Dialector, installs a freshread plugin on the shard
+	// with these replicas (Freshness is the rest of its configuration), so
+	// reads on the shard go to a replica only when it is fresh.
+	Replicas  []plugin.Replica
+	Freshness plugin.Config
+}
+
+// Lookup maps order IDs to user IDs (see package lookup).
+type Lookup interface {
+	// Put records (orderID -> userID) pairs. It is called before the rows
+	// are inserted.
+	Put(ctx context.Context, pairs []Pair) error
+	// Resolve returns the user ID of each known order ID; unknown IDs are
+	// absent from the map.
+	Resolve(ctx context.Context, orderIDs []int64) (map[int64]int64, error)
+	// Delete removes pairs; it is called after the rows are deleted.
+	Delete(ctx context.Context, orderIDs []int64) error
+}
+
+// Pair is one lookup entry.
+type Pair struct {
+	OrderID int64
+	UserID  int64
+}
+
+// Route is one routing decision, reported to Config.OnRoute.
+type Route struct {
+	Table  string
+	Op     string   // create, query, row, update, delete, raw
+	Shards []string // the shards the statement ran on
+	Reason string   // key, id, lookup, hint, transaction, scatter, split
+}

@@ -1,0 +1,25 @@
+package sharding
+
+import "errors"
+
+// Errors returned by the sharding plugin. Test them with errors.Is: the
+// returned errors wrap these sentinels with the table and the detail.
+var (
+	// ErrConfig reports an invalid Config (returned by db.Use).
+	ErrConfig = errors.New("sharding: invalid configuration")
+	// ErrNoShardKey: a write to a sharded table whose shard cannot be
+	// derived from the statement (no user ID, no resolvable order ID, no
+	// hint). Nothing is written.
+	ErrNoShardKey = errors.New("sharding: no shard key in statement")
+	// ErrCrossShard: a statement inside a transaction targets a database
+	// other than the transaction's shard. The transaction is untouched and
+	// can be rolled back.
+	ErrCrossShard = errors.New("sharding: statement for another shard inside a transaction")
+	// ErrScatterUnsupported: a read spanning several shards that needs a
+	// merge the plugin does not do yet (ORDER BY, LIMIT/OFFSET, GROUP BY,
+	// DISTINCT, aggregates, a single-struct destination, Row/Rows).
+	ErrScatterUnsupported = errors.New("sharding: multi-shard read needs a merge that is not supported")
+	// ErrUnknownShard: a hint or a hot-user entry names a shard that is not
+	// configured.
+	ErrUnknownShard = errors.New("sharding: unknown shard")
+)

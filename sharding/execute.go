@@ -1,0 +1,558 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
+)
+
+type schemaField = schema.Field
+
+// createPlan is the per-shard split of the rows of a Create.
+type createPlan struct {
+	rows    reflect.Value // the slice (or the single struct/map)
+	single  bool
+	byShard map[int][]int // shard index -> row indexes
+	after   []int         // rows whose lookup pair is written after the insert (DB-assigned IDs)
+}
+
+// prepareRows reads the key of every row to create, mints missing IDs,
+// writes lookup pairs (before the rows) and groups the rows per shard.
+// pinned: the shard is already chosen (hint); keys are still required
+// only for IDs and the lookup.
+func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
+	stmt := db.Statement
+	t := tg.t
+	ctx := stmt.Context
+	rv := stmt.ReflectValue
+	plan := &createPlan{rows: rv, byShard: map[int][]int{}}
+	var rows []reflect.Value
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < rv.Len(); i++ {
+			rows = append(rows, reflect.Indirect(rv.Index(i)))
+		}
+	case reflect.Struct, reflect.Map:
+		plan.single = true
+		rows = []reflect.Value{rv}
+	default:
+		return fmt.Errorf("%w: cannot read %q's key from a %s", ErrNoShardKey, t.Name, rv.Kind())
+	}
+	var keyField, idField *schema.Field
+	if stmt.Schema != nil {
+		keyField = stmt.Schema.LookUpField(t.Key)
+		if t.ID != "" {
+			idField = stmt.Schema.LookUpField(t.ID)
+		}
+	}
+	var pairs []Pair
+	for i, row := range rows {
+		key, ok := rowValue(ctx, row, keyField, t.Key)
+		if !ok || key <= 0 {
+			if pinned && s.cfg.IDs == nil && !t.Lookup {
+				plan.byShard[tg.singleShard()] = append(plan.byShard[tg.singleShard()], i)
+				continue
+			}
+			return fmt.Errorf("%w: row %d of %q has no %s", ErrNoShardKey, i, t.Name, t.Key)
+		}
+		si := s.shardIndexOfKey(key)
+		if pinned {
+			si = tg.singleShard()
+		}
+		plan.byShard[si] = append(plan.byShard[si], i)
+		if t.ID == "" {
+			continue
+		}
+		id, _ := rowValue(ctx, row, idField, t.ID)
+		if id == 0 && s.cfg.IDs != nil {
+			var err error
+			if id, err = s.cfg.IDs.Next(s.routeCode(key)); err != nil {
+				return fmt.Errorf("sharding: mint an ID for %q: %w", t.Name, err)
+			}
+			if err := setRowValue(ctx, row, idField, t.ID, id); err != nil {
+				return err
+			}
+		}
+		if t.Lookup {
+			if id == 0 {
+				plan.after = append(plan.after, i)
+			} else {
+				pairs = append(pairs, Pair{OrderID: id, UserID: key})
+			}
+		}
+	}
+	if len(pairs) > 0 {
+		// Lookup first: an order never exists without its lookup row.
+		if err := s.cfg.Lookup.Put(ctx, pairs); err != nil {
+			return fmt.Errorf("sharding: write the lookup of %q: %w", t.Name, err)
+		}
+	}
+	if !pinned {
+		tg.mask, tg.bounded, tg.reason = 0, true, "key"
+		for si := range plan.byShard {
+			tg.mask |= 1 << si
+		}
+	}
+	tg.create = plan
+	return nil
+}
+
+func (tg *target) singleShard() int { return bits.TrailingZeros64(tg.mask) }
+
+func rowValue(ctx context.Context, row reflect.Value, f *schema.Field, col string) (int64, bool) {
+	switch row.Kind() {
+	case reflect.Struct:
+		if f == nil {
+			return 0, false
+		}
+		v, zero := f.ValueOf(ctx, row)
+		if zero {
+			return 0, true
+		}
+		return intValue(v)
+	case reflect.Map:
+		for _, k := range mapKeys(f, col) {
+			mv := row.MapIndex(reflect.ValueOf(k))
+			if mv.IsValid() {
+				return intValue(mv.Interface())
+			}
+		}
+	}
+	return 0, false
+}
+
+func setRowValue(ctx context.Context, row reflect.Value, f *schema.Field, col string, v int64) error {
+	switch row.Kind() {
+	case reflect.Struct:
+		if f == nil {
+			return fmt.Errorf("sharding: no field for column %q", col)
+		}
+		return f.Set(ctx, row, v)
+	case reflect.Map:
+		row.SetMapIndex(reflect.ValueOf(mapKeys(f, col)[0]), reflect.ValueOf(v))
+	}
+	return nil
+}
+
+func mapKeys(f *schema.Field, col string) []string {
+	if f != nil && f.Name != f.DBName {
+		return []string{f.DBName, f.Name}
+	}
+	return []string{col}
+}
+
+// execute runs the statement on the shards of tg and parks the default
+// chain.
+func (s *Sharding) execute(db *gorm.DB, tg *target) error {
+	stmt := db.Statement
+	n := bits.OnesCount64(tg.mask)
+	tableName := ""
+	if tg.t != nil {
+		tableName = tg.t.Name
+	}
+	if s.cfg.OnRoute != nil {
+		s.cfg.OnRoute(stmt.Context, Route{Table: tableName, Op: tg.op.String(), Shards: s.names(tg.mask, true), Reason: tg.reason})
+	}
+	if n == 0 {
+		// Contradictory keys (user_id = 1 AND user_id = 2 on other shards):
+		// no row can match.
+		var err error
+		if stmt.RaiseErrorOnNotFound {
+			err = gorm.ErrRecordNotFound
+		}
+		db.Error = &handled{err: err}
+		return nil
+	}
+	if !tg.write && n > 1 {
+		if why := scatterProblem(stmt, tg); why != "" {
+			return fmt.Errorf("%w: %s on %q over %d shards: %s", ErrScatterUnsupported, tg.op, tableName, n, why)
+		}
+	}
+	var (
+		rows int64
+		err  error
+	)
+	switch {
+	case n == 1:
+		sh := s.shards[tg.singleShard()]
+		sub := s.run(db, tg, sh, nil)
+		rows, err = sub.RowsAffected, sub.Error
+		if tg.op == opRow {
+			stmt.Dest = sub.Statement.Dest
+		}
+		if tg.create != nil && len(tg.create.after) > 0 && err == nil {
+			err = s.lookupAfter(db, tg, tg.create.after)
+		}
+	case tg.create != nil:
+		rows, err = s.createSplit(db, tg)
+	case tg.write:
+		for m := tg.mask; m != 0 && err == nil; m &= m - 1 {
+			si := bits.TrailingZeros64(m)
+			sub := s.run(db, tg, s.shards[si], s.partMutator(tg, si, nil))
+			rows += sub.RowsAffected
+			if sub.Error != nil {
+				err = fmt.Errorf("sharding: shard %q: %w", s.shards[si].name, sub.Error)
+			}
+		}
+	default:
+		rows, err = s.scatterRead(db, tg)
+	}
+	if err == nil && tg.op == opDelete && tg.t != nil && tg.t.Lookup && len(tg.ids) > 0 {
+		err = s.lookupCleanup(db, tg)
+	}
+	db.Error = &handled{err: err, rows: rows}
+	return nil
+}
+
+// run executes a copy of the statement on one shard, through the shard's
+// own callbacks (and so its freshread plugin).
+func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Statement)) *gorm.DB {
+	sub := db.Session(&gorm.Session{Initialized: true})
+	sub.Config = sh.db.Config
+	sub.Statement.ConnPool = sh.db.Config.ConnPool
+	if tg.tx != nil {
+		sub.Statement.ConnPool = activeTx(db.Statement.ConnPool)
+	}
+	sub.Statement.Settings.Delete(hintKey)
+	if tg.split >= 0 && mutate == nil {
+		mutate = s.partMutator(tg, sh.index, nil)
+	}
+	if mutate != nil {
+		mutate(sub.Statement)
+	}
+	cb := sh.db.Callback()
+	switch tg.op {
+	case opCreate:
+		cb.Create().Execute(sub)
+	case opQuery:
+		cb.Query().Execute(sub)
+	case opRow:
+		cb.Row().Execute(sub)
+	case opUpdate:
+		cb.Update().Execute(sub)
+	case opDelete:
+		cb.Delete().Execute(sub)
+	case opRaw:
+		cb.Raw().Execute(sub)
+	}
+	return sub
+}
+
+// activeTx unwraps a shardTx to the shard's own transaction.
+func activeTx(p gorm.ConnPool) gorm.ConnPool {
+	if t, ok := p.(*shardTx); ok {
+		return t.ConnPool
+	}
+	return p
+}
+
+// partMutator returns the statement change for shard si: its part of a
+// split IN list, and a fresh destination when dest is set.
+func (s *Sharding) partMutator(tg *target, si int, dest func(*gorm.Statement)) func(*gorm.Statement) {
+	return func(st *gorm.Statement) {
+		if tg.split >= 0 {
+			c := st.Clauses["WHERE"]
+			w := c.Expression.(clause.Where)
+			exprs := append([]clause.Expression(nil), w.Exprs...)
+			exprs[tg.split] = clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: tg.splitCol}, Values: tg.splitParts[si]}
+			c.Expression = clause.Where{Exprs: exprs}
+			st.Clauses["WHERE"] = c
+		}
+		if dest != nil {
+			dest(st)
+		}
+	}
+}
+
+var aggregateRE = regexp.MustCompile(`(?i)\b(count|sum|avg|min|max|array_agg|string_agg|json_agg|jsonb_agg|json_object_agg|jsonb_object_agg|bool_and|bool_or|every|bit_and|bit_or|stddev\w*|var_\w+|variance|percentile_\w+|mode|rank|dense_rank|row_number|ntile|lag|lead|first_value|last_value|nth_value)\s*\(`)
+
+// scatterProblem names what a multi-shard read would get wrong without a
+// merge, or returns "".
+func scatterProblem(stmt *gorm.Statement, tg *target) string {
+	if tg.op == opRow {
+		return "Row/Rows/Scan return one result set; use Find"
+	}
+	if tg.raw {
+		toks := lexSQL(stmt.SQL.String())
+		for i, t := range toks {
+			switch {
+			case t.is("order") || t.is("group"):
+				if i+1 < len(toks) && toks[i+1].is("by") {
+					return strings.ToUpper(t.text) + " BY"
+				}
+			case t.is("limit") || t.is("offset") || t.is("fetch") || t.is("distinct") || t.is("having") || t.is("over"):
+				return strings.ToUpper(t.text)
+			}
+		}
+		if aggregateRE.MatchString(stmt.SQL.String()) {
+			return "an aggregate"
+		}
+	} else {
+		if _, ok := stmt.Clauses["ORDER BY"]; ok {
+			return "ORDER BY"
+		}
+		if c, ok := stmt.Clauses["LIMIT"]; ok {
+			if l, ok := c.Expression.(clause.Limit); !ok || l.Limit != nil || l.Offset != 0 {
+				return "LIMIT/OFFSET"
+			}
+		}
+		if _, ok := stmt.Clauses["GROUP BY"]; ok {
+			return "GROUP BY"
+		}
+		if stmt.Distinct {
+			return "DISTINCT"
+		}
+		if c, ok := stmt.Clauses["SELECT"]; ok {
+			if sel, ok := c.Expression.(clause.Select); (ok && (sel.Expression != nil || sel.Distinct)) || !ok && c.Expression != nil {
+				return "an aggregate or a select expression"
+			}
+		}
+		for _, sel := range stmt.Selects {
+			if aggregateRE.MatchString(sel) || strings.Contains(strings.ToLower(sel), "distinct") {
+				return "an aggregate"
+			}
+		}
+		if len(stmt.Preloads) > 0 {
+			// Preloads run per shard; fine.
+		}
+	}
+	d := reflect.ValueOf(stmt.Dest)
+	if d.Kind() != reflect.Pointer || d.IsNil() || d.Elem().Kind() != reflect.Slice {
+		return fmt.Sprintf("the destination %T is not a pointer to a slice", stmt.Dest)
+	}
+	return ""
+}
+
+// scatterRead runs a read on every shard of tg.mask concurrently and
+// appends the rows to the destination in shard order.
+func (s *Sharding) scatterRead(db *gorm.DB, tg *target) (int64, error) {
+	stmt := db.Statement
+	destPtr := reflect.ValueOf(stmt.Dest)
+	sliceType := destPtr.Elem().Type()
+	modelIsDest := sameRef(stmt.Model, stmt.Dest)
+
+	type part struct {
+		si   int
+		dest reflect.Value
+		sub  *gorm.DB
+	}
+	var parts []*part
+	var subs []*gorm.DB
+	for m := tg.mask; m != 0; m &= m - 1 {
+		si := bits.TrailingZeros64(m)
+		p := &part{si: si, dest: reflect.New(sliceType)}
+		parts = append(parts, p)
+		_ = subs
+	}
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		sub := db.Session(&gorm.Session{Initialized: true}) // cloned here, not in the goroutines
+		p.sub = sub
+	}
+	for _, p := range parts {
+		wg.Add(1)
+		go func(p *part) {
+			defer wg.Done()
+			sh := s.shards[p.si]
+			p.sub = s.runPrepared(p.sub, tg, sh, s.partMutator(tg, p.si, func(st *gorm.Statement) {
+				st.Dest = p.dest.Interface()
+				if modelIsDest {
+					st.Model = st.Dest
+				}
+			}))
+		}(p)
+	}
+	wg.Wait()
+	out := destPtr.Elem()
+	out.Set(reflect.MakeSlice(sliceType, 0, out.Len()))
+	var rows int64
+	var errs []error
+	for _, p := range parts {
+		if p.sub.Error != nil {
+			errs = append(errs, fmt.Errorf("sharding: shard %q: %w", s.shards[p.si].name, p.sub.Error))
+			continue
+		}
+		out.Set(reflect.AppendSlice(out, p.dest.Elem()))
+		rows += p.sub.RowsAffected
+	}
+	return rows, errors.Join(errs...)
+}
+
+// runPrepared is run on an already cloned session.
+func (s *Sharding) runPrepared(sub *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Statement)) *gorm.DB {
+	sub.Config = sh.db.Config
+	sub.Statement.ConnPool = sh.db.Config.ConnPool
+	sub.Statement.Settings.Delete(hintKey)
+	if mutate != nil {
+		mutate(sub.Statement)
+	}
+	cb := sh.db.Callback()
+	if tg.op == opRaw {
+		cb.Raw().Execute(sub)
+	} else {
+		cb.Query().Execute(sub)
+	}
+	return sub
+}
+
+func sameRef(a, b any) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.IsValid() && vb.IsValid() && va.Kind() == reflect.Pointer && vb.Kind() == reflect.Pointer &&
+		va.Type() == vb.Type() && va.Pointer() == vb.Pointer()
+}
+
+// createSplit inserts a batch that spans shards: one INSERT per shard, in
+// shard order. It is not atomic across shards.
+func (s *Sharding) createSplit(db *gorm.DB, tg *target) (int64, error) {
+	stmt := db.Statement
+	plan := tg.create
+	rv := plan.rows
+	sliceType := rv.Type()
+	if rv.Kind() == reflect.Array {
+		sliceType = reflect.SliceOf(rv.Type().Elem())
+	}
+	modelIsDest := sameRef(stmt.Model, stmt.Dest)
+	var rows int64
+	for m := tg.mask; m != 0; m &= m - 1 {
+		si := bits.TrailingZeros64(m)
+		idx := plan.byShard[si]
+		part := reflect.MakeSlice(sliceType, 0, len(idx))
+		for _, i := range idx {
+			part = reflect.Append(part, rv.Index(i))
+		}
+		ptr := reflect.New(sliceType)
+		ptr.Elem().Set(part)
+		sub := s.run(db, tg, s.shards[si], func(st *gorm.Statement) {
+			st.Dest = ptr.Interface()
+			if modelIsDest {
+				st.Model = st.Dest
+			}
+		})
+		if sub.Error != nil {
+			return rows, fmt.Errorf("sharding: shard %q: %w", s.shards[si].name, sub.Error)
+		}
+		rows += sub.RowsAffected
+		// Copy back what the insert filled in (IDs, timestamps) when the
+		// elements are values.
+		got := ptr.Elem()
+		for j, i := range idx {
+			if dst := rv.Index(i); dst.CanSet() {
+				dst.Set(got.Index(j))
+			}
+		}
+		if len(plan.after) > 0 {
+			var after []int
+			for _, i := range plan.after {
+				if s.shardIndexOfRow(db, tg, i) == si {
+					after = append(after, i)
+				}
+			}
+			if err := s.lookupAfter(db, tg, after); err != nil {
+				return rows, err
+			}
+		}
+	}
+	return rows, nil
+}
+
+func (s *Sharding) shardIndexOfRow(db *gorm.DB, tg *target, i int) int {
+	for si, idx := range tg.create.byShard {
+		for _, j := range idx {
+			if j == i {
+				return si
+			}
+		}
+	}
+	return -1
+}
+
+// lookupAfter writes the lookup pairs of rows whose IDs the database
+// assigned (they could not be written first).
+func (s *Sharding) lookupAfter(db *gorm.DB, tg *target, idx []int) error {
+	stmt := db.Statement
+	plan := tg.create
+	var keyField, idField *schema.Field
+	if stmt.Schema != nil {
+		keyField, idField = stmt.Schema.LookUpField(tg.t.Key), stmt.Schema.LookUpField(tg.t.ID)
+	}
+	var pairs []Pair
+	for _, i := range idx {
+		row := plan.rows
+		if !plan.single {
+			row = reflect.Indirect(plan.rows.Index(i))
+		}
+		key, _ := rowValue(stmt.Context, row, keyField, tg.t.Key)
+		id, _ := rowValue(stmt.Context, row, idField, tg.t.ID)
+		if id != 0 {
+			pairs = append(pairs, Pair{OrderID: id, UserID: key})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	if err := s.cfg.Lookup.Put(stmt.Context, pairs); err != nil {
+		return fmt.Errorf("sharding: write the lookup of %q after the insert: %w", tg.t.Name, err)
+	}
+	return nil
+}
+
+// lookupCleanup deletes the lookup rows of deleted orders: the IDs the
+// DELETE named that no longer exist on their shard.
+func (s *Sharding) lookupCleanup(db *gorm.DB, tg *target) error {
+	ctx := db.Statement.Context
+	shardOfID, err := s.resolveIDs(ctx, tg.ids)
+	if err != nil {
+		return nil // the rows are gone; stale lookup rows are tolerated
+	}
+	byShard := map[int][]int64{}
+	for _, id := range tg.ids {
+		if si, ok := shardOfID[id]; ok {
+			byShard[si] = append(byShard[si], id)
+		}
+	}
+	var gone []int64
+	for si, ids := range byShard {
+		conn := s.shards[si].db.Session(&gorm.Session{Context: ctx, NewDB: true})
+		if tg.tx != nil {
+			conn.Statement.ConnPool = activeTx(db.Statement.ConnPool)
+		}
+		var left []int64
+		if err := conn.Table(tg.t.Name).Where(clause.IN{Column: clause.Column{Name: tg.t.ID}, Values: toAny(ids)}).
+			Pluck(tg.t.ID, &left).Error; err != nil {
+			return nil
+		}
+		have := make(map[int64]bool, len(left))
+		for _, id := range left {
+			have[id] = true
+		}
+		for _, id := range ids {
+			if !have[id] {
+				gone = append(gone, id)
+			}
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := s.cfg.Lookup.Delete(ctx, gone); err != nil {
+		return fmt.Errorf("sharding: delete the lookup rows of deleted %q: %w", tg.t.Name, err)
+	}
+	return nil
+}
+
+func toAny(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, v := range ids {
+		out[i] = v
+	}
+	return out
+}

@@ -1,0 +1,464 @@
+package sharding
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"reflect"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/classify"
+)
+
+type opKind uint8
+
+const (
+	opCreate opKind = iota
+	opQuery
+	opRow
+	opUpdate
+	opDelete
+	opRaw
+)
+
+var opNames = [...]string{"create", "query", "row", "update", "delete", "raw"}
+
+func (o opKind) String() string { return opNames[o] }
+
+const (
+	cbRoute  = "sharding:route"
+	cbFinish = "sharding:finish"
+)
+
+// registerCallbacks installs, on every chain, the router first (it runs the
+// statement on its shard's own *gorm.DB, so the shard's freshread plugin
+// routes it, and then parks the default chain with a marker error) and a
+// finisher last (it replaces the marker with the shard's result).
+func (s *Sharding) registerCallbacks(db *gorm.DB) error {
+	cb := db.Callback()
+	regs := []error{
+		cb.Create().Before("*").Register(cbRoute, s.router(opCreate)),
+		cb.Query().Before("*").Register(cbRoute, s.router(opQuery)),
+		cb.Row().Before("*").Register(cbRoute, s.router(opRow)),
+		cb.Update().Before("*").Register(cbRoute, s.router(opUpdate)),
+		cb.Delete().Before("*").Register(cbRoute, s.router(opDelete)),
+		cb.Raw().Before("*").Register(cbRoute, s.router(opRaw)),
+		cb.Create().After("*").Register(cbFinish, finish),
+		cb.Query().After("*").Register(cbFinish, finish),
+		cb.Row().After("*").Register(cbFinish, finish),
+		cb.Update().After("*").Register(cbFinish, finish),
+		cb.Delete().After("*").Register(cbFinish, finish),
+		cb.Raw().After("*").Register(cbFinish, finish),
+	}
+	for _, err := range regs {
+		if err != nil {
+			return fmt.Errorf("sharding: register callbacks: %w", err)
+		}
+	}
+	return nil
+}
+
+// handled parks the default chain: every GORM callback skips work when
+// db.Error is set. finish replaces it with the shard's outcome.
+type handled struct {
+	err  error
+	rows int64
+}
+
+func (h *handled) Error() string { return "sharding: statement ran on its shard" }
+
+func finish(db *gorm.DB) {
+	var h *handled
+	if db.Error != nil && errors.As(db.Error, &h) {
+		db.Error = h.err
+		db.RowsAffected = h.rows
+	}
+}
+
+func (s *Sharding) router(op opKind) func(*gorm.DB) {
+	return func(db *gorm.DB) {
+		if db.Error != nil {
+			return
+		}
+		if err := s.route(db, op); err != nil {
+			db.AddError(err)
+		}
+	}
+}
+
+// target is where a statement goes.
+type target struct {
+	t       *tableInfo
+	op      opKind
+	write   bool
+	raw     bool
+	mask    uint64
+	bounded bool
+	reason  string
+	tx      *shard // the statement runs inside this shard's transaction
+	// split: the top-level WHERE member index whose IN list is split per
+	// shard, and the values per shard index.
+	split      int
+	splitCol   string
+	splitParts map[int][]any
+	// ids: order IDs named by the condition (for the lookup cleanup).
+	ids []int64
+	// create: the rows of a Create per shard.
+	create *createPlan
+}
+
+func (s *Sharding) route(db *gorm.DB, op opKind) error {
+	stmt := db.Statement
+	tg := &target{op: op, split: -1, raw: stmt.SQL.Len() > 0}
+
+	var pinned *shard
+	defaultTx := false
+	switch c := stmt.ConnPool.(type) {
+	case *shardTx:
+		tg.tx = c.sh
+	case *shardPool:
+		pinned = c.sh
+	case gorm.TxCommitter:
+		defaultTx = true
+	}
+	if v, ok := stmt.Settings.Load(hintKey); ok {
+		name, _ := v.(string)
+		sh := s.byName[name]
+		if sh == nil {
+			return fmt.Errorf("%w: hint names %q", ErrUnknownShard, name)
+		}
+		pinned = sh
+	}
+
+	// Which sharded table does the statement touch?
+	hasTables := false
+	if tg.raw {
+		r := s.classifier.Classify(stmt.SQL.String())
+		tg.write = r.Kind != classify.Read
+		hasTables = len(r.Reads) > 0 || len(r.Writes) > 0 || r.UnknownTables
+		for _, n := range append(append([]string(nil), r.Writes...), r.Reads...) {
+			if ti := s.tables[normalizeTable(n)]; ti != nil {
+				tg.t = ti
+				break
+			}
+		}
+	} else {
+		if stmt.Table == "" && stmt.Model != nil {
+			_ = stmt.Parse(stmt.Model)
+		}
+		hasTables = stmt.Table != ""
+		tg.t = s.tables[normalizeTable(stmt.Table)]
+		tg.write = op == opCreate || op == opUpdate || op == opDelete
+	}
+
+	if tg.t == nil {
+		// Not a sharded table.
+		switch {
+		case tg.tx != nil && hasTables:
+			return fmt.Errorf("%w: table %q lives on the default database, the transaction on shard %q", ErrCrossShard, stmt.Table, tg.tx.name)
+		case tg.tx != nil:
+			if pinned != nil && pinned != tg.tx {
+				return fmt.Errorf("%w: hint %q in a transaction on %q", ErrCrossShard, pinned.name, tg.tx.name)
+			}
+			tg.mask, tg.bounded, tg.reason = 1<<tg.tx.index, true, "transaction"
+			return s.execute(db, tg)
+		case pinned != nil:
+			tg.mask, tg.bounded, tg.reason = 1<<pinned.index, true, "hint"
+			return s.execute(db, tg)
+		}
+		return nil // the default database: the default chain goes on
+	}
+	if defaultTx {
+		return fmt.Errorf("%w: table %q is sharded but the transaction is on the default database (begin it with Sharding.On or ForUser)", ErrCrossShard, tg.t.Name)
+	}
+	if pinned != nil {
+		if tg.tx != nil && pinned != tg.tx {
+			return fmt.Errorf("%w: hint %q in a transaction on %q", ErrCrossShard, pinned.name, tg.tx.name)
+		}
+		tg.mask, tg.bounded, tg.reason = 1<<pinned.index, true, "hint"
+		if op == opCreate && !tg.raw {
+			if err := s.prepareRows(db, tg, true); err != nil {
+				return err
+			}
+		}
+		return s.execute(db, tg)
+	}
+	if op == opCreate && !tg.raw {
+		if err := s.prepareRows(db, tg, false); err != nil {
+			return err
+		}
+	} else if err := s.analyze(db, tg); err != nil {
+		return err
+	}
+	if tg.tx != nil {
+		if !tg.bounded || tg.mask&^(1<<tg.tx.index) != 0 {
+			return fmt.Errorf("%w: %s on %q reaches shards %v, the transaction is on %q", ErrCrossShard, op, tg.t.Name, s.names(tg.mask, tg.bounded), tg.tx.name)
+		}
+		tg.mask = 1 << tg.tx.index
+	}
+	if tg.write && !tg.bounded {
+		return fmt.Errorf("%w: %s on %q", ErrNoShardKey, op, tg.t.Name)
+	}
+	if !tg.bounded {
+		tg.mask = s.allMask()
+		tg.reason = "scatter"
+	}
+	return s.execute(db, tg)
+}
+
+func (s *Sharding) allMask() uint64 {
+	if len(s.shards) == 64 {
+		return ^uint64(0)
+	}
+	return 1<<len(s.shards) - 1
+}
+
+func (s *Sharding) names(mask uint64, bounded bool) []string {
+	if !bounded {
+		mask = s.allMask()
+	}
+	var out []string
+	for m := mask; m != 0; m &= m - 1 {
+		out = append(out, s.shards[bits.TrailingZeros64(m)].name)
+	}
+	return out
+}
+
+// matcher returns the column matcher of table t; pkIsID says the schema's
+// primary key is t's ID column (clause.PrimaryKey then names it).
+func (t *tableInfo) matcher(pkIsID bool) columnMatcher {
+	return func(ident string) int {
+		if ident == clause.PrimaryKey {
+			if pkIsID {
+				return colID
+			}
+			return 0
+		}
+		if strings.HasSuffix(ident, "."+clause.PrimaryKey) {
+			if pkIsID {
+				return colID
+			}
+			return 0
+		}
+		col, qual := ident, ""
+		if i := strings.LastIndexByte(ident, '.'); i >= 0 {
+			col, qual = ident[i+1:], ident[:i]
+			if j := strings.LastIndexByte(qual, '.'); j >= 0 {
+				qual = qual[j+1:]
+			}
+			if qual != t.name && qual != clause.CurrentTable {
+				return 0
+			}
+		}
+		switch {
+		case col == t.key:
+			return colKey
+		case t.id != "" && col == t.id:
+			return colID
+		}
+		return 0
+	}
+}
+
+// analyze computes the shards of a Query/Row/Update/Delete/Raw statement.
+func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
+	stmt := db.Statement
+	t := tg.t
+	pkIsID := false
+	var pk reflectField
+	if stmt.Schema != nil && stmt.Schema.PrioritizedPrimaryField != nil && t.id != "" &&
+		strings.EqualFold(stmt.Schema.PrioritizedPrimaryField.DBName, t.id) {
+		pkIsID = true
+		pk = stmt.Schema.PrioritizedPrimaryField
+	}
+	match := t.matcher(pkIsID)
+
+	var c *cond
+	var whereExprs []clause.Expression
+	if tg.raw {
+		c = rawWhere(stmt.SQL.String(), stmt.Vars, match)
+	} else {
+		c = otherCond
+		if w, ok := stmt.Clauses["WHERE"].Expression.(clause.Where); ok {
+			whereExprs = w.Exprs
+			c = exprCond(w, match)
+		}
+		if pk != nil {
+			if ids := implicitIDs(db, tg.op, pk); len(ids) > 0 {
+				c = joinCond(opAnd, &cond{op: opAnd, kids: []*cond{c}}, &cond{op: opLeaf, column: colID, values: ids})
+			}
+		}
+	}
+
+	// Resolve the order IDs named anywhere in the condition in one go.
+	ids := collectIDs(c, nil)
+	tg.ids = ids
+	var shardOfID map[int64]int
+	if len(ids) > 0 {
+		var err error
+		shardOfID, err = s.resolveIDs(stmt.Context, ids)
+		if err != nil && len(shardOfID) < len(ids) {
+			return fmt.Errorf("sharding: resolve order IDs of %q: %w", t.Name, err)
+		}
+		tg.reason = "id"
+		if s.cfg.Lookup != nil {
+			for _, id := range ids {
+				if !IsMinted(id) {
+					tg.reason = "lookup"
+					break
+				}
+			}
+		}
+	}
+	tg.mask, tg.bounded = s.eval(c, shardOfID)
+	if tg.reason == "" {
+		tg.reason = "key"
+	}
+	if tg.bounded && bits.OnesCount64(tg.mask) > 1 && !tg.raw {
+		s.planSplit(tg, whereExprs, match, shardOfID)
+	}
+	return nil
+}
+
+type reflectField = *schemaField
+
+// collectIDs appends the values of every ID leaf.
+func collectIDs(c *cond, out []int64) []int64 {
+	switch c.op {
+	case opLeaf:
+		if c.column == colID {
+			out = append(out, c.values...)
+		}
+	case opAnd, opOr:
+		for _, k := range c.kids {
+			out = collectIDs(k, out)
+		}
+	}
+	return out
+}
+
+// eval returns the shards a condition can match; bounded is false when
+// it can match rows on any shard.
+func (s *Sharding) eval(c *cond, shardOfID map[int64]int) (mask uint64, bounded bool) {
+	switch c.op {
+	case opLeaf:
+		for _, v := range c.values {
+			if c.column == colKey {
+				mask |= 1 << s.shardIndexOfKey(v)
+				continue
+			}
+			i, ok := shardOfID[v]
+			if !ok {
+				return 0, false
+			}
+			mask |= 1 << i
+		}
+		return mask, true
+	case opAnd:
+		for _, k := range c.kids {
+			m, b := s.eval(k, shardOfID)
+			if !b {
+				continue
+			}
+			if bounded {
+				mask &= m
+			} else {
+				mask, bounded = m, true
+			}
+		}
+		return mask, bounded
+	case opOr:
+		for _, k := range c.kids {
+			m, b := s.eval(k, shardOfID)
+			if !b {
+				return 0, false
+			}
+			mask |= m
+		}
+		return mask, true
+	}
+	return 0, false
+}
+
+// planSplit finds a top-level AND member that is an IN list on the key or
+// ID and splits its values per shard, so each shard gets only its own.
+func (s *Sharding) planSplit(tg *target, exprs []clause.Expression, match columnMatcher, shardOfID map[int64]int) {
+	for _, e := range exprs {
+		if or, ok := e.(clause.OrConditions); ok && len(or.Exprs) == 1 {
+			return // OR at the top: no member constrains every row
+		}
+	}
+	for i, e := range exprs {
+		c := exprCond(e, match)
+		if c.op != opLeaf || len(c.values) < 2 {
+			continue
+		}
+		parts := make(map[int][]any)
+		for _, v := range c.values {
+			var si int
+			if c.column == colKey {
+				si = s.shardIndexOfKey(v)
+			} else {
+				var ok bool
+				if si, ok = shardOfID[v]; !ok {
+					return
+				}
+			}
+			parts[si] = append(parts[si], v)
+		}
+		tg.split, tg.splitParts = i, parts
+		tg.splitCol = tg.t.Key
+		if c.column == colID {
+			tg.splitCol = tg.t.ID
+		}
+		tg.reason = "split"
+		return
+	}
+}
+
+// implicitIDs returns the primary keys GORM will add to the WHERE from the
+// statement's struct (First(&Order{ID: 5}), Model(&o).Update, Delete(&o)).
+func implicitIDs(db *gorm.DB, op opKind, pk *schemaField) []int64 {
+	stmt := db.Statement
+	var rv reflect.Value
+	switch op {
+	case opQuery, opRow:
+		rv = stmt.ReflectValue
+	case opUpdate, opDelete:
+		if stmt.Model == nil {
+			return nil
+		}
+		rv = reflect.Indirect(reflect.ValueOf(stmt.Model))
+	default:
+		return nil
+	}
+	if !rv.IsValid() || stmt.Schema == nil {
+		return nil
+	}
+	var out []int64
+	add := func(v reflect.Value) {
+		v = reflect.Indirect(v)
+		if v.Kind() != reflect.Struct || v.Type() != stmt.Schema.ModelType {
+			return
+		}
+		if x, zero := pk.ValueOf(stmt.Context, v); !zero {
+			if n, ok := intValue(x); ok {
+				out = append(out, n)
+			}
+		}
+	}
+	switch rv.Kind() {
+	case reflect.Struct:
+		add(rv)
+	case reflect.Slice, reflect.Array:
+		if op == opDelete {
+			for i := 0; i < rv.Len(); i++ {
+				add(rv.Index(i))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,299 @@
+package sharding
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/plugin"
+)
+
+// Sharding is the GORM plugin that routes statements on sharded tables to
+// their shard. Install it on the *gorm.DB of the default database with
+// db.Use(sharding.New(cfg)), after a freshread plugin if there is one.
+type Sharding struct {
+	cfg Config
+
+	shards      []*shard
+	byName      map[string]*shard
+	tables      map[string]*tableInfo // by normalized name
+	bucketShard []uint8               // bucket -> shard index
+	hot         map[int64]int         // user -> shard index
+
+	classifier *classify.Classifier
+
+	initialized atomic.Bool
+	opened      []*gorm.DB
+	plugins     []*plugin.Plugin
+}
+
+type shard struct {
+	name  string
+	index int
+	db    *gorm.DB
+	pool  *shardPool // pins a session to the shard (On)
+}
+
+func (s *shard) sqlDB() (*sql.DB, error) { return s.db.DB() }
+
+type tableInfo struct {
+	Table
+	name string // normalized
+	key  string // lower case
+	id   string // lower case
+}
+
+// New returns a plugin for cfg; db.Use reports configuration errors.
+func New(cfg Config) *Sharding { return &Sharding{cfg: cfg} }
+
+// Name implements gorm.Plugin.
+func (s *Sharding) Name() string { return "freshread:sharding" }
+
+// Initialize implements gorm.Plugin: it validates the configuration, opens
+// the shards given by Dialector and registers the routing callbacks.
+func (s *Sharding) Initialize(db *gorm.DB) error {
+	if !s.initialized.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: a Sharding can be installed on one *gorm.DB only", ErrConfig)
+	}
+	if err := s.setup(db); err != nil {
+		s.Close()
+		return err
+	}
+	s.classifier = classify.New(classify.Config{Dialect: classify.Postgres})
+	return s.registerCallbacks(db)
+}
+
+func (s *Sharding) setup(db *gorm.DB) error {
+	cfg := s.cfg
+	if len(cfg.Shards) == 0 || len(cfg.Shards) > 64 {
+		return fmt.Errorf("%w: %d shards (want 1..64)", ErrConfig, len(cfg.Shards))
+	}
+	if len(cfg.Tables) == 0 {
+		return fmt.Errorf("%w: no sharded table", ErrConfig)
+	}
+	s.byName = make(map[string]*shard, len(cfg.Shards))
+	names := make([]string, len(cfg.Shards))
+	for i, sc := range cfg.Shards {
+		if sc.Name == "" {
+			return fmt.Errorf("%w: shard %d has no Name", ErrConfig, i)
+		}
+		if s.byName[sc.Name] != nil {
+			return fmt.Errorf("%w: duplicate shard %q", ErrConfig, sc.Name)
+		}
+		sdb, err := s.openShard(db, sc)
+		if err != nil {
+			return err
+		}
+		if sdb.Config == db.Config {
+			return fmt.Errorf("%w: shard %q shares its *gorm.Config with the default database (open each with its own gorm.Config)", ErrConfig, sc.Name)
+		}
+		for _, other := range s.shards {
+			if other.db.Config == sdb.Config {
+				return fmt.Errorf("%w: shards %q and %q share a *gorm.Config", ErrConfig, other.name, sc.Name)
+			}
+		}
+		sh := &shard{name: sc.Name, index: i, db: sdb}
+		sh.pool = &shardPool{ConnPool: sdb.Config.ConnPool, sh: sh}
+		s.shards = append(s.shards, sh)
+		s.byName[sc.Name] = sh
+		names[i] = sc.Name
+	}
+	var err error
+	if s.bucketShard, err = cfg.Algorithm.bind(names); err != nil {
+		return err
+	}
+	s.hot = make(map[int64]int, len(cfg.HotUsers))
+	for u, name := range cfg.HotUsers {
+		sh := s.byName[name]
+		if sh == nil {
+			return fmt.Errorf("%w: hot user %d names shard %q", ErrUnknownShard, u, name)
+		}
+		s.hot[u] = sh.index
+	}
+	s.tables = make(map[string]*tableInfo, len(cfg.Tables))
+	for _, t := range cfg.Tables {
+		if t.Name == "" || t.Key == "" {
+			return fmt.Errorf("%w: a sharded table needs Name and Key", ErrConfig)
+		}
+		if t.Lookup && (cfg.Lookup == nil || t.ID == "") {
+			return fmt.Errorf("%w: table %q has Lookup but no Config.Lookup or Table.ID", ErrConfig, t.Name)
+		}
+		ti := &tableInfo{Table: t, name: normalizeTable(t.Name), key: strings.ToLower(t.Key), id: strings.ToLower(t.ID)}
+		s.tables[ti.name] = ti
+	}
+	return nil
+}
+
+// openShard returns the shard's *gorm.DB, opening it from its Dialector
+// (with a freshread plugin when it has replicas).
+func (s *Sharding) openShard(db *gorm.DB, sc ShardConfig) (*gorm.DB, error) {
+	if sc.DB != nil {
+		return sc.DB, nil
+	}
+	if sc.Dialector == nil {
+		return nil, fmt.Errorf("%w: shard %q has neither DB nor Dialector", ErrConfig, sc.Name)
+	}
+	conf := *db.Config
+	conf.ConnPool = nil
+	conf.Plugins = map[string]gorm.Plugin{}
+	conf.Dialector = nil
+	sdb, err := gorm.Open(sc.Dialector, &conf)
+	if err != nil {
+		return nil, fmt.Errorf("sharding: open shard %q: %w", sc.Name, err)
+	}
+	s.opened = append(s.opened, sdb)
+	if len(sc.Replicas) > 0 {
+		fc := sc.Freshness
+		fc.Replicas = sc.Replicas
+		p := plugin.New(fc)
+		if err := sdb.Use(p); err != nil {
+			return nil, fmt.Errorf("sharding: shard %q: %w", sc.Name, err)
+		}
+		s.plugins = append(s.plugins, p)
+	}
+	return sdb, nil
+}
+
+// Close stops the freshread plugins of the shards the plugin opened and
+// closes their pools. Shards given as DB stay open.
+func (s *Sharding) Close() error {
+	var errs []error
+	for _, p := range s.plugins {
+		errs = append(errs, p.Close())
+	}
+	for _, d := range s.opened {
+		if sqlDB, err := d.DB(); err == nil {
+			errs = append(errs, sqlDB.Close())
+		}
+	}
+	s.plugins, s.opened = nil, nil
+	return errors.Join(errs...)
+}
+
+// ShardNames returns the shard names in configuration order.
+func (s *Sharding) ShardNames() []string {
+	out := make([]string, len(s.shards))
+	for i, sh := range s.shards {
+		out[i] = sh.name
+	}
+	return out
+}
+
+// ShardDB returns the *gorm.DB of the named shard (admin work, tests).
+func (s *Sharding) ShardDB(name string) (*gorm.DB, bool) {
+	sh := s.byName[name]
+	if sh == nil {
+		return nil, false
+	}
+	return sh.db, true
+}
+
+// ShardOf returns the name of the shard that holds userID's rows.
+func (s *Sharding) ShardOf(userID int64) string { return s.shards[s.shardIndexOfKey(userID)].name }
+
+func (s *Sharding) shardIndexOfKey(key int64) int {
+	if i, ok := s.hot[key]; ok {
+		return i
+	}
+	return int(s.bucketShard[s.cfg.Algorithm.Bucket(key)])
+}
+
+// routeCode is the route code an ID minted for userID embeds.
+func (s *Sharding) routeCode(userID int64) int {
+	if i, ok := s.hot[userID]; ok {
+		return routeHot | i
+	}
+	return s.cfg.Algorithm.Bucket(userID)
+}
+
+// shardOfMinted returns the shard index encoded in a minted ID.
+func (s *Sharding) shardOfMinted(id int64) (int, bool) {
+	d, ok := DecodeID(id)
+	if !ok {
+		return 0, false
+	}
+	if d.Hot {
+		if d.Shard >= len(s.shards) {
+			return 0, false
+		}
+		return d.Shard, true
+	}
+	if d.Bucket >= len(s.bucketShard) {
+		return 0, false
+	}
+	return int(s.bucketShard[d.Bucket]), true
+}
+
+// NewID mints an ID for a row of userID with Config.IDs.
+func (s *Sharding) NewID(userID int64) (int64, error) {
+	if s.cfg.IDs == nil {
+		return 0, fmt.Errorf("%w: no Config.IDs", ErrConfig)
+	}
+	return s.cfg.IDs.Next(s.routeCode(userID))
+}
+
+// On returns a session pinned to the named shard: its statements run on
+// that shard, and db.Transaction / Begin on it start a transaction there.
+// An unknown name yields a session whose statements fail.
+func (s *Sharding) On(db *gorm.DB, name string) *gorm.DB {
+	tx := db.Session(&gorm.Session{Context: db.Statement.Context})
+	sh := s.byName[name]
+	if sh == nil {
+		tx.AddError(fmt.Errorf("%w: %q", ErrUnknownShard, name))
+		return tx
+	}
+	tx.Statement.ConnPool = sh.pool
+	return tx
+}
+
+// ForUser returns a session pinned to userID's shard (see On): the way to
+// run a transaction over one user's rows.
+func (s *Sharding) ForUser(db *gorm.DB, userID int64) *gorm.DB {
+	return s.On(db, s.ShardOf(userID))
+}
+
+// ResolveOrders returns the shard of each order ID: decoded from minted IDs,
+// otherwise through the lookup. IDs it cannot place are absent.
+func (s *Sharding) ResolveOrders(ctx context.Context, ids []int64) (map[int64]string, error) {
+	idx, err := s.resolveIDs(ctx, ids)
+	out := make(map[int64]string, len(idx))
+	for id, i := range idx {
+		out[id] = s.shards[i].name
+	}
+	return out, err
+}
+
+func (s *Sharding) resolveIDs(ctx context.Context, ids []int64) (map[int64]int, error) {
+	out := make(map[int64]int, len(ids))
+	var rest []int64
+	for _, id := range ids {
+		if i, ok := s.shardOfMinted(id); ok {
+			out[id] = i
+		} else {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 || s.cfg.Lookup == nil {
+		return out, nil
+	}
+	users, err := s.cfg.Lookup.Resolve(ctx, rest)
+	for id, u := range users {
+		out[id] = s.shardIndexOfKey(u)
+	}
+	return out, err
+}
+
+// normalizeTable lower-cases a table name and drops quotes and schema.
+func normalizeTable(name string) string {
+	name = strings.TrimSpace(name)
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return strings.ToLower(strings.Trim(name, "\"`"))
+}
