@@ -23,6 +23,8 @@ type Memory struct {
 	replicas map[string]LSN // every replica ever published, raised per replica
 	current  []string       // replicas of the latest PublishReplay call
 	minimum  LSN            // minimum over current
+
+	deps atomic.Pointer[Dependents] // the dependency graph (dependents.go)
 }
 
 // NewMemory returns an empty in-process store.

@@ -1,0 +1,196 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/tracker"
+)
+
+// rawConn is a pgx connection to the primary that bypasses GORM and the
+// plugin, as a migration, a cron job or a person at psql would.
+func (e *env) rawConn() *pgx.Conn {
+	e.t.Helper()
+	c, err := pgx.Connect(e.ctx(), e.pg.PrimaryDSN(e.dbName))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// rawWrite runs sql on c and returns the position after its commit.
+func rawWrite(t *testing.T, c *pgx.Conn, sql string, args ...any) lsnstore.LSN {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	if err := c.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := lsnstore.ParseLSN(s)
+	return l
+}
+
+// waitRaised waits until the store's position of tables is at least pos.
+func waitRaised(t *testing.T, s lsnstore.Store, tables []string, pos lsnstore.LSN, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		got, err := s.WritePosition(context.Background(), tables)
+		if err == nil && got >= pos {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("position of %q is %v (err %v) after %v; want at least %v", tables, got, err, within, pos)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitReady waits until the tracker reports ready.
+func waitReady(t *testing.T, tr *tracker.Tracker, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := tr.Ready(context.Background(), time.Second)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tracker not ready after %v: %v", within, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func testDirectWrite(t *testing.T, mode tracker.Mode) {
+	name := "direct-" + t.Name()
+	store, _ := newRedisStore(t, name)
+	e := newEnv(t, withStore(store))
+	run := startTracker(e, name, mode)
+	if mode == tracker.ModeLogical {
+		t.Cleanup(func() { dropSlot(e, run) })
+	}
+	waitReady(t, run.tr, 20*time.Second)
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the tracker's first observations are behind us
+	e.resumeAll()
+	e.mustReplica(e.readItem(e.db, 1), "before the direct write")
+	e.pauseAll()
+
+	raw := e.rawConn()
+	pos := rawWrite(t, raw, "UPDATE items SET name = 'direct', version = 7 WHERE id = 1")
+	took := waitRaised(t, store, []string{"items"}, pos, 30*time.Second)
+	t.Logf("mode %s: direct write published %v after its commit", mode, took)
+
+	got := e.readItem(e.db, 1)
+	e.mustPrimary(got, "read after a direct write")
+	if got.Name != "direct" || got.Version != 7 {
+		t.Fatalf("read after a direct write: %+v; want the direct write's data", got)
+	}
+	if mode == tracker.ModeLogical {
+		// Exact: a table nobody wrote still reads from a replica.
+		e.mustReplica(e.readOther(e.db), "read of an untouched table")
+	}
+}
+
+func TestTrackerDirectWriteLogical(t *testing.T) { testDirectWrite(t, tracker.ModeLogical) }
+func TestTrackerDirectWriteStats(t *testing.T)   { testDirectWrite(t, tracker.ModeStats) }
+
+// dropSlot drops the test's replication slot (a slot left behind would
+// keep WAL and block DROP DATABASE).
+func dropSlot(e *env, run *trackerRun) {
+	run.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, e.pg.PrimaryDSN(e.dbName))
+	if err != nil {
+		return
+	}
+	defer c.Close(ctx)
+	slot := tracker.SlotName("frt_", e.dbName)
+	for i := 0; i < 100; i++ {
+		_, err = c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+		if err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Logf("drop slot %s: %v", slot, err)
+}
+
+// TestTrackerRestartNoWriteMissed writes to 8 tables in rotation with the
+// replicas paused while the tracker's stream is cut (the server ends its
+// walsender) and while the tracker is stopped and a new one started. Every
+// table's last committed row must then be read from the primary.
+func TestTrackerRestartNoWriteMissed(t *testing.T) {
+	name := "restart-" + t.Name()
+	store, _ := newRedisStore(t, name)
+	e := newEnv(t, withStore(store))
+	const n = 8
+	for i := 0; i < n; i++ {
+		e.exec(fmt.Sprintf("CREATE TABLE w%d (id int PRIMARY KEY)", i))
+	}
+	run := startTracker(e, name, tracker.ModeLogical)
+	t.Cleanup(func() { dropSlot(e, run) })
+	waitReady(t, run.tr, 20*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	e.resumeAll()
+	e.pauseAll()
+
+	raw := e.rawConn()
+	admin := e.rawConn()
+	last := make([]int, n)
+	lastPos := make([]lsnstore.LSN, n)
+	var mu sync.Mutex
+	write := func(k int) {
+		tbl := k % n
+		pos := rawWrite(t, raw, fmt.Sprintf("INSERT INTO w%d VALUES ($1)", tbl), k)
+		mu.Lock()
+		last[tbl], lastPos[tbl] = k, pos
+		mu.Unlock()
+	}
+	k := 1
+	for ; k <= 100; k++ {
+		write(k)
+	}
+	// Cut the stream from the server side (as a network failure would).
+	if _, err := admin.Exec(context.Background(),
+		"SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL",
+		tracker.SlotName("frt_", e.dbName)); err != nil {
+		t.Fatal(err)
+	}
+	for ; k <= 200; k++ {
+		write(k)
+	}
+	// Stop the tracker mid-stream, write while it is down, start a new one.
+	run.stop()
+	for ; k <= 300; k++ {
+		write(k)
+	}
+	run.start()
+	for ; k <= 400; k++ {
+		write(k)
+	}
+	for i := 0; i < n; i++ {
+		waitRaised(t, store, []string{fmt.Sprintf("w%d", i)}, lastPos[i], 30*time.Second)
+	}
+	for i := 0; i < n; i++ {
+		got := e.readCol(e.db, fmt.Sprintf("w%d", i), "max(id)::text", "")
+		e.mustPrimary(got, fmt.Sprintf("read of w%d", i))
+		if got.Name != fmt.Sprint(last[i]) {
+			t.Fatalf("w%d: %+v; want last committed id %d", i, got, last[i])
+		}
+	}
+}

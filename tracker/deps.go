@@ -1,0 +1,500 @@
+package tracker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Querier is what the analysis needs of a connection: *pgx.Conn and
+// *pgxpool.Pool implement it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Graph is the dependency graph of one database: Edges maps a table to
+// the tables a write to it also writes, directly (one trigger, one
+// cascading foreign key, one rule, one view). Closed() gives the
+// transitive closure, which is what is published. Reasons explains every
+// edge to lsnstore.Everything.
+type Graph struct {
+	Edges   map[string][]string
+	Reasons map[string][]string
+}
+
+// addEverything adds the edge from -> lsnstore.Everything with a reason.
+func (g *Graph) addEverything(from, reason string) {
+	g.add(from, lsnstore.Everything)
+	if g.Reasons == nil {
+		g.Reasons = map[string][]string{}
+	}
+	g.Reasons[from] = appendNew(g.Reasons[from], reason)
+}
+
+func (g *Graph) add(from, to string) {
+	if g.Edges == nil {
+		g.Edges = map[string][]string{}
+	}
+	if from == to || slices.Contains(g.Edges[from], to) {
+		return
+	}
+	g.Edges[from] = append(g.Edges[from], to)
+}
+
+// EdgeCount is the number of direct edges.
+func (g *Graph) EdgeCount() int {
+	n := 0
+	for _, l := range g.Edges {
+		n += len(l)
+	}
+	return n
+}
+
+// Closed returns the transitive closure: every table reachable from each
+// table, sorted. A table that reaches lsnstore.Everything has it in its
+// list.
+func (g *Graph) Closed() map[string][]string {
+	out := make(map[string][]string, len(g.Edges))
+	for t := range g.Edges {
+		seen := map[string]bool{t: true}
+		stack := slices.Clone(g.Edges[t])
+		var reach []string
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			reach = append(reach, d)
+			stack = append(stack, g.Edges[d]...)
+		}
+		if len(reach) > 0 {
+			slices.Sort(reach)
+			out[t] = reach
+		}
+	}
+	return out
+}
+
+// normTable maps a relation name to its store key as the plugin does:
+// schema dropped, quotes removed, lower case.
+func normTable(name string) string {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return strings.ToLower(strings.Trim(name, `"`))
+}
+
+// userFunc is a function outside pg_catalog and information_schema.
+type userFunc struct {
+	oid      uint32
+	schema   string
+	name     string
+	lang     string
+	body     string
+	analyzed bool
+	// direct effects
+	writes  []string
+	dynamic []string // reasons it may write anything
+	calls   []uint32
+}
+
+func (f *userFunc) String() string { return f.schema + "." + f.name }
+
+// analyzer holds one database's catalog while a graph is built.
+type analyzer struct {
+	funcs      map[uint32]*userFunc
+	byName     map[string][]uint32 // "name" and "schema.name" -> oids
+	classifier *classify.Classifier
+}
+
+// AnalyzeDependencies reads the catalog of the database q is connected to
+// and returns its dependency graph:
+//
+//   - triggers (pg_trigger, not internal): the table of the trigger ->
+//     every table its function writes, following the functions it calls
+//     (PERFORM, SELECT f(), CALL, expressions); dynamic SQL (EXECUTE),
+//     functions in other languages than plpgsql and sql, and statements
+//     not understood give lsnstore.Everything;
+//   - foreign keys with ON DELETE/UPDATE CASCADE, SET NULL or SET DEFAULT:
+//     parent -> child;
+//   - rules (pg_rewrite, other than a view's SELECT rule): the table ->
+//     the tables its actions write, Everything when not understood;
+//   - views: each table or view a view reads -> the view (a write to the
+//     table changes what the view returns); an automatically updatable
+//     view -> its base table (a write through the view writes it).
+//
+// Writes of a trigger's function to the trigger's own table are dropped
+// (self edges). Table names are normalised as the plugin does (schema
+// dropped, lower case).
+func AnalyzeDependencies(ctx context.Context, q Querier) (*Graph, error) {
+	a := &analyzer{funcs: map[uint32]*userFunc{}, byName: map[string][]uint32{}}
+	if err := a.loadFunctions(ctx, q); err != nil {
+		return nil, err
+	}
+	g := &Graph{}
+	if err := a.triggers(ctx, q, g); err != nil {
+		return nil, err
+	}
+	if err := foreignKeys(ctx, q, g); err != nil {
+		return nil, err
+	}
+	if err := a.rules(ctx, q, g); err != nil {
+		return nil, err
+	}
+	if err := views(ctx, q, g); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+const functionsQuery = `
+SELECT p.oid::int8, n.nspname, p.proname, l.lanname,
+       CASE WHEN current_setting('server_version_num')::int >= 140000 AND p.prosqlbody IS NOT NULL
+            THEN pg_get_function_sqlbody(p.oid) ELSE p.prosrc END
+FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_language l ON l.oid = p.prolang
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'`
+
+const functionsQuery13 = `
+SELECT p.oid::int8, n.nspname, p.proname, l.lanname, p.prosrc
+FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_language l ON l.oid = p.prolang
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'`
+
+// catalogReadOnly are pg_catalog functions left out of the read-only list
+// given to the classifier: they run a query given as text.
+var catalogReadOnly = map[string]bool{
+	"query_to_xml": false, "query_to_xmlschema": false, "query_to_xml_and_xmlschema": false,
+	"cursor_to_xml": false, "cursor_to_xmlschema": false,
+}
+
+func (a *analyzer) loadFunctions(ctx context.Context, q Querier) error {
+	var version int
+	rows, err := q.Query(ctx, "SELECT current_setting('server_version_num')::int")
+	if err != nil {
+		return fmt.Errorf("tracker: server version: %w", err)
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&version}, func() error { return nil }); err != nil {
+		return fmt.Errorf("tracker: server version: %w", err)
+	}
+	query := functionsQuery
+	if version < 140000 {
+		query = functionsQuery13
+	}
+	rows, err = q.Query(ctx, query)
+	if err != nil {
+		return fmt.Errorf("tracker: read pg_proc: %w", err)
+	}
+	var (
+		oid                      int64
+		schema, name, lang, body string
+		bodyPtr                  *string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&oid, &schema, &name, &lang, &bodyPtr}, func() error {
+		body = ""
+		if bodyPtr != nil {
+			body = *bodyPtr
+		}
+		f := &userFunc{oid: uint32(oid), schema: schema, name: name, lang: lang, body: body}
+		a.funcs[f.oid] = f
+		low := strings.ToLower(name)
+		a.byName[low] = append(a.byName[low], f.oid)
+		a.byName[strings.ToLower(schema)+"."+low] = append(a.byName[strings.ToLower(schema)+"."+low], f.oid)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tracker: read pg_proc: %w", err)
+	}
+	// The classifier takes unknown functions to write anything: declare the
+	// user functions read-only (they are followed instead) and the
+	// built-ins (their side effects on tables are none; the classifier's own
+	// list of side-effect functions still wins).
+	readOnly := make([]string, 0, len(a.byName)+3000)
+	for n := range a.byName {
+		readOnly = append(readOnly, n)
+	}
+	rows, err = q.Query(ctx, "SELECT DISTINCT proname::text FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace")
+	if err != nil {
+		return fmt.Errorf("tracker: read pg_proc: %w", err)
+	}
+	_, err = pgx.ForEachRow(rows, []any{&name}, func() error {
+		if ro, listed := catalogReadOnly[name]; ro || !listed {
+			readOnly = append(readOnly, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tracker: read pg_proc: %w", err)
+	}
+	a.classifier = classify.New(classify.Config{Dialect: classify.Postgres, ReadOnlyFunctions: readOnly, CacheSize: -1})
+	return nil
+}
+
+// analyzeFunc computes f's direct effects once.
+func (a *analyzer) analyzeFunc(f *userFunc) {
+	if f.analyzed {
+		return
+	}
+	f.analyzed = true
+	switch f.lang {
+	case "plpgsql", "sql":
+	default:
+		f.dynamic = append(f.dynamic, fmt.Sprintf("function %s is in language %s", f, f.lang))
+		return
+	}
+	for _, seg := range splitSegments(lex(f.body)) {
+		st := analyzeSegment(f.body, seg)
+		if st.dynamic != "" {
+			f.dynamic = append(f.dynamic, fmt.Sprintf("function %s: %s", f, st.dynamic))
+		}
+		for _, c := range st.calls {
+			f.calls = append(f.calls, a.byName[c]...)
+		}
+		if st.sql == "" {
+			continue
+		}
+		r := a.classifier.Classify(st.sql)
+		if r.UnknownTables {
+			f.dynamic = append(f.dynamic, fmt.Sprintf("function %s: %q: %s", f, short(st.sql), r.Reason))
+		}
+		for _, w := range r.Writes {
+			f.writes = append(f.writes, normTable(w))
+		}
+	}
+}
+
+// effects returns every table f writes, following its calls, and the
+// reasons it may write anything.
+func (a *analyzer) effects(f *userFunc) (writes, dynamic []string) {
+	seen := map[uint32]bool{}
+	stack := []*userFunc{f}
+	for len(stack) > 0 {
+		g := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[g.oid] {
+			continue
+		}
+		seen[g.oid] = true
+		a.analyzeFunc(g)
+		writes = append(writes, g.writes...)
+		dynamic = append(dynamic, g.dynamic...)
+		for _, c := range g.calls {
+			if h := a.funcs[c]; h != nil {
+				stack = append(stack, h)
+			}
+		}
+	}
+	return writes, dynamic
+}
+
+const triggersQuery = `
+SELECT c.relname::text, t.tgname::text, t.tgfoid::int8
+FROM pg_trigger t
+JOIN pg_class c ON c.oid = t.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE NOT t.tgisinternal AND n.nspname NOT IN ('pg_catalog', 'information_schema')`
+
+func (a *analyzer) triggers(ctx context.Context, q Querier, g *Graph) error {
+	rows, err := q.Query(ctx, triggersQuery)
+	if err != nil {
+		return fmt.Errorf("tracker: read pg_trigger: %w", err)
+	}
+	var (
+		rel, name string
+		foid      int64
+	)
+	type trig struct {
+		rel, name string
+		foid      uint32
+	}
+	var trigs []trig
+	if _, err := pgx.ForEachRow(rows, []any{&rel, &name, &foid}, func() error {
+		trigs = append(trigs, trig{rel, name, uint32(foid)})
+		return nil
+	}); err != nil {
+		return fmt.Errorf("tracker: read pg_trigger: %w", err)
+	}
+	for _, t := range trigs {
+		f := a.funcs[t.foid]
+		if f == nil {
+			continue // a built-in trigger function (pg_catalog) changes only its row
+		}
+		from := normTable(t.rel)
+		writes, dynamic := a.effects(f)
+		for _, w := range writes {
+			g.add(from, w)
+		}
+		for _, d := range dynamic {
+			g.addEverything(from, fmt.Sprintf("trigger %s on %s: %s", t.name, t.rel, d))
+		}
+	}
+	return nil
+}
+
+func appendNew(l []string, s string) []string {
+	if slices.Contains(l, s) {
+		return l
+	}
+	return append(l, s)
+}
+
+const foreignKeysQuery = `
+SELECT p.relname::text, c.relname::text
+FROM pg_constraint k
+JOIN pg_class c ON c.oid = k.conrelid
+JOIN pg_class p ON p.oid = k.confrelid
+WHERE k.contype = 'f' AND (k.confupdtype IN ('c', 'n', 'd') OR k.confdeltype IN ('c', 'n', 'd'))`
+
+func foreignKeys(ctx context.Context, q Querier, g *Graph) error {
+	rows, err := q.Query(ctx, foreignKeysQuery)
+	if err != nil {
+		return fmt.Errorf("tracker: read pg_constraint: %w", err)
+	}
+	var parent, child string
+	if _, err := pgx.ForEachRow(rows, []any{&parent, &child}, func() error {
+		g.add(normTable(parent), normTable(child))
+		return nil
+	}); err != nil {
+		return fmt.Errorf("tracker: read pg_constraint: %w", err)
+	}
+	return nil
+}
+
+const rulesQuery = `
+SELECT c.relname::text, r.rulename::text, pg_get_ruledef(r.oid)
+FROM pg_rewrite r
+JOIN pg_class c ON c.oid = r.ev_class
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE r.ev_type <> '1' AND n.nspname NOT IN ('pg_catalog', 'information_schema')`
+
+func (a *analyzer) rules(ctx context.Context, q Querier, g *Graph) error {
+	rows, err := q.Query(ctx, rulesQuery)
+	if err != nil {
+		return fmt.Errorf("tracker: read pg_rewrite: %w", err)
+	}
+	var rel, name, def string
+	type rule struct{ rel, name, def string }
+	var rules []rule
+	if _, err := pgx.ForEachRow(rows, []any{&rel, &name, &def}, func() error {
+		rules = append(rules, rule{rel, name, def})
+		return nil
+	}); err != nil {
+		return fmt.Errorf("tracker: read pg_rewrite: %w", err)
+	}
+	for _, r := range rules {
+		from := normTable(r.rel)
+		writes, dynamic := a.ruleEffects(r.def)
+		for _, w := range writes {
+			g.add(from, w)
+		}
+		for _, d := range dynamic {
+			g.addEverything(from, fmt.Sprintf("rule %s on %s: %s", r.name, r.rel, d))
+		}
+	}
+	return nil
+}
+
+// ruleEffects analyses "CREATE RULE r AS ON e TO t [WHERE c] DO [ALSO |
+// INSTEAD] { NOTHING | command | ( command ; ... ) }".
+func (a *analyzer) ruleEffects(def string) (writes, dynamic []string) {
+	toks := lex(def)
+	depth := 0
+	for i, t := range toks {
+		switch {
+		case t.op("("):
+			depth++
+		case t.op(")"):
+			depth--
+		}
+		if depth != 0 || !t.is("do") || i < 4 {
+			continue
+		}
+		j := i + 1
+		if j < len(toks) && (toks[j].is("also") || toks[j].is("instead")) {
+			j++
+		}
+		if j < len(toks) && toks[j].is("nothing") {
+			return nil, nil
+		}
+		if j >= len(toks) {
+			break
+		}
+		action := def[toks[j].start:]
+		action = strings.TrimSuffix(strings.TrimSpace(action), ";")
+		if strings.HasPrefix(action, "(") && strings.HasSuffix(action, ")") {
+			action = action[1 : len(action)-1]
+		}
+		// Functions called by the action are followed.
+		for _, c := range calls(lex(action)) {
+			for _, oid := range a.byName[c] {
+				if f := a.funcs[oid]; f != nil {
+					w, d := a.effects(f)
+					writes = append(writes, w...)
+					dynamic = append(dynamic, d...)
+				}
+			}
+		}
+		r := a.classifier.Classify(action)
+		if r.UnknownTables {
+			dynamic = append(dynamic, fmt.Sprintf("action %q: %s", short(action), r.Reason))
+		}
+		for _, w := range r.Writes {
+			writes = append(writes, normTable(w))
+		}
+		return writes, dynamic
+	}
+	return nil, []string{"rule definition not understood"}
+}
+
+const viewsQuery = `
+SELECT DISTINCT v.relname::text, t.relname::text, pg_relation_is_updatable(v.oid, false) > 0
+FROM pg_rewrite r
+JOIN pg_class v ON v.oid = r.ev_class
+JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                 AND d.refclassid = 'pg_class'::regclass
+JOIN pg_class t ON t.oid = d.refobjid
+JOIN pg_namespace n ON n.oid = v.relnamespace
+WHERE v.relkind = 'v' AND r.ev_type = '1' AND t.oid <> v.oid
+  AND t.relkind IN ('r', 'p', 'v', 'f', 'm')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')`
+
+func views(ctx context.Context, q Querier, g *Graph) error {
+	rows, err := q.Query(ctx, viewsQuery)
+	if err != nil {
+		return fmt.Errorf("tracker: read views: %w", err)
+	}
+	var view, table string
+	var updatable bool
+	type dep struct {
+		view, table string
+		updatable   bool
+	}
+	var deps []dep
+	count := map[string]int{}
+	if _, err := pgx.ForEachRow(rows, []any{&view, &table, &updatable}, func() error {
+		deps = append(deps, dep{normTable(view), normTable(table), updatable})
+		count[normTable(view)]++
+		return nil
+	}); err != nil {
+		return fmt.Errorf("tracker: read views: %w", err)
+	}
+	for _, d := range deps {
+		g.add(d.table, d.view)
+		// An automatically updatable view reads exactly one relation: a
+		// write through it writes that relation.
+		if d.updatable && count[d.view] == 1 {
+			g.add(d.view, d.table)
+		}
+	}
+	return nil
+}
