@@ -7,7 +7,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/lsnstore"
-	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -46,21 +45,18 @@ CREATE TRIGGER tdyn_trg AFTER INSERT ON tdyn FOR EACH ROW EXECUTE FUNCTION tdyn_
 CREATE VIEW ta_counts AS SELECT ta.id, count(tb.id)::text AS n FROM ta LEFT JOIN tb ON tb.a_id = ta.id GROUP BY ta.id;
 `
 
-var trackerDepsTables = []string{"ta", "tb", "tc", "tparent", "tchild", "tdyn", "tsomewhere", "ta_counts", "items", "parts", "others"}
 
 // depsEnv creates the schema, runs a tracker (no direct-write tracking:
 // only the graph can make these reads fresh), waits for the graph and
-// opens a second plugin configured from it. e.db is a plugin without
-// dependents, on another store: the control.
+// opens a second plugin on the tracker's store, which reads the graph from
+// there by itself. e.db is a plugin on another store: the control.
 func depsEnv(t *testing.T) (e *env, withDeps *gorm.DB, graph lsnstore.Dependents) {
 	store, _ := newRedisStore(t, "deps-"+t.Name())
 	e = newEnv(t)
 	e.exec(trackerDepsSchema)
 	startTracker(e, "deps-"+t.Name(), tracker.ModeNone)
 	graph = waitGraph(t, store, "ta", "tb", "tparent", "tdyn")
-	db, _ := e.open(withStore(store), withConfig(func(c *plugin.Config) {
-		c.Dependents = pluginDependents(graph, trackerDepsTables)
-	}))
+	db, _ := e.open(withStore(store))
 	e.resumeAll()
 	return e, db, graph
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"net/url"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -153,24 +152,6 @@ func waitGraph(t *testing.T, store lsnstore.DependentsStore, want ...string) lsn
 	}
 }
 
-// pluginDependents turns a published graph into plugin.Config.Dependents.
-// The plugin does not know lsnstore.Everything yet: it is expanded into
-// every table of all.
-func pluginDependents(d lsnstore.Dependents, all []string) map[string][]string {
-	out := map[string][]string{}
-	for t, l := range d.Graph {
-		for _, x := range l {
-			if x == lsnstore.Everything {
-				out[t] = append(out[t], all...)
-				continue
-			}
-			out[t] = append(out[t], x)
-		}
-		slices.Sort(out[t])
-		out[t] = slices.Compact(out[t])
-	}
-	return out
-}
 
 // readCol reads one text column of table through db with the serving
 // port: `SELECT <expr> AS name, 0 AS version, inet_server_port() AS port

@@ -17,6 +17,7 @@ import (
 // the key layout.
 type Redis struct {
 	rdb     redis.UniversalClient
+	opts    RedisOptions // after defaults
 	err     error // from NewRedis: every call returns it
 	timeout time.Duration
 	ttl     string // TTL in milliseconds, as a script argument
@@ -42,6 +43,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 		r.err = errors.Join(r.err, errors.New("lsnstore: NewRedis: nil redis client"))
 	}
 	o := opts.withDefaults()
+	r.opts = o
 	r.timeout = o.Timeout
 	r.ttl = strconv.FormatInt(o.TTL.Milliseconds(), 10)
 	r.base = o.Prefix + "{" + o.Database + "}-"

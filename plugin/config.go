@@ -73,10 +73,19 @@ type Config struct {
 	Consistency Consistency
 
 	// Dependents maps a table to the tables that writing it also writes
-	// (triggers, cascading foreign keys): writing "orders" with
-	// {"orders": {"order_totals"}} raises both. Transitive entries are
-	// followed. Default: none.
+	// (triggers, cascading foreign keys, views over it): writing "orders"
+	// with {"orders": {"order_totals"}} raises both. Transitive entries are
+	// followed; "*" means any table. The graph the tracker publishes in the
+	// store (lsnstore.DependentsStore) is merged in at start and whenever
+	// its version changes (checked every second). Default: none.
 	Dependents map[string][]string
+
+	// Announce registers the database and its replicas in the tracker's
+	// registry at Initialize (no credentials: host, port, database, the
+	// store's name and prefix, replica names and addresses), so a running
+	// `freshread tracker` starts publishing for it. Needs the Redis store
+	// and PostgreSQL dialectors opened from a DSN. Default: false.
+	Announce bool
 
 	// ReadOnlyFunctions lists user-defined SQL functions that only read, so
 	// raw SQL calling them may go to a replica. Unknown functions are taken

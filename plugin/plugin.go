@@ -22,8 +22,8 @@ type Plugin struct {
 	primaryDB *sql.DB
 	cluster   uint64 // the primary's system identifier
 	replicas  []*replica
-	// dependents is the transitive closure of Config.Dependents.
-	dependents map[string][]string
+	// deps is the dependency graph (dependents.go).
+	deps atomic.Pointer[depGraph]
 
 	engine     engine
 	classifier *classify.Classifier
@@ -36,8 +36,10 @@ type Plugin struct {
 	// tick is closed and replaced after every poll, waking MaxWait waiters.
 	tick atomic.Pointer[chan struct{}]
 
-	// samples of the primary's position, owned by the poller goroutine.
-	samples []primarySample
+	// samples of the primary's position, and when the dependency graph was
+	// last checked: owned by the poller goroutine.
+	samples       []primarySample
+	depsCheckedAt time.Time
 
 	foreignTxWarning sync.Once
 
@@ -98,7 +100,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.engine = eng
-	p.dependents = closeDependents(p.cfg.Dependents)
+	p.setDependents(nil, "")
 	p.classifier = classify.New(classify.Config{Dialect: eng.dialect(), ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})
 
 	if p.cfg.Positions == Heartbeat {
@@ -140,6 +142,12 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	if err := p.registerCallbacks(db); err != nil {
 		return err
+	}
+	p.refreshDependents(ctx)
+	if p.cfg.Announce {
+		if err := p.announce(ctx, db); err != nil {
+			return err
+		}
 	}
 	p.pollOnce(ctx)
 	p.wg.Add(1)

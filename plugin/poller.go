@@ -99,6 +99,10 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		_ = p.cfg.Store.PublishReplay(ctx, published)
 	}
 	p.retryPending(ctx)
+	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
+		p.depsCheckedAt = now
+		p.refreshDependents(ctx)
+	}
 	// Wake waiters.
 	next := make(chan struct{})
 	old := p.tick.Swap(&next)

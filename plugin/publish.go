@@ -71,24 +71,34 @@ func (p *Plugin) publish(ctx context.Context, w writeSet) {
 	}
 }
 
-// raise publishes pos for w's tables and their dependents.
+// raise publishes pos for w's tables and their dependents. A dependent
+// "*" (anything) raises the unknown-tables position, which every read
+// includes.
 func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.LSN) error {
-	if w.unknown {
-		if err := p.cfg.Store.Raise(ctx, nil, pos); err != nil {
-			return err
-		}
-		if len(w.tables) == 0 {
-			return nil
-		}
-	}
+	unknown := w.unknown
 	tables := make([]string, 0, len(w.tables))
+	seen := make(map[string]bool, len(w.tables))
 	for t := range w.tables {
-		tables = append(tables, t)
-		for _, d := range p.dependents[t] {
-			if _, dup := w.tables[d]; !dup {
+		if !seen[t] {
+			seen[t] = true
+			tables = append(tables, t)
+		}
+		for _, d := range p.dependentsOf(t) {
+			if d == lsnstore.Everything {
+				unknown = true
+			} else if !seen[d] {
+				seen[d] = true
 				tables = append(tables, d)
 			}
 		}
+	}
+	if unknown {
+		if err := p.cfg.Store.Raise(ctx, nil, pos); err != nil {
+			return err
+		}
+	}
+	if len(tables) == 0 {
+		return nil
 	}
 	return p.cfg.Store.Raise(ctx, tables, pos)
 }
