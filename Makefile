@@ -28,9 +28,12 @@ check-deps:
 deps:
 	scripts/install-deps
 
-## demo: start a replicated cluster, run the example service against it.
+## demo: start a replicated cluster, run the example service against it
+## (freshness, then a trigger-written table with the tracker), then the
+## sharded order service.
 demo:
 	$(GO) run ./example/cmd/demo
+	$(GO) run ./example/cmd/sharddemo
 
 ## bench: Go benchmarks of the routing hot path and the classifier, then
 ## the mixed workload per routing strategy (docs/benchmarks.md).
