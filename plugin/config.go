@@ -80,6 +80,14 @@ type Config struct {
 	// its version changes (checked every second). Default: none.
 	Dependents map[string][]string
 
+	// ReplayFromStore takes the replicas' replay positions from the store,
+	// where the tracker publishes them with a short TTL, instead of
+	// querying every replica from every process; a replica whose position
+	// is missing there (the tracker is dead and its keys expired, or it
+	// cannot reach the replica) is polled directly. The primary is still
+	// polled (one query per PollInterval). Default: false.
+	ReplayFromStore bool
+
 	// Announce registers the database and its replicas in the tracker's
 	// registry at Initialize (no credentials: host, port, database, the
 	// store's name and prefix, replica names and addresses), so a running

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/plugin/dbresolver"
 
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
@@ -43,6 +44,10 @@ type Plugin struct {
 
 	foreignTxWarning sync.Once
 
+	// randomPolicy: Config.Policy is dbresolver's RandomPolicy (the
+	// default), picked without allocating.
+	randomPolicy bool
+
 	initialized atomic.Bool
 	stop        chan struct{}
 	wg          sync.WaitGroup
@@ -52,7 +57,8 @@ type Plugin struct {
 // New returns a plugin for cfg. Configuration errors are reported by
 // Initialize (that is, by db.Use).
 func New(cfg Config) *Plugin {
-	p := &Plugin{cfg: cfg.withDefaults(), stop: make(chan struct{})}
+	_, random := cfg.Policy.(dbresolver.RandomPolicy)
+	p := &Plugin{cfg: cfg.withDefaults(), stop: make(chan struct{}), randomPolicy: random || cfg.Policy == nil}
 	ch := make(chan struct{})
 	p.tick.Store(&ch)
 	return p

@@ -79,9 +79,20 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		threshold = p.samples[0].pos
 	}
 
+	// Positions the tracker published (Config.ReplayFromStore); a replica
+	// missing there (tracker dead: the keys expired, or it could not reach
+	// the replica) is polled directly.
+	var fromStore map[string]lsnstore.LSN
+	if p.cfg.ReplayFromStore {
+		fromStore, _ = p.cfg.Store.ReplayPositions(ctx)
+	}
 	published := make(map[string]lsnstore.LSN, len(p.replicas))
 	for _, r := range p.replicas {
-		pos, err := p.engine.replayPosition(ctx, r.db)
+		pos, ok := fromStore[r.name]
+		var err error
+		if !ok {
+			pos, err = p.engine.replayPosition(ctx, r.db)
+		}
 		st := &replicaState{polledAt: time.Now()}
 		if err == nil {
 			if primaryOK && pos >= flush && idleCaughtUp(ins, flush) {
@@ -95,7 +106,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		// replica rebuilt or restarted from an older state shows older data.
 		r.state.Store(st)
 	}
-	if len(published) > 0 {
+	if len(published) > 0 && !p.cfg.ReplayFromStore {
 		_ = p.cfg.Store.PublishReplay(ctx, published)
 	}
 	p.retryPending(ctx)

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"gorm.io/gorm"
@@ -195,6 +196,9 @@ func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.L
 // replay position seen.
 func (p *Plugin) freshReplica(required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
 	now := time.Now()
+	if p.randomPolicy {
+		return p.freshReplicaRandom(now, required)
+	}
 	var (
 		buf  [8]gorm.ConnPool
 		best lsnstore.LSN
@@ -215,6 +219,46 @@ func (p *Plugin) freshReplica(required lsnstore.LSN) (gorm.ConnPool, lsnstore.LS
 		return nil, best
 	}
 	return p.pick(fresh), 0
+}
+
+// freshReplicaRandom is freshReplica for the default RandomPolicy, without
+// building the candidate list (no allocation on the read path): count the
+// fresh replicas, draw one, find it again.
+func (p *Plugin) freshReplicaRandom(now time.Time, required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+	var (
+		n    int
+		best lsnstore.LSN
+	)
+	for _, r := range p.replicas {
+		st := r.state.Load()
+		if !st.usable(now, p.cfg.MaxLag) {
+			continue
+		}
+		if st.pos >= required {
+			n++
+		} else if st.pos > best {
+			best = st.pos
+		}
+	}
+	if n == 0 {
+		return nil, best
+	}
+	k := 0
+	if n > 1 {
+		k = rand.IntN(n)
+	}
+	for _, r := range p.replicas {
+		st := r.state.Load()
+		if st.usable(now, p.cfg.MaxLag) && st.pos >= required {
+			if k == 0 {
+				return r.pool, 0
+			}
+			k--
+		}
+	}
+	// A replica's state changed between the two passes: take none (the
+	// caller goes to the primary or waits), never a replica not seen fresh.
+	return nil, best
 }
 
 // waitFresh waits up to MaxWait for a replica to become fresh: on the

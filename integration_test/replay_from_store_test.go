@@ -1,0 +1,45 @@
+package integration_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
+)
+
+// TestReplayFromStore: with ReplayFromStore the replicas' positions come
+// from the store (where the tracker publishes them): old positions there
+// send the read to the primary even though the replicas caught up; once
+// the keys are gone (a dead tracker's expire), the plugin polls the
+// replicas itself and uses them again.
+func TestReplayFromStore(t *testing.T) {
+	database := "replay-" + t.Name()
+	store, _ := newRedisStore(t, database)
+	e := newEnv(t, withStore(store), withConfig(func(c *plugin.Config) { c.ReplayFromStore = true }))
+	if err := e.db.Create(&Item{ID: 1, Name: "x"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	old := map[string]lsnstore.LSN{}
+	for i := 0; i < e.pg.Replicas(); i++ {
+		old[replicaName(i)] = 1
+	}
+	if err := store.PublishReplay(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCaughtUp()
+	time.Sleep(50 * time.Millisecond)
+	got := e.readItem(e.db, 1)
+	if got.Name != "x" {
+		t.Fatalf("read: %+v", got)
+	}
+	e.mustPrimary(got, "replicas reported behind by the store")
+
+	if err := store.Client().Del(ctx, "freshread:{"+database+"}-replicas").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	e.mustReplica(e.readItem(e.db, 1), "after the store's positions expired (polled directly)")
+}
