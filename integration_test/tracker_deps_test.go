@@ -45,7 +45,6 @@ CREATE TRIGGER tdyn_trg AFTER INSERT ON tdyn FOR EACH ROW EXECUTE FUNCTION tdyn_
 CREATE VIEW ta_counts AS SELECT ta.id, count(tb.id)::text AS n FROM ta LEFT JOIN tb ON tb.a_id = ta.id GROUP BY ta.id;
 `
 
-
 // depsEnv creates the schema, runs a tracker (no direct-write tracking:
 // only the graph can make these reads fresh), waits for the graph and
 // opens a second plugin on the tracker's store, which reads the graph from

@@ -152,7 +152,6 @@ func waitGraph(t *testing.T, store lsnstore.DependentsStore, want ...string) lsn
 	}
 }
 
-
 // readCol reads one text column of table through db with the serving
 // port: `SELECT <expr> AS name, 0 AS version, inet_server_port() AS port
 // FROM table WHERE where`.

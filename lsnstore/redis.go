@@ -18,7 +18,7 @@ import (
 type Redis struct {
 	rdb     redis.UniversalClient
 	opts    RedisOptions // after defaults
-	err     error // from NewRedis: every call returns it
+	err     error        // from NewRedis: every call returns it
 	timeout time.Duration
 	ttl     string // TTL in milliseconds, as a script argument
 
