@@ -17,7 +17,7 @@ type tcase struct {
 	reason  string // substring of Reason, when set
 }
 
-func runCases(t *testing.T, d Dialect, cases []tcase, opts ...func(*Config)) {
+func checkCases(t *testing.T, d Dialect, cases []tcase, opts ...func(*Config)) {
 	t.Helper()
 	cfg := Config{Dialect: d, CacheSize: -1}
 	for _, o := range opts {
@@ -53,7 +53,7 @@ func runCases(t *testing.T, d Dialect, cases []tcase, opts ...func(*Config)) {
 func l(s ...string) []string { return s }
 
 func TestPostgresComments(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "-- DELETE FROM t\nSELECT 1", kind: Read},
 		{sql: "SELECT 1 -- ; DELETE FROM t", kind: Read},
 		{sql: "/* DELETE FROM t */ SELECT * FROM a", kind: Read, reads: l("a")},
@@ -65,7 +65,7 @@ func TestPostgresComments(t *testing.T) {
 }
 
 func TestPostgresLiterals(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "SELECT 'DELETE FROM t; UPDATE x SET a=1'", kind: Read},
 		{sql: "SELECT 'it''s; DROP TABLE t'", kind: Read},
 		{sql: `SELECT E'a\'; DELETE FROM t; --'`, kind: Read},
@@ -81,7 +81,7 @@ func TestPostgresLiterals(t *testing.T) {
 }
 
 func TestPostgresIdentifiers(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: `SELECT * FROM "Users" u JOIN Orders o ON o.uid = u.id`, kind: Read, reads: l("Users", "orders")},
 		{sql: `SELECT * FROM "my""table"`, kind: Read, reads: l(`my"table`)},
 		{sql: `SELECT * FROM Public.Users, "S"."T"`, kind: Read, reads: l("S.T", "public.users")},
@@ -94,7 +94,7 @@ func TestPostgresIdentifiers(t *testing.T) {
 }
 
 func TestPostgresCTE(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "WITH x AS (SELECT * FROM a) SELECT * FROM x JOIN b ON b.id = x.id", kind: Read, reads: l("a", "b")},
 		{sql: "WITH x AS (UPDATE t SET a = 1 RETURNING *) SELECT * FROM x", kind: Write, writes: l("t")},
 		{sql: "WITH x AS (DELETE FROM t RETURNING id) INSERT INTO log SELECT id FROM x", kind: Write, writes: l("log", "t")},
@@ -111,7 +111,7 @@ func TestPostgresCTE(t *testing.T) {
 }
 
 func TestPostgresSelectInto(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "SELECT * INTO new_t FROM t1", kind: Write, reads: l("t1"), writes: l("new_t")},
 		{sql: "SELECT * INTO UNLOGGED new_t FROM t1", kind: Write, reads: l("t1"), writes: l("new_t")},
 		{sql: "SELECT * INTO TEMP tmp_t FROM t1", kind: Buffer, reads: l("t1")},
@@ -121,7 +121,7 @@ func TestPostgresSelectInto(t *testing.T) {
 }
 
 func TestPostgresLocking(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "SELECT * FROM t FOR UPDATE", kind: Write, reads: l("t"), locks: true},
 		{sql: "SELECT * FROM t FOR NO KEY UPDATE OF t SKIP LOCKED", kind: Write, reads: l("t"), locks: true},
 		{sql: "SELECT * FROM t FOR KEY SHARE NOWAIT", kind: Write, reads: l("t"), locks: true},
@@ -134,7 +134,7 @@ func TestPostgresLocking(t *testing.T) {
 }
 
 func TestPostgresFunctions(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "SELECT nextval('public.users_id_seq')", kind: Write, writes: l("public.users_id_seq")},
 		{sql: `SELECT setval('"Seq"', 10)`, kind: Write, writes: l("Seq")},
 		{sql: "SELECT nextval(seq_name_column) FROM cfg", kind: Write, reads: l("cfg"), unknown: true, reason: "nextval"},
@@ -153,7 +153,7 @@ func TestPostgresFunctions(t *testing.T) {
 		{sql: "SELECT extract(epoch FROM now()), trim(both 'x' from s) FROM t", kind: Read, reads: l("t")},
 		{sql: "SELECT pg_notify('ch', 'x')", kind: Write, unknown: true},
 	})
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "SELECT my_func(1), App.Other(2)", kind: Read},
 		{sql: "SELECT public.my_func(1)", kind: Read},
 		{sql: "SELECT nextval('s')", kind: Write, writes: l("s")}, // side-effect built-ins stay Write
@@ -161,7 +161,7 @@ func TestPostgresFunctions(t *testing.T) {
 }
 
 func TestPostgresStatements(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "EXPLAIN SELECT * FROM a", kind: Read, reads: l("a")},
 		{sql: "EXPLAIN DELETE FROM a", kind: Read},
 		{sql: "EXPLAIN ANALYZE DELETE FROM a", kind: Write, writes: l("a")},
@@ -209,7 +209,7 @@ func TestPostgresStatements(t *testing.T) {
 }
 
 func TestPostgresDDLAndTemp(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: "CREATE TEMP TABLE tmp (id int, name varchar(20) DEFAULT 'x')", kind: Buffer},
 		{sql: "CREATE TEMPORARY TABLE tmp AS SELECT * FROM a", kind: Buffer, reads: l("a")},
 		{sql: "CREATE LOCAL TEMP TABLE tmp (id int)", kind: Buffer},
@@ -232,7 +232,7 @@ func TestPostgresDDLAndTemp(t *testing.T) {
 }
 
 func TestPostgresDML(t *testing.T) {
-	runCases(t, Postgres, []tcase{
+	checkCases(t, Postgres, []tcase{
 		{sql: `UPDATE "users" SET "name"=$1,"updated_at"=$2 WHERE "users"."deleted_at" IS NULL AND "id" = $3`, kind: Write, writes: l("users")},
 		{sql: "UPDATE a SET x = b.x FROM b JOIN c ON c.id = b.id WHERE a.id = b.id", kind: Write, reads: l("b", "c"), writes: l("a")},
 		{sql: "UPDATE ONLY a AS aa SET x = 1", kind: Write, writes: l("a")},
@@ -250,7 +250,7 @@ func TestPostgresDML(t *testing.T) {
 }
 
 func TestMySQLEdgeCases(t *testing.T) {
-	runCases(t, MySQL, []tcase{
+	checkCases(t, MySQL, []tcase{
 		{sql: "SELECT 1 # DELETE FROM t", kind: Read},
 		{sql: "SELECT 1 -- DELETE FROM t", kind: Read},
 		{sql: "SELECT 1 --1", kind: Read},

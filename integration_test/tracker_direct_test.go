@@ -72,7 +72,7 @@ func waitReady(t *testing.T, tr *tracker.Tracker, within time.Duration) {
 	}
 }
 
-func testDirectWrite(t *testing.T, mode tracker.Mode) {
+func checkDirectWrite(t *testing.T, mode tracker.Mode) {
 	name := "direct-" + t.Name()
 	store, _ := newRedisStore(t, name)
 	e := newEnv(t, withStore(store))
@@ -105,8 +105,13 @@ func testDirectWrite(t *testing.T, mode tracker.Mode) {
 	}
 }
 
-func TestTrackerDirectWriteLogical(t *testing.T) { testDirectWrite(t, tracker.ModeLogical) }
-func TestTrackerDirectWriteStats(t *testing.T)   { testDirectWrite(t, tracker.ModeStats) }
+func TestTrackerDirectWriteLogical(t *testing.T) {
+	checkDirectWrite(t, tracker.ModeLogical)
+}
+
+func TestTrackerDirectWriteStats(t *testing.T) {
+	checkDirectWrite(t, tracker.ModeStats)
+}
 
 // dropSlot drops the test's replication slot (a slot left behind would
 // keep WAL and block DROP DATABASE).

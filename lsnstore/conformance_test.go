@@ -27,7 +27,7 @@ func mustLSN(t testing.TB, s string) LSN {
 	return l
 }
 
-func wantWrite(t *testing.T, s Store, tables []string, want LSN) {
+func checkWrite(t *testing.T, s Store, tables []string, want LSN) {
 	t.Helper()
 	got, err := s.WritePosition(context.Background(), tables)
 	if err != nil {
@@ -52,7 +52,7 @@ func publishOK(t *testing.T, s Store, m map[string]LSN) {
 	}
 }
 
-func wantReplay(t *testing.T, s Store, want map[string]LSN, wantMin LSN) {
+func checkReplay(t *testing.T, s Store, want map[string]LSN, wantMin LSN) {
 	t.Helper()
 	got, err := s.ReplayPositions(context.Background())
 	if err != nil {
@@ -67,24 +67,24 @@ func wantReplay(t *testing.T, s Store, want map[string]LSN, wantMin LSN) {
 	}
 }
 
-// testConformance runs the assertions every Store must pass.
-func testConformance(t *testing.T, newStore newStoreFunc) {
+// checkConformance runs the assertions every Store must pass.
+func checkConformance(t *testing.T, newStore newStoreFunc) {
 	t.Run("Empty", func(t *testing.T) {
 		s := newStore(t, "empty")
-		wantWrite(t, s, nil, 0)
-		wantWrite(t, s, []string{}, 0)
-		wantWrite(t, s, []string{"a", "b"}, 0)
-		wantReplay(t, s, map[string]LSN{}, 0)
+		checkWrite(t, s, nil, 0)
+		checkWrite(t, s, []string{}, 0)
+		checkWrite(t, s, []string{"a", "b"}, 0)
+		checkReplay(t, s, map[string]LSN{}, 0)
 	})
 	t.Run("RaiseNeverLowers", func(t *testing.T) {
 		s := newStore(t, "lower")
 		raiseOK(t, s, []string{"a"}, 100)
 		raiseOK(t, s, []string{"a"}, 50)
-		wantWrite(t, s, []string{"a"}, 100)
+		checkWrite(t, s, []string{"a"}, 100)
 		raiseOK(t, s, []string{"a"}, 0) // a no-op
-		wantWrite(t, s, []string{"a"}, 100)
+		checkWrite(t, s, []string{"a"}, 100)
 		raiseOK(t, s, []string{"a"}, 200)
-		wantWrite(t, s, []string{"a"}, 200)
+		checkWrite(t, s, []string{"a"}, 200)
 		// Numeric, not textual, comparison of both halves.
 		for _, step := range [][2]string{
 			{"9/FFFFFFFF", "A/0"},
@@ -96,77 +96,77 @@ func testConformance(t *testing.T, newStore newStoreFunc) {
 			raiseOK(t, s, []string{"b"}, lo)
 			raiseOK(t, s, []string{"b"}, hi)
 			raiseOK(t, s, []string{"b"}, lo)
-			wantWrite(t, s, []string{"b"}, hi)
+			checkWrite(t, s, []string{"b"}, hi)
 		}
-		wantWrite(t, s, nil, mustLSN(t, "10/10000000"))
+		checkWrite(t, s, nil, mustLSN(t, "10/10000000"))
 	})
 	t.Run("Tables", func(t *testing.T) {
 		s := newStore(t, "tables")
 		raiseOK(t, s, []string{"a"}, 100)
 		raiseOK(t, s, []string{"b", "c"}, 200)
-		wantWrite(t, s, []string{"a"}, 100)
-		wantWrite(t, s, []string{"b"}, 200)
-		wantWrite(t, s, []string{"c"}, 200)
-		wantWrite(t, s, []string{"a", "b"}, 200)
-		wantWrite(t, s, []string{"a", "a"}, 100)
-		wantWrite(t, s, []string{"d"}, 0)
-		wantWrite(t, s, []string{}, 0)
-		wantWrite(t, s, nil, 200)
+		checkWrite(t, s, []string{"a"}, 100)
+		checkWrite(t, s, []string{"b"}, 200)
+		checkWrite(t, s, []string{"c"}, 200)
+		checkWrite(t, s, []string{"a", "b"}, 200)
+		checkWrite(t, s, []string{"a", "a"}, 100)
+		checkWrite(t, s, []string{"d"}, 0)
+		checkWrite(t, s, []string{}, 0)
+		checkWrite(t, s, nil, 200)
 		raiseOK(t, s, []string{}, 300) // no tables: only the maximum
-		wantWrite(t, s, []string{"a", "b", "c"}, 200)
-		wantWrite(t, s, nil, 300)
+		checkWrite(t, s, []string{"a", "b", "c"}, 200)
+		checkWrite(t, s, nil, 300)
 	})
 	t.Run("UnknownTablesInEveryRead", func(t *testing.T) {
 		s := newStore(t, "unknown")
 		raiseOK(t, s, []string{"a"}, 100)
 		raiseOK(t, s, nil, 300)
 		for _, tables := range [][]string{{"a"}, {"b"}, {}, {"a", "b"}, nil} {
-			wantWrite(t, s, tables, 300)
+			checkWrite(t, s, tables, 300)
 		}
 		raiseOK(t, s, []string{"a"}, 400)
-		wantWrite(t, s, []string{"a"}, 400)
-		wantWrite(t, s, []string{"b"}, 300)
-		wantWrite(t, s, nil, 400)
+		checkWrite(t, s, []string{"a"}, 400)
+		checkWrite(t, s, []string{"b"}, 300)
+		checkWrite(t, s, nil, 400)
 		raiseOK(t, s, nil, 200) // never lowers the unknown position either
-		wantWrite(t, s, []string{"b"}, 300)
+		checkWrite(t, s, []string{"b"}, 300)
 	})
 	t.Run("NilTablesIsDatabaseMax", func(t *testing.T) {
 		s := newStore(t, "max")
 		for i, tb := range []string{"a", "b", "c", "d"} {
 			raiseOK(t, s, []string{tb}, LSN(1000-i*100))
 		}
-		wantWrite(t, s, nil, 1000)
-		wantWrite(t, s, []string{"d"}, 700)
+		checkWrite(t, s, nil, 1000)
+		checkWrite(t, s, []string{"d"}, 700)
 	})
 	t.Run("Replay", func(t *testing.T) {
 		s := newStore(t, "replay")
 		publishOK(t, s, map[string]LSN{"r1": 100, "r2": 50})
-		wantReplay(t, s, map[string]LSN{"r1": 100, "r2": 50}, 50)
+		checkReplay(t, s, map[string]LSN{"r1": 100, "r2": 50}, 50)
 		publishOK(t, s, map[string]LSN{"r1": 80, "r2": 70}) // r1 never moves back
-		wantReplay(t, s, map[string]LSN{"r1": 100, "r2": 70}, 70)
+		checkReplay(t, s, map[string]LSN{"r1": 100, "r2": 70}, 70)
 		publishOK(t, s, map[string]LSN{"r1": 120}) // r2 removed
-		wantReplay(t, s, map[string]LSN{"r1": 120}, 120)
+		checkReplay(t, s, map[string]LSN{"r1": 120}, 120)
 		publishOK(t, s, map[string]LSN{"r1": 120, "r2": 10}) // r2 back, not below 70
-		wantReplay(t, s, map[string]LSN{"r1": 120, "r2": 70}, 70)
+		checkReplay(t, s, map[string]LSN{"r1": 120, "r2": 70}, 70)
 		publishOK(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")})
-		wantReplay(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")}, mustLSN(t, "F/FFFFFFFF"))
+		checkReplay(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")}, mustLSN(t, "F/FFFFFFFF"))
 		publishOK(t, s, nil) // nothing
 		publishOK(t, s, map[string]LSN{})
-		wantReplay(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")}, mustLSN(t, "F/FFFFFFFF"))
+		checkReplay(t, s, map[string]LSN{"r1": mustLSN(t, "10/0"), "r2": mustLSN(t, "F/FFFFFFFF")}, mustLSN(t, "F/FFFFFFFF"))
 		// Write positions are separate.
-		wantWrite(t, s, nil, 0)
+		checkWrite(t, s, nil, 0)
 	})
 	t.Run("TwoDatabases", func(t *testing.T) {
 		s1, s2 := newStore(t, "db1"), newStore(t, "db2")
 		raiseOK(t, s1, []string{"a"}, 100)
 		raiseOK(t, s1, nil, 50)
 		publishOK(t, s1, map[string]LSN{"r1": 10})
-		wantWrite(t, s2, []string{"a"}, 0)
-		wantWrite(t, s2, nil, 0)
-		wantReplay(t, s2, map[string]LSN{}, 0)
+		checkWrite(t, s2, []string{"a"}, 0)
+		checkWrite(t, s2, nil, 0)
+		checkReplay(t, s2, map[string]LSN{}, 0)
 		raiseOK(t, s2, []string{"a"}, 7)
-		wantWrite(t, s1, []string{"a"}, 100)
-		wantWrite(t, s2, []string{"a"}, 7)
+		checkWrite(t, s1, []string{"a"}, 100)
+		checkWrite(t, s2, []string{"a"}, 7)
 	})
 	t.Run("ConcurrentRaisers", func(t *testing.T) {
 		s := newStore(t, "concurrent")
@@ -209,9 +209,9 @@ func testConformance(t *testing.T, newStore newStoreFunc) {
 		if firstErr != nil {
 			t.Fatal(firstErr)
 		}
-		wantWrite(t, s, []string{"hot"}, maxHot)
-		wantWrite(t, s, []string{"other"}, maxHot)
-		wantWrite(t, s, nil, maxHot)
-		wantReplay(t, s, map[string]LSN{"r": maxRepl}, maxRepl)
+		checkWrite(t, s, []string{"hot"}, maxHot)
+		checkWrite(t, s, []string{"other"}, maxHot)
+		checkWrite(t, s, nil, maxHot)
+		checkReplay(t, s, map[string]LSN{"r": maxRepl}, maxRepl)
 	})
 }

@@ -6,15 +6,15 @@ import (
 )
 
 func TestMemoryConformance(t *testing.T) {
-	testConformance(t, func(*testing.T, string) Store { return NewMemory() })
+	checkConformance(t, func(*testing.T, string) Store { return NewMemory() })
 }
 
 func TestMemoryZeroValue(t *testing.T) {
 	var m Memory
 	raiseOK(t, &m, []string{"a"}, 5)
-	wantWrite(t, &m, []string{"a"}, 5)
+	checkWrite(t, &m, []string{"a"}, 5)
 	publishOK(t, &m, map[string]LSN{"r": 3})
-	wantReplay(t, &m, map[string]LSN{"r": 3}, 3)
+	checkReplay(t, &m, map[string]LSN{"r": 3}, 3)
 }
 
 func TestMemoryReplayPositionsIsACopy(t *testing.T) {
@@ -23,7 +23,7 @@ func TestMemoryReplayPositionsIsACopy(t *testing.T) {
 	got, _ := m.ReplayPositions(context.Background())
 	got["r"] = 1
 	got["x"] = 2
-	wantReplay(t, m, map[string]LSN{"r": 3}, 3)
+	checkReplay(t, m, map[string]LSN{"r": 3}, 3)
 }
 
 func TestMemoryWritePositionAllocs(t *testing.T) {

@@ -43,7 +43,7 @@ func newTestRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 
 func TestRedisConformance(t *testing.T) {
 	_, rdb := redisClient(t)
-	testConformance(t, func(_ *testing.T, db string) Store {
+	checkConformance(t, func(_ *testing.T, db string) Store {
 		return newTestRedis(rdb, RedisOptions{Database: uniqueDB(db)})
 	})
 }
@@ -117,15 +117,15 @@ func TestRedisTTL(t *testing.T) {
 	if d, err := rdb.PTTL(ctx, k).Result(); err != nil || d <= time.Second {
 		t.Errorf("PTTL %s after a lower raise = %v, %v; want refreshed to about %v", k, d, err, ttl)
 	}
-	wantWrite(t, s, []string{"a"}, 10)
+	checkWrite(t, s, []string{"a"}, 10)
 
 	// Expired keys read as "no recent write".
 	short := newTestRedis(rdb, RedisOptions{Database: uniqueDB("ttl-short"), TTL: 50 * time.Millisecond})
 	raiseOK(t, short, []string{"a"}, 10)
-	wantWrite(t, short, []string{"a"}, 10)
+	checkWrite(t, short, []string{"a"}, 10)
 	time.Sleep(200 * time.Millisecond)
-	wantWrite(t, short, []string{"a"}, 0)
-	wantWrite(t, short, nil, 0)
+	checkWrite(t, short, []string{"a"}, 0)
+	checkWrite(t, short, nil, 0)
 }
 
 func TestRedisGarbage(t *testing.T) {
@@ -143,9 +143,9 @@ func TestRedisGarbage(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "lsnstore: ") {
 			t.Errorf("error %q lacks the lsnstore: prefix", err)
 		}
-		wantWrite(t, s, []string{"u"}, 0) // other tables still readable
-		raiseOK(t, s, []string{"t"}, 7)   // repairs
-		wantWrite(t, s, []string{"u", "t"}, 7)
+		checkWrite(t, s, []string{"u"}, 0) // other tables still readable
+		raiseOK(t, s, []string{"t"}, 7)    // repairs
+		checkWrite(t, s, []string{"u", "t"}, 7)
 		rdb.Del(ctx, p+"t-write_lsn")
 	}
 
@@ -155,7 +155,7 @@ func TestRedisGarbage(t *testing.T) {
 		t.Fatalf("WritePosition error = %v; want ErrBadPosition", err)
 	}
 	raiseOK(t, s, nil, 3)
-	wantWrite(t, s, []string{"u"}, 3)
+	checkWrite(t, s, []string{"u"}, 3)
 
 	// In the maximum and in replica positions.
 	rdb.Set(ctx, p+"write_lsn", "x/1", time.Minute)
@@ -163,12 +163,12 @@ func TestRedisGarbage(t *testing.T) {
 		t.Fatalf("WritePosition(nil) error = %v; want ErrBadPosition", err)
 	}
 	raiseOK(t, s, []string{"t"}, 1) // overwrites the garbage maximum with 0/1
-	wantWrite(t, s, nil, 1)
-	wantWrite(t, s, []string{"t"}, 3) // t was deleted, then raised to 1; unknown is 3
+	checkWrite(t, s, nil, 1)
+	checkWrite(t, s, []string{"t"}, 3) // t was deleted, then raised to 1; unknown is 3
 
 	rdb.Set(ctx, p+"replay_lsn-r", "?", time.Minute)
 	publishOK(t, s, map[string]LSN{"r": 4, "q": 5})
-	wantReplay(t, s, map[string]LSN{"r": 4, "q": 5}, 4)
+	checkReplay(t, s, map[string]LSN{"r": 4, "q": 5}, 4)
 	rdb.HSet(ctx, p+"replicas", "r", "bad")
 	if _, err := s.ReplayPositions(ctx); !errors.Is(err, ErrBadPosition) {
 		t.Fatalf("ReplayPositions error = %v; want ErrBadPosition", err)
@@ -189,7 +189,7 @@ func TestRedisScriptFlushed(t *testing.T) {
 	}
 	raiseOK(t, s, []string{"a"}, 2) // NOSCRIPT: falls back to EVAL
 	publishOK(t, s, map[string]LSN{"r": 1})
-	wantWrite(t, s, []string{"a"}, 2)
+	checkWrite(t, s, []string{"a"}, 2)
 }
 
 func TestRedisInvalidOptions(t *testing.T) {
@@ -291,7 +291,7 @@ func TestRedisStopped(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	wantWrite(t, s, []string{"a"}, 3)
+	checkWrite(t, s, []string{"a"}, 3)
 }
 
 func TestRedisTableKeyCache(t *testing.T) {
