@@ -8,7 +8,7 @@ const (
 	benchMySQL    = "SELECT `users`.`id`,`users`.`created_at`,`users`.`name`,`Company`.`id` AS `Company__id`,`Company`.`name` AS `Company__name` FROM `users` LEFT JOIN `companies` `Company` ON `users`.`company_id` = `Company`.`id` AND `Company`.`deleted_at` IS NULL WHERE `users`.`name` = ? AND `users`.`deleted_at` IS NULL ORDER BY `users`.`id` LIMIT ?"
 )
 
-func benchCheckedClassify(b *testing.B, d Dialect, sql string, cacheSize int) {
+func checkedClassifyBench(b *testing.B, d Dialect, sql string, cacheSize int) {
 	c := New(Config{Dialect: d, CacheSize: cacheSize})
 	if r := c.Classify(sql); r.Kind != Read || len(r.Reads) != 2 {
 		b.Fatalf("unexpected result %+v", r)
@@ -21,16 +21,16 @@ func benchCheckedClassify(b *testing.B, d Dialect, sql string, cacheSize int) {
 }
 
 func BenchmarkClassifyPostgresCached(b *testing.B) {
-	benchCheckedClassify(b, Postgres, benchPostgres, 0)
+	checkedClassifyBench(b, Postgres, benchPostgres, 0)
 }
 
 func BenchmarkClassifyPostgresUncached(b *testing.B) {
-	benchCheckedClassify(b, Postgres, benchPostgres, -1)
+	checkedClassifyBench(b, Postgres, benchPostgres, -1)
 }
 
-func BenchmarkClassifyMySQLCached(b *testing.B) { benchCheckedClassify(b, MySQL, benchMySQL, 0) }
+func BenchmarkClassifyMySQLCached(b *testing.B) { checkedClassifyBench(b, MySQL, benchMySQL, 0) }
 
-func BenchmarkClassifyMySQLUncached(b *testing.B) { benchCheckedClassify(b, MySQL, benchMySQL, -1) }
+func BenchmarkClassifyMySQLUncached(b *testing.B) { checkedClassifyBench(b, MySQL, benchMySQL, -1) }
 
 func BenchmarkClassifyPostgresCachedParallel(b *testing.B) {
 	c := New(Config{Dialect: Postgres})
