@@ -3,7 +3,6 @@ package integration_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -99,22 +98,5 @@ func TestMariaDBSessionConsistency(t *testing.T) {
 // TestMariaDBCausalWait: with MaxWait, a read the replica has not applied
 // yet waits on the replica (MASTER_GTID_WAIT) and is served there, fresh.
 func TestMariaDBCausalWait(t *testing.T) {
-	e := newMariaEnv(t, withConfig(func(c *plugin.Config) { c.MaxWait = 10 * time.Second }))
-	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.resumeAll()
-	e.pauseAll()
-	if err := setName(e.db, 1); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_ = e.c.resume(context.Background(), 0)
-	}()
-	got := e.readItem(e.db, 1)
-	if got.Name != "new" {
-		t.Fatalf("STALE READ with the causal wait: %+v", got)
-	}
-	e.mustReplica(got, "read that waited on the replica")
+	checkWaitedRead(t, newMariaEnv(t, withConfig(withMaxWait)))
 }

@@ -10,7 +10,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
@@ -73,24 +72,7 @@ func TestMySQLWritePathsNeverReadStale(t *testing.T) {
 // waits on the replica (WAIT_FOR_EXECUTED_GTID_SET) and is served there,
 // fresh.
 func TestMySQLCausalWait(t *testing.T) {
-	e := newMySQLEnv(t, withConfig(func(c *plugin.Config) { c.MaxWait = 10 * time.Second }))
-	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.resumeAll()
-	e.pauseAll()
-	if err := setName(e.db, 1); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		_ = e.c.resume(context.Background(), 0)
-	}()
-	got := e.readItem(e.db, 1)
-	if got.Name != "new" {
-		t.Fatalf("STALE READ with the causal wait: %+v", got)
-	}
-	e.mustReplica(got, "read that waited on the replica")
+	checkWaitedRead(t, newMySQLEnv(t, withConfig(withMaxWait)))
 }
 
 // TestMySQLRefusesGTIDModeOff: db.Use fails with a configuration error

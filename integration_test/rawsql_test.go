@@ -54,7 +54,16 @@ func TestRawSQLRouting(t *testing.T) {
 // TestMaxWait: with MaxWait, a read that no replica can serve yet waits for
 // one to catch up instead of going to the primary.
 func TestMaxWait(t *testing.T) {
-	e := newEnv(t, withConfig(func(c *plugin.Config) { c.MaxWait = 10 * time.Second }))
+	checkWaitedRead(t, newEnv(t, withConfig(withMaxWait)))
+}
+
+func withMaxWait(c *plugin.Config) { c.MaxWait = 10 * time.Second }
+
+// checkWaitedRead writes with replay paused, resumes replay on every
+// replica 300 ms later, and reads at once: with MaxWait the read waits and
+// is served, fresh, by a replica.
+func checkWaitedRead(t *testing.T, e *env) {
+	t.Helper()
 	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +74,8 @@ func TestMaxWait(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		for i := 0; i < e.pg.Replicas(); i++ {
-			_ = e.pg.ResumeReplay(context.Background(), i)
+		for i := 0; i < e.c.replicas(); i++ {
+			_ = e.c.resume(context.Background(), i)
 		}
 	}()
 	got := e.readItem(e.db, 1)
