@@ -230,34 +230,18 @@ func (p *Plugin) closeReplicas() {
 	}
 }
 
-// closeDependents returns the transitive closure of deps with normalized
-// names: writing t writes every table reachable from t.
+// closeDependents returns the transitive closure of deps with names as
+// store keys: writing t writes every table reachable from t.
 func closeDependents(deps map[string][]string) map[string][]string {
 	if len(deps) == 0 {
 		return nil
 	}
-	norm := make(map[string][]string, len(deps))
+	keyed := make(map[string][]string, len(deps))
 	for t, ds := range deps {
+		k := lsnstore.TableKey(t)
 		for _, d := range ds {
-			norm[normalizeTable(t)] = append(norm[normalizeTable(t)], normalizeTable(d))
+			keyed[k] = append(keyed[k], lsnstore.TableKey(d))
 		}
 	}
-	out := make(map[string][]string, len(norm))
-	for t := range norm {
-		seen := map[string]bool{t: true}
-		stack := append([]string(nil), norm[t]...)
-		var reach []string
-		for len(stack) > 0 {
-			d := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[d] {
-				continue
-			}
-			seen[d] = true
-			reach = append(reach, d)
-			stack = append(stack, norm[d]...)
-		}
-		out[t] = reach
-	}
-	return out
+	return lsnstore.CloseGraph(keyed)
 }

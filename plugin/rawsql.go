@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"github.com/freshread/freshread/lsnstore"
 
 	"github.com/freshread/freshread/classify"
 )
@@ -63,11 +64,11 @@ func (p *Plugin) classify(sql string) rawClass {
 // shared through its cache, so it is copied only when a name changes.
 func normalizeTables(names []string) []string {
 	for i, n := range names {
-		if normalizeTable(n) != n {
+		if lsnstore.TableKey(n) != n {
 			out := make([]string, len(names))
 			copy(out, names[:i])
 			for j := i; j < len(names); j++ {
-				out[j] = normalizeTable(names[j])
+				out[j] = lsnstore.TableKey(names[j])
 			}
 			return out
 		}

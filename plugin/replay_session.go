@@ -253,7 +253,7 @@ func tempTableName(query string) (string, bool) {
 	if name == "" {
 		return "", false
 	}
-	return normalizeTable(name), true
+	return lsnstore.TableKey(name), true
 }
 
 // replicaFresh reports whether the pinned replica has replayed what a read

@@ -5,32 +5,9 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-)
 
-// normalizeTable maps a table name to its store key: quotes removed, the
-// schema dropped and lower-cased. Two distinct tables may share a key
-// (sales.orders and public.orders, "Orders" and orders); that only sends
-// more reads to the primary, never a stale one. Allocation-free for names
-// that are already plain lower case.
-func normalizeTable(name string) string {
-	plain := true
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c == '.' || c == '"' || c == '`' || (c >= 'A' && c <= 'Z') || c == ' ' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return name
-	}
-	name = strings.TrimSpace(name)
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
-	}
-	name = strings.Trim(name, "\"`")
-	return strings.ToLower(name)
-}
+	"github.com/freshread/freshread/lsnstore"
+)
 
 // statementTables returns the tables a GORM-built statement touches: its
 // table, its joins, and the tables of subqueries in its clauses. It returns
@@ -84,7 +61,7 @@ func statementTable(stmt *gorm.Statement) (string, bool) {
 		if stmt.Table == "" {
 			return "", false
 		}
-		return normalizeTable(stmt.Table), true
+		return lsnstore.TableKey(stmt.Table), true
 	}
 	if len(stmt.TableExpr.Vars) > 0 {
 		return "", false // a subquery or a parameter
@@ -109,7 +86,7 @@ func tableFromExpr(sql string) (string, bool) {
 	default:
 		return "", false
 	}
-	return normalizeTable(fields[0]), true
+	return lsnstore.TableKey(fields[0]), true
 }
 
 // joinTable resolves a Joins("Rel") name through the schema's
@@ -129,7 +106,7 @@ func joinTable(stmt *gorm.Statement, name string) (string, bool) {
 		}
 		s = rel.FieldSchema
 	}
-	return normalizeTable(s.Table), true
+	return lsnstore.TableKey(s.Table), true
 }
 
 // appendExprTables walks the clause expressions GORM builds; an expression

@@ -76,26 +76,9 @@ func TestCloseDependentsIsTransitiveAndNormalized(t *testing.T) {
 		"\"Other\"":     {"d"},
 		"public.unused": nil,
 	})
-	for k := range got {
-		sort.Strings(got[k])
-	}
 	want := map[string][]string{"a": {"b", "c"}, "b": {"a", "c"}, "other": {"d"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("closeDependents = %v, want %v", got, want)
-	}
-}
-
-func TestNormalizeTable(t *testing.T) {
-	for in, want := range map[string]string{
-		"orders": "orders", "Orders": "orders", `"public"."Orders"`: "orders",
-		"sales.orders": "orders", "`orders`": "orders", " orders ": "orders",
-	} {
-		if got := normalizeTable(in); got != want {
-			t.Errorf("normalizeTable(%q) = %q, want %q", in, got, want)
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { normalizeTable("orders") }); n != 0 {
-		t.Errorf("normalizeTable allocates %v times on a plain name", n)
 	}
 }
 

@@ -239,7 +239,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) error {
 	}
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
-		d.rels[m.RelationID] = normTable(m.RelationName)
+		d.rels[m.RelationID] = lsnstore.TableKey(m.RelationName)
 	case *pglogrepl.BeginMessage:
 		d.inTx = true
 		d.tables = map[string]struct{}{}

@@ -59,38 +59,7 @@ func (g *Graph) EdgeCount() int {
 // Closed returns the transitive closure: every table reachable from each
 // table, sorted. A table that reaches lsnstore.Everything has it in its
 // list.
-func (g *Graph) Closed() map[string][]string {
-	out := make(map[string][]string, len(g.Edges))
-	for t := range g.Edges {
-		seen := map[string]bool{t: true}
-		stack := slices.Clone(g.Edges[t])
-		var reach []string
-		for len(stack) > 0 {
-			d := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[d] {
-				continue
-			}
-			seen[d] = true
-			reach = append(reach, d)
-			stack = append(stack, g.Edges[d]...)
-		}
-		if len(reach) > 0 {
-			slices.Sort(reach)
-			out[t] = reach
-		}
-	}
-	return out
-}
-
-// normTable maps a relation name to its store key as the plugin does:
-// schema dropped, quotes removed, lower case.
-func normTable(name string) string {
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
-	}
-	return strings.ToLower(strings.Trim(name, `"`))
-}
+func (g *Graph) Closed() map[string][]string { return lsnstore.CloseGraph(g.Edges) }
 
 // userFunc is a function outside pg_catalog and information_schema.
 type userFunc struct {
@@ -268,7 +237,7 @@ func (a *analyzer) analyzeFunc(f *userFunc) {
 			f.dynamic = append(f.dynamic, fmt.Sprintf("function %s: %q: %s", f, short(st.sql), r.Reason))
 		}
 		for _, w := range r.Writes {
-			f.writes = append(f.writes, normTable(w))
+			f.writes = append(f.writes, lsnstore.TableKey(w))
 		}
 	}
 }
@@ -329,7 +298,7 @@ func (a *analyzer) triggers(ctx context.Context, q Querier, g *Graph) error {
 		if f == nil {
 			continue // a built-in trigger function (pg_catalog) changes only its row
 		}
-		from := normTable(t.rel)
+		from := lsnstore.TableKey(t.rel)
 		writes, dynamic := a.effects(f)
 		for _, w := range writes {
 			g.add(from, w)
@@ -362,7 +331,7 @@ func foreignKeys(ctx context.Context, q Querier, g *Graph) error {
 	}
 	var parent, child string
 	if _, err := pgx.ForEachRow(rows, []any{&parent, &child}, func() error {
-		g.add(normTable(parent), normTable(child))
+		g.add(lsnstore.TableKey(parent), lsnstore.TableKey(child))
 		return nil
 	}); err != nil {
 		return fmt.Errorf("tracker: read pg_constraint: %w", err)
@@ -392,7 +361,7 @@ func (a *analyzer) rules(ctx context.Context, q Querier, g *Graph) error {
 		return fmt.Errorf("tracker: read pg_rewrite: %w", err)
 	}
 	for _, r := range rules {
-		from := normTable(r.rel)
+		from := lsnstore.TableKey(r.rel)
 		writes, dynamic := a.ruleEffects(r.def)
 		for _, w := range writes {
 			g.add(from, w)
@@ -449,7 +418,7 @@ func (a *analyzer) ruleEffects(def string) (writes, dynamic []string) {
 			dynamic = append(dynamic, fmt.Sprintf("action %q: %s", short(action), r.Reason))
 		}
 		for _, w := range r.Writes {
-			writes = append(writes, normTable(w))
+			writes = append(writes, lsnstore.TableKey(w))
 		}
 		return writes, dynamic
 	}
@@ -482,8 +451,8 @@ func views(ctx context.Context, q Querier, g *Graph) error {
 	var deps []dep
 	count := map[string]int{}
 	if _, err := pgx.ForEachRow(rows, []any{&view, &table, &updatable}, func() error {
-		deps = append(deps, dep{normTable(view), normTable(table), updatable})
-		count[normTable(view)]++
+		deps = append(deps, dep{lsnstore.TableKey(view), lsnstore.TableKey(table), updatable})
+		count[lsnstore.TableKey(view)]++
 		return nil
 	}); err != nil {
 		return fmt.Errorf("tracker: read views: %w", err)

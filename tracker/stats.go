@@ -62,7 +62,7 @@ func (w *worker) statsOnce(ctx context.Context, last map[string]tableCounters) (
 			rows.Close()
 			return nil, err
 		}
-		t := normTable(name)
+		t := lsnstore.TableKey(name)
 		// Tables of one name in several schemas share a key: sum them.
 		old := next[t]
 		for i := range c {

@@ -1,0 +1,60 @@
+package lsnstore
+
+import (
+	"slices"
+	"strings"
+)
+
+// TableKey maps a table name, as SQL or GORM spell it, to the name its
+// position is stored under: quotes removed, the schema dropped, lower case.
+// Two distinct tables may share a key (sales.orders and public.orders,
+// "Orders" and orders); that only sends more reads to the primary, never a
+// stale one. The plugin and the tracker both name tables with it.
+// Allocation-free for names that are already plain lower case.
+func TableKey(name string) string {
+	plain := true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '.' || c == '"' || c == '`' || (c >= 'A' && c <= 'Z') || c == ' ' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	name = strings.TrimSpace(name)
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Trim(name, "\"`")
+	return strings.ToLower(name)
+}
+
+// CloseGraph returns the transitive closure of a dependency graph: for each
+// table, every table reachable from it, sorted, without itself. Tables
+// that reach nothing are left out. Everything ("*") is kept like any other
+// name.
+func CloseGraph(edges map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(edges))
+	for t := range edges {
+		seen := map[string]bool{t: true}
+		stack := slices.Clone(edges[t])
+		var reach []string
+		for len(stack) > 0 {
+			d := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[d] {
+				continue
+			}
+			seen[d] = true
+			reach = append(reach, d)
+			stack = append(stack, edges[d]...)
+		}
+		if len(reach) > 0 {
+			slices.Sort(reach)
+			out[t] = reach
+		}
+	}
+	return out
+}
