@@ -113,7 +113,7 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	if strings.ContainsAny(pos, `'\`) {
 		return nil, fmt.Errorf("testcluster: unexpected MariaDB gtid_binlog_pos %q", pos)
 	}
-	if err := mdb.exec(ctx, m.replicaDSN(""),
+	if err := execMySQL(ctx, m.replicaDSN(""),
 		"RESET MASTER",
 		fmt.Sprintf("SET GLOBAL gtid_slave_pos = '%s'", pos),
 		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=3306, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", mariaPrimaryAlias),

@@ -137,7 +137,7 @@ func startDockerMySQL(ctx context.Context) (_ mysqlBackend, err error) {
 	stmts = append(stmts,
 		fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%d, SOURCE_USER='root', SOURCE_PASSWORD='', SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1, SOURCE_CONNECT_RETRY=1", mysqlPrimaryAlias, m.primary.port),
 		"START REPLICA")
-	if err := mdb.exec(ctx, m.replicaDSN(""), stmts...); err != nil {
+	if err := execMySQL(ctx, m.replicaDSN(""), stmts...); err != nil {
 		return nil, err
 	}
 	return m, nil

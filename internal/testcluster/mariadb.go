@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -37,7 +36,7 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	)
 	switch {
 	case os.Getenv(EnvMariaDBPrimary) != "":
-		b, err = newEnvMariaDB()
+		b, err = newEnvMySQLPair(EnvMariaDBPrimary, EnvMariaDBReplica)
 	case dockerAvailable(ctx):
 		b, err = startDockerMariaDB(ctx)
 	default:
@@ -63,41 +62,21 @@ func (m *MariaDB) ReplicaDSN(db string) string { return m.backend.replicaDSN(db)
 // Close stops the servers and removes their data.
 func (m *MariaDB) Close() error { return m.backend.close() }
 
-func (m *MariaDB) withDB(ctx context.Context, dsn string, f func(*sql.DB) error) error {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return fmt.Errorf("testcluster: %w", err)
-	}
-	defer db.Close()
-	return f(db)
-}
-
-func (m *MariaDB) exec(ctx context.Context, dsn string, stmts ...string) error {
-	return m.withDB(ctx, dsn, func(db *sql.DB) error {
-		for _, s := range stmts {
-			if _, err := db.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("testcluster: %s: %w", s, err)
-			}
-		}
-		return nil
-	})
-}
-
 // StopApply stops the replica's SQL thread (STOP SLAVE SQL_THREAD): events
 // still arrive but are not applied.
 func (m *MariaDB) StopApply(ctx context.Context) error {
-	return m.exec(ctx, m.ReplicaDSN(""), "STOP SLAVE SQL_THREAD")
+	return execMySQL(ctx, m.ReplicaDSN(""), "STOP SLAVE SQL_THREAD")
 }
 
 // StartApply starts the replica's SQL thread again.
 func (m *MariaDB) StartApply(ctx context.Context) error {
-	return m.exec(ctx, m.ReplicaDSN(""), "START SLAVE SQL_THREAD")
+	return execMySQL(ctx, m.ReplicaDSN(""), "START SLAVE SQL_THREAD")
 }
 
 // PrimaryGTID is the primary's @@gtid_binlog_pos.
 func (m *MariaDB) PrimaryGTID(ctx context.Context) (string, error) {
 	var pos string
-	err := m.withDB(ctx, m.PrimaryDSN(""), func(db *sql.DB) error {
+	err := withMySQLDB(m.PrimaryDSN(""), func(db *sql.DB) error {
 		return db.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&pos)
 	})
 	return pos, err
@@ -114,7 +93,7 @@ func (m *MariaDB) WaitCaughtUp(ctx context.Context) error {
 	if pos == "" {
 		return nil
 	}
-	return m.withDB(ctx, m.ReplicaDSN(""), func(db *sql.DB) error {
+	return withMySQLDB(m.ReplicaDSN(""), func(db *sql.DB) error {
 		for {
 			var r sql.NullInt64
 			if err := db.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, 0.2)", pos).Scan(&r); err != nil {
@@ -134,49 +113,8 @@ func (m *MariaDB) WaitCaughtUp(ctx context.Context) error {
 // replica has it, and drops it when t ends.
 func (m *MariaDB) CreateDatabase(t testing.TB) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	name := uniqueName("fr")
-	if err := m.exec(ctx, m.PrimaryDSN(""), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WaitCaughtUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = m.exec(ctx, m.PrimaryDSN(""), "DROP DATABASE IF EXISTS "+name)
-	})
-	return name
+	return createReplicatedDatabase(t, m.PrimaryDSN(""), m.WaitCaughtUp)
 }
-
-type envMariaDB struct {
-	primary, replica *mysql.Config
-}
-
-func newEnvMariaDB() (*envMariaDB, error) {
-	p, err := mysql.ParseDSN(os.Getenv(EnvMariaDBPrimary))
-	if err != nil {
-		return nil, fmt.Errorf("testcluster: %s is not a valid DSN", EnvMariaDBPrimary)
-	}
-	r, err := mysql.ParseDSN(os.Getenv(EnvMariaDBReplica))
-	if err != nil || strings.TrimSpace(os.Getenv(EnvMariaDBReplica)) == "" {
-		return nil, fmt.Errorf("testcluster: %s is set but %s is not a valid DSN", EnvMariaDBPrimary, EnvMariaDBReplica)
-	}
-	return &envMariaDB{primary: p, replica: r}, nil
-}
-
-func dsnWithDB(c *mysql.Config, db string) string {
-	cc := c.Clone()
-	cc.DBName = db
-	cc.ParseTime = true
-	return cc.FormatDSN()
-}
-
-func (e *envMariaDB) primaryDSN(db string) string { return dsnWithDB(e.primary, db) }
-func (e *envMariaDB) replicaDSN(db string) string { return dsnWithDB(e.replica, db) }
-func (e *envMariaDB) close() error                { return nil }
 
 // PrimaryPort is the primary's TCP port (what SELECT @@port reports).
 func (m *MariaDB) PrimaryPort() int { return dsnPort(m.PrimaryDSN("")) }

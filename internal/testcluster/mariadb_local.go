@@ -88,7 +88,6 @@ func startLocalMariaDB(ctx context.Context) (_ *localMariaDB, err error) {
 	if err != nil {
 		return nil, err
 	}
-	mdb := &MariaDB{backend: m}
 	// Root may only log in from localhost; the tests connect over TCP from
 	// 127.0.0.1, so give root that host too (bootstrapping, not replicated:
 	// run on both with the binlog off).
@@ -98,11 +97,11 @@ func startLocalMariaDB(ctx context.Context) (_ *localMariaDB, err error) {
 		"GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION",
 	}
 	for _, nd := range []*mariaNode{m.primary, m.replica} {
-		if err := mdb.exec(ctx, m.socketDSN(nd), grant...); err != nil {
+		if err := execMySQL(ctx, m.socketDSN(nd), grant...); err != nil {
 			return nil, err
 		}
 	}
-	if err := mdb.exec(ctx, m.replicaDSN(""),
+	if err := execMySQL(ctx, m.replicaDSN(""),
 		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", m.primary.port),
 		"START SLAVE"); err != nil {
 		return nil, err

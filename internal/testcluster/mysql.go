@@ -8,9 +8,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Environment variables that name a running MySQL 8 primary and its GTID
@@ -58,7 +55,7 @@ func StartMySQL(ctx context.Context) (*MySQL, error) {
 	)
 	switch {
 	case os.Getenv(EnvMySQLPrimary) != "":
-		b, err = newEnvMySQL()
+		b, err = newEnvMySQLPair(EnvMySQLPrimary, EnvMySQLReplica)
 	case dockerAvailable(ctx):
 		b, err = startDockerMySQL(ctx)
 	default:
@@ -93,47 +90,21 @@ func (m *MySQL) ReplicaPort() int { return dsnPort(m.ReplicaDSN("")) }
 // by environment variables).
 func (m *MySQL) Close() error { return m.backend.close() }
 
-func (m *MySQL) withDB(dsn string, f func(*sql.DB) error) error {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return fmt.Errorf("testcluster: %w", err)
-	}
-	defer db.Close()
-	return f(db)
-}
-
-func (m *MySQL) exec(ctx context.Context, dsn string, stmts ...string) error {
-	return m.withDB(dsn, func(db *sql.DB) error {
-		// One connection: the statements may depend on each other's session.
-		conn, err := db.Conn(ctx)
-		if err != nil {
-			return fmt.Errorf("testcluster: %w", err)
-		}
-		defer conn.Close()
-		for _, s := range stmts {
-			if _, err := conn.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("testcluster: %s: %w", s, err)
-			}
-		}
-		return nil
-	})
-}
-
 // StopApply stops the replica's applier (STOP REPLICA SQL_THREAD): the
 // receiver still fetches transactions but they are not applied.
 func (m *MySQL) StopApply(ctx context.Context) error {
-	return m.exec(ctx, m.ReplicaDSN(""), "STOP REPLICA SQL_THREAD")
+	return execMySQL(ctx, m.ReplicaDSN(""), "STOP REPLICA SQL_THREAD")
 }
 
 // StartApply starts the replica's applier again.
 func (m *MySQL) StartApply(ctx context.Context) error {
-	return m.exec(ctx, m.ReplicaDSN(""), "START REPLICA SQL_THREAD")
+	return execMySQL(ctx, m.ReplicaDSN(""), "START REPLICA SQL_THREAD")
 }
 
 // PrimaryGTIDExecuted is the primary's @@GLOBAL.gtid_executed.
 func (m *MySQL) PrimaryGTIDExecuted(ctx context.Context) (string, error) {
 	var set string
-	err := m.withDB(m.PrimaryDSN(""), func(db *sql.DB) error {
+	err := withMySQLDB(m.PrimaryDSN(""), func(db *sql.DB) error {
 		return db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&set)
 	})
 	if err != nil {
@@ -155,7 +126,7 @@ func (m *MySQL) WaitCaughtUp(ctx context.Context) error {
 	if set == "" {
 		return nil
 	}
-	return m.withDB(m.ReplicaDSN(""), func(db *sql.DB) error {
+	return withMySQLDB(m.ReplicaDSN(""), func(db *sql.DB) error {
 		for {
 			var r sql.NullInt64
 			if err := db.QueryRowContext(ctx, "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, 1)", set).Scan(&r); err != nil {
@@ -178,40 +149,5 @@ func (m *MySQL) WaitCaughtUp(ctx context.Context) error {
 // replica has it, and drops it when t ends.
 func (m *MySQL) CreateDatabase(t testing.TB) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	name := uniqueName("fr")
-	if err := m.exec(ctx, m.PrimaryDSN(""), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.WaitCaughtUp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = m.exec(ctx, m.PrimaryDSN(""), "DROP DATABASE IF EXISTS "+name)
-	})
-	return name
+	return createReplicatedDatabase(t, m.PrimaryDSN(""), m.WaitCaughtUp)
 }
-
-// envMySQL is a primary and replica named by FRESHREAD_MYSQL_*_DSN.
-type envMySQL struct {
-	primary, replica *mysql.Config
-}
-
-func newEnvMySQL() (*envMySQL, error) {
-	p, err := mysql.ParseDSN(os.Getenv(EnvMySQLPrimary))
-	if err != nil {
-		return nil, fmt.Errorf("testcluster: %s is not a valid DSN", EnvMySQLPrimary)
-	}
-	r, err := mysql.ParseDSN(os.Getenv(EnvMySQLReplica))
-	if err != nil || strings.TrimSpace(os.Getenv(EnvMySQLReplica)) == "" {
-		return nil, fmt.Errorf("testcluster: %s is set but %s is not a valid DSN", EnvMySQLPrimary, EnvMySQLReplica)
-	}
-	return &envMySQL{primary: p, replica: r}, nil
-}
-
-func (e *envMySQL) primaryDSN(db string) string { return dsnWithDB(e.primary, db) }
-func (e *envMySQL) replicaDSN(db string) string { return dsnWithDB(e.replica, db) }
-func (e *envMySQL) close() error                { return nil }
