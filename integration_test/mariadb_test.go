@@ -9,9 +9,10 @@ import (
 	"github.com/freshread/freshread/plugin"
 )
 
-// mariaWritePaths are the write paths MariaDB supports (no UPDATE ...
-// RETURNING, no RETURNING clause in GORM's mysql dialector).
-func mariaWritePaths() []writePath {
+// writePathsWithoutReturning are the write paths MariaDB and MySQL
+// support: no UPDATE ... RETURNING, no RETURNING clause in GORM's mysql
+// dialector.
+func writePathsWithoutReturning() []writePath {
 	var out []writePath
 	for _, wp := range writePaths {
 		switch wp.name {
@@ -28,7 +29,7 @@ func mariaWritePaths() []writePath {
 // served by the primary, an untouched table by the replica, and after
 // START SLAVE SQL_THREAD and catch-up the written table by the replica.
 func TestMariaDBWritePathsNeverReadStale(t *testing.T) {
-	for i, wp := range mariaWritePaths() {
+	for i, wp := range writePathsWithoutReturning() {
 		t.Run(wp.name, func(t *testing.T) {
 			e := newMariaEnv(t)
 			runWritePath(t, e, wp, uint(i+1))

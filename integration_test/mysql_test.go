@@ -40,19 +40,6 @@ func newMySQLEnv(t *testing.T, opts ...envOpt) *env {
 	return newEnvOn(t, mysqlCluster{testcluster.MySQLFor(t)}, nil, opts...)
 }
 
-// mysqlWritePaths are the write paths MySQL supports: it has no RETURNING.
-func mysqlWritePaths() []writePath {
-	var out []writePath
-	for _, wp := range writePaths {
-		switch wp.name {
-		case "RawReturningScan", "ClauseReturning":
-			continue
-		}
-		out = append(out, wp)
-	}
-	return out
-}
-
 // TestMySQLWritePathsNeverReadStale: every write path, with the replica's
 // applier stopped (STOP REPLICA SQL_THREAD): the next read of the written
 // table is fresh and served by the primary, an untouched table by the
@@ -60,7 +47,7 @@ func mysqlWritePaths() []writePath {
 // by the replica.
 func TestMySQLWritePathsNeverReadStale(t *testing.T) {
 	testcluster.MySQLFor(t) // skip once, not in every subtest
-	for i, wp := range mysqlWritePaths() {
+	for i, wp := range writePathsWithoutReturning() {
 		t.Run(wp.name, func(t *testing.T) {
 			e := newMySQLEnv(t)
 			runWritePath(t, e, wp, uint(i+1))
