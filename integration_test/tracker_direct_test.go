@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -81,6 +82,10 @@ func checkDirectWrite(t *testing.T, mode tracker.Mode) {
 		t.Cleanup(func() { dropSlot(e, run) })
 	}
 	waitReady(t, run.tr, 20*time.Second)
+	// A plugin that also watches the tracker's decoding, opened while the
+	// replicas replay (a plugin opened later only trusts replicas that have
+	// replayed what the primary had when it started).
+	watching, _ := e.open(withStore(store), withConfig(func(c *plugin.Config) { c.DirectWrites = true }))
 	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +105,42 @@ func checkDirectWrite(t *testing.T, mode tracker.Mode) {
 		t.Fatalf("read after a direct write: %+v; want the direct write's data", got)
 	}
 	if mode == tracker.ModeLogical {
-		// Exact: a table nobody wrote still reads from a replica.
+		// Exact: a table nobody wrote still reads from a replica, also for
+		// a plugin that watches the decoding (DirectWrites): the tracker's
+		// decoded position is recent.
 		e.mustReplica(e.readOther(e.db), "read of an untouched table")
+		time.Sleep(300 * time.Millisecond) // a few polls and status updates
+		e.mustReplica(e.readOther(watching), "untouched table, DirectWrites with a live tracker")
+		if got := e.readItem(watching, 1); got.Name != "direct" {
+			t.Fatalf("STALE READ of a direct write with DirectWrites: %+v", got)
+		}
 	}
+}
+
+// TestDirectWritesWithoutTracker: with DirectWrites and no tracker
+// decoding (no decoded position in the store), a direct write is never
+// read stale: reads wait for replicas that have everything (here: paused,
+// so the primary), while a plugin without DirectWrites reads it stale.
+func TestDirectWritesWithoutTracker(t *testing.T) {
+	store, _ := newRedisStore(t, "nodecode-"+t.Name())
+	e := newEnv(t, withStore(store))
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	watching, _ := e.open(withStore(store), withConfig(func(c *plugin.Config) { c.DirectWrites = true }))
+	e.resumeAll()
+	e.mustReplica(e.readOther(watching), "caught-up replicas serve reads with DirectWrites")
+	e.pauseAll()
+	rawWrite(t, e.rawConn(), "UPDATE items SET name = 'direct' WHERE id = 1")
+	time.Sleep(50 * time.Millisecond)
+	if got := e.readItem(e.db, 1); got.Name != "old" || !e.isReplica(got.Port) {
+		t.Fatalf("control without DirectWrites: %+v, want the stale replica value", got)
+	}
+	got := e.readItem(watching, 1)
+	if got.Name != "direct" {
+		t.Fatalf("STALE READ of a direct write with DirectWrites and no tracker: %+v", got)
+	}
+	e.mustPrimary(got, "direct write, no tracker decoding")
 }
 
 func TestTrackerDirectWriteLogical(t *testing.T) {

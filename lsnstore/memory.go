@@ -24,7 +24,8 @@ type Memory struct {
 	current  []string       // replicas of the latest PublishReplay call
 	minimum  LSN            // minimum over current
 
-	deps atomic.Pointer[Dependents] // the dependency graph (dependents.go)
+	deps    atomic.Pointer[Dependents] // the dependency graph (dependents.go)
+	decoded atomic.Uint64              // the tracker's decoded position (decoded.go)
 }
 
 // NewMemory returns an empty in-process store.

@@ -88,6 +88,21 @@ type Config struct {
 	// polled (one query per PollInterval). Default: false.
 	ReplayFromStore bool
 
+	// DirectWrites says a tracker in logical mode (`freshread tracker
+	// --mode logical`) publishes the writes made outside the application.
+	// The plugin then also watches how far decoding has got (the tracker's
+	// decoded position in the store): when it is missing (no tracker, or a
+	// dead one whose key expired) or more than MaxDecodeLag bytes of WAL
+	// behind the primary, a read (Consistency Table) may only use a replica
+	// that has replayed everything the primary had written at the last
+	// poll. Default: false.
+	DirectWrites bool
+
+	// MaxDecodeLag is the decoding lag, in bytes of WAL, up to which
+	// DirectWrites trusts the tracker; direct writes in that window may be
+	// read stale until decoded. Default: 1 MiB.
+	MaxDecodeLag uint64
+
 	// Announce registers the database and its replicas in the tracker's
 	// registry at Initialize (no credentials: host, port, database, the
 	// store's name and prefix, replica names and addresses), so a running
@@ -160,6 +175,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HeartbeatTable == "" {
 		c.HeartbeatTable = "freshread_heartbeat"
+	}
+	if c.MaxDecodeLag == 0 {
+		c.MaxDecodeLag = 1 << 20
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 20 * time.Millisecond

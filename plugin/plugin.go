@@ -33,6 +33,10 @@ type Plugin struct {
 	stats   stats
 	// lastPrimary is the primary's insert position at the last poll.
 	lastPrimary atomic.Uint64
+	// directFloor is a position every Table read must wait for while the
+	// tracker's decoding of direct writes is missing or too far behind
+	// (Config.DirectWrites); 0 otherwise.
+	directFloor atomic.Uint64
 	pending     pendingWrites
 	// tick is closed and replaced after every poll, waking MaxWait waiters.
 	tick atomic.Pointer[chan struct{}]

@@ -110,6 +110,9 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		_ = p.cfg.Store.PublishReplay(ctx, published)
 	}
 	p.retryPending(ctx)
+	if p.cfg.DirectWrites {
+		p.checkDecoding(ctx, ins, primaryOK)
+	}
 	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
 		p.depsCheckedAt = now
 		p.refreshDependents(ctx)
@@ -118,6 +121,24 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	next := make(chan struct{})
 	old := p.tick.Swap(&next)
 	close(*old)
+}
+
+// checkDecoding sets the direct-write floor from the tracker's decoded
+// position (Config.DirectWrites).
+func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.LSN, primaryOK bool) {
+	if !primaryOK {
+		ins = lsnstore.LSN(p.lastPrimary.Load())
+	}
+	var decoded lsnstore.LSN
+	var err error
+	if ds, ok := p.cfg.Store.(lsnstore.DecodedStore); ok {
+		decoded, err = ds.DecodedPosition(ctx)
+	}
+	if err != nil || decoded == 0 || (ins > decoded && uint64(ins-decoded) > p.cfg.MaxDecodeLag) {
+		p.directFloor.Store(uint64(ins))
+		return
+	}
+	p.directFloor.Store(0)
 }
 
 // idleCaughtUp reports whether flush and insert differ only by the page

@@ -276,6 +276,9 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass) bool {
 		if pos > required {
 			required = pos
 		}
+		if floor := lsnstore.LSN(s.p.directFloor.Load()); floor > required {
+			required = floor
+		}
 	}
 	return st.pos >= required
 }

@@ -161,6 +161,9 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 		if pos > required {
 			required = pos
 		}
+		if floor := lsnstore.LSN(p.directFloor.Load()); floor > required {
+			required = floor // direct writes not (yet) decoded by the tracker
+		}
 	}
 	pool, best := p.freshReplica(required)
 	if pool == nil && p.cfg.MaxWait > 0 {

@@ -326,5 +326,8 @@ func (d *decoder) sendStatus(ctx context.Context, repl *pgconn.PgConn) error {
 		return fmt.Errorf("send standby status: %w", err)
 	}
 	d.sent = d.confirmed
+	// Tell plugins how far direct writes are published. Best effort: a
+	// missing or expired key (ReplayTTL) makes plugins conservative.
+	_ = d.w.replay.PublishDecoded(ctx, d.confirmed)
 	return nil
 }
