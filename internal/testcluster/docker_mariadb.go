@@ -36,8 +36,11 @@ type dockerMariaNode struct {
 
 // mariaServerArgs are the mariadbd options of a node; the image's
 // entrypoint passes arguments that start with "-" to mariadbd.
-func mariaServerArgs(serverID int) []string {
+func mariaServerArgs(serverID, port int) []string {
 	return []string{
+		// The server listens inside the container on its host port too,
+		// so @@port reports the port the tests know it by.
+		"--port=" + strconv.Itoa(port),
 		"--server-id=" + strconv.Itoa(serverID),
 		"--log-bin=mysql-bin",
 		"--log-slave-updates",
@@ -81,9 +84,9 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 					"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD": "1",
 					"MARIADB_INITDB_SKIP_TZINFO":        "1",
 				}),
-				testcontainers.WithCmd(mariaServerArgs(serverID)...),
+				testcontainers.WithCmd(mariaServerArgs(serverID, nd.port)...),
 				network.WithNetwork([]string{nd.name}, nw),
-				withFixedPort("3306/tcp", bindIP, nd.port),
+				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
 			)
 			if err != nil {
 				errs <- err
@@ -116,7 +119,7 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	if err := execMySQL(ctx, m.replicaDSN(""),
 		"RESET MASTER",
 		fmt.Sprintf("SET GLOBAL gtid_slave_pos = '%s'", pos),
-		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=3306, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", mariaPrimaryAlias),
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", mariaPrimaryAlias, m.primary.port),
 		"START SLAVE"); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,14 +89,16 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 	primary := p.nodes[0]
 	primary.c, err = runContainer(ctx, "PostgreSQL primary", postgresImage,
 		testcontainers.WithEnv(map[string]string{"POSTGRES_HOST_AUTH_METHOD": "trust"}),
-		testcontainers.WithCmd(append([]string{"postgres"}, pgServerArgs...)...),
+		// The server listens inside the container on its host port too, so
+		// inet_server_port() reports the port the tests know it by.
+		testcontainers.WithCmd(append([]string{"postgres", "-c", "port=" + strconv.Itoa(primary.port)}, pgServerArgs...)...),
 		testcontainers.WithFiles(testcontainers.ContainerFile{
 			Reader:            strings.NewReader(pgReplicationHBA),
 			ContainerFilePath: "/docker-entrypoint-initdb.d/10-replication-hba.sh",
 			FileMode:          0o755,
 		}),
 		network.WithNetwork([]string{primary.name}, nw),
-		withFixedPort("5432/tcp", bindIP, primary.port),
+		withFixedPort(strconv.Itoa(primary.port)+"/tcp", bindIP, primary.port),
 	)
 	if err != nil {
 		return nil, err
@@ -112,9 +115,9 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		go func(i int, r *dockerPGNode) {
 			defer wg.Done()
 			c, err := runContainer(ctx, "PostgreSQL "+r.name, postgresImage,
-				testcontainers.WithEntrypoint("sh", "-c", pgReplicaScript(r.name)),
+				testcontainers.WithEntrypoint("sh", "-c", pgReplicaScript(r.name, primary.port, r.port)),
 				network.WithNetwork([]string{r.name}, nw),
-				withFixedPort("5432/tcp", bindIP, r.port),
+				withFixedPort(strconv.Itoa(r.port)+"/tcp", bindIP, r.port),
 			)
 			if err != nil {
 				errs[i] = err
@@ -137,15 +140,15 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 // as the postgres user, as PID 1 so it gets the image's stop signal
 // (SIGINT, fast shutdown). A restarted container keeps its data directory
 // and skips the clone.
-func pgReplicaScript(name string) string {
-	conninfo := fmt.Sprintf("host=%s port=5432 user=postgres application_name=%s", pgPrimaryAlias, name)
+func pgReplicaScript(name string, primaryPort, port int) string {
+	conninfo := fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", pgPrimaryAlias, primaryPort, name)
 	return fmt.Sprintf(`set -e
 mkdir -p "$PGDATA"
 chown postgres:postgres "$PGDATA"
 chmod 700 "$PGDATA"
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	tries=0
-	until gosu postgres pg_basebackup -h %[1]s -p 5432 -U postgres -D "$PGDATA" -R -X stream --checkpoint=fast --no-sync; do
+	until gosu postgres pg_basebackup -h %[1]s -p %[4]d -U postgres -D "$PGDATA" -R -X stream --checkpoint=fast --no-sync; do
 		tries=$((tries + 1))
 		if [ "$tries" -ge 60 ]; then
 			echo "pg_basebackup from %[1]s failed" >&2
@@ -157,8 +160,8 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	echo "primary_conninfo = '%[2]s'" >> "$PGDATA/postgresql.auto.conf"
 	chown postgres:postgres "$PGDATA/postgresql.auto.conf"
 fi
-exec gosu postgres postgres %[3]s
-`, pgPrimaryAlias, conninfo, strings.Join(pgServerArgs, " "))
+exec gosu postgres postgres -c port=%[5]d %[3]s
+`, pgPrimaryAlias, conninfo, strings.Join(pgServerArgs, " "), primaryPort, port)
 }
 
 // waitNode waits until nd accepts queries through its published port (a
