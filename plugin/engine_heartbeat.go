@@ -3,7 +3,9 @@ package plugin
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -39,6 +41,23 @@ func newHeartbeatEngine(base engine, table string) (*heartbeatEngine, error) {
 		return nil, fmt.Errorf("%w: HeartbeatTable %q is not a plain identifier", ErrConfig, table)
 	}
 	return &heartbeatEngine{engine: base, table: table}, nil
+}
+
+// identify delegates to the native engine; when the native positions are
+// unusable (MySQL without GTIDs, which is what the heartbeat is for) the
+// cluster is identified by the primary's server_uuid.
+func (h *heartbeatEngine) identify(ctx context.Context, primary *sql.DB) (uint64, error) {
+	id, err := h.engine.identify(ctx, primary)
+	if err == nil || !errors.Is(err, ErrConfig) || h.engine.dialectorName() != "mysql" {
+		return id, err
+	}
+	var uuid string
+	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.server_uuid").Scan(&uuid); err != nil {
+		return 0, fmt.Errorf("plugin: read server_uuid: %w", err)
+	}
+	hash := fnv.New64a()
+	fmt.Fprintf(hash, "heartbeat-mysql-%s", uuid)
+	return hash.Sum64(), nil
 }
 
 // prepare creates the table and its row when missing.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"time"
 
 	"github.com/freshread/freshread/classify"
@@ -91,11 +92,16 @@ func (*mysqlEngine) readOnlyFunctions(context.Context, *sql.DB) ([]string, error
 }
 
 // waitApplied is MySQL's causal wait: WAIT_FOR_EXECUTED_GTID_SET returns 0
-// once the replica has executed uuid:1-n, 1 on timeout.
+// once the replica has executed uuid:1-n, 1 on timeout. Its timeout is
+// given in whole seconds (rounded up); the context's deadline enforces
+// MaxWait itself (a cancelled wait costs the driver its connection).
 func (m *mysqlEngine) waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.LSN, timeout time.Duration) (bool, error) {
 	var r sql.NullInt64
 	set := fmt.Sprintf("%s:1-%d", m.uuid, uint64(pos))
-	if err := replica.QueryRowContext(ctx, "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", set, timeout.Seconds()).Scan(&r); err != nil {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	secs := int64(math.Ceil(timeout.Seconds()))
+	if err := replica.QueryRowContext(ctx, "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)", set, secs).Scan(&r); err != nil {
 		return false, err
 	}
 	return r.Valid && r.Int64 == 0, nil
