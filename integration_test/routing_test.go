@@ -372,3 +372,46 @@ func TestMaxLagLongerThanTTLRefused(t *testing.T) {
 		t.Fatalf("MaxLag of an hour with a 10-minute TTL: %v", err)
 	}
 }
+
+// TestPreloadRoutedOnItsOwn: a preload is its own statement: with parts
+// just written and replay paused, the items query may use a replica while
+// the parts preload goes to the primary, and the result holds the new part.
+func TestPreloadRoutedOnItsOwn(t *testing.T) {
+	e := newEnv(t)
+	if err := e.db.Create(&Item{ID: 1, Name: "old", Parts: []Part{{Label: "p1"}}}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	e.pauseAll()
+	if err := e.db.Create(&Part{ItemID: 1, Label: "p2"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.decisions = nil
+	e.mu.Unlock()
+	var it Item
+	if err := e.db.Preload("Parts").First(&it, 1).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(it.Parts) != 2 {
+		t.Fatalf("STALE READ through a preload: %d parts, want 2", len(it.Parts))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var items, parts *plugin.Decision
+	for i := range e.decisions {
+		d := &e.decisions[i]
+		if len(d.Tables) == 1 && d.Tables[0] == "items" {
+			items = d
+		}
+		if len(d.Tables) == 1 && d.Tables[0] == "parts" {
+			parts = d
+		}
+	}
+	if items == nil || parts == nil {
+		t.Fatalf("decisions %+v: want one for items and one for parts", e.decisions)
+	}
+	if items.Target != plugin.ReplicaTarget || parts.Target != plugin.Primary {
+		t.Fatalf("items -> %v (%s), parts -> %v (%s); want replica and primary", items.Target, items.Reason, parts.Target, parts.Reason)
+	}
+}
