@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/plugin/dbresolver"
 
@@ -202,4 +203,63 @@ func TestReadOnlyFunctionsLearned(t *testing.T) {
 	if got := e.readOther(db); got.Name != "bumped" {
 		t.Fatalf("STALE READ after a write through a function: %+v", got)
 	}
+}
+
+// TestRecoveryConflictRetriedOnPrimary: with max_standby_streaming_delay =
+// 0, a lock taken on the primary cancels a running replica query ("conflict
+// with recovery"); the read is run again on the primary and the caller gets
+// the data, not the error.
+func TestRecoveryConflictRetriedOnPrimary(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := 0; i < e.pg.Replicas(); i++ {
+		if err := setReplicaSetting(ctx, e, i, "max_standby_streaming_delay", "0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = setReplicaSetting(context.Background(), e, i, "max_standby_streaming_delay", "") })
+	}
+	e.resumeAll()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		_ = e.db.Transaction(func(tx *gorm.DB) error {
+			return tx.Exec("LOCK TABLE others IN ACCESS EXCLUSIVE MODE").Error
+		})
+	}()
+	var rows []served
+	err := e.db.Model(&Other{}).Select("note AS name, length(pg_sleep(2)::text) AS version, inet_server_port() AS port").
+		Where("id = 1").Find(&rows).Error
+	if err != nil {
+		t.Fatalf("read cancelled by a recovery conflict reached the caller: %v", err)
+	}
+	if len(rows) != 1 || rows[0].Name != "untouched" {
+		t.Fatalf("rows %+v", rows)
+	}
+	e.mustPrimary(rows[0], "read retried after a recovery conflict")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	failed := false
+	for _, d := range e.decisions {
+		failed = failed || d.Reason == plugin.ReasonReplicaFailed
+	}
+	if !failed {
+		t.Fatal("no replica-failed decision recorded")
+	}
+}
+
+// setReplicaSetting sets (value "" resets) a setting on replica i and
+// reloads its configuration.
+func setReplicaSetting(ctx context.Context, e *env, i int, name, value string) error {
+	db, err := gorm.Open(postgres.Open(e.pg.ReplicaDSN(i, "")), quiet())
+	if err != nil {
+		return err
+	}
+	defer closeDB(db)
+	q := "ALTER SYSTEM SET " + name + " = '" + value + "'"
+	if value == "" {
+		q = "ALTER SYSTEM RESET " + name
+	}
+	if err := db.WithContext(ctx).Exec(q).Error; err != nil {
+		return err
+	}
+	return db.WithContext(ctx).Exec("SELECT pg_reload_conf()").Error
 }

@@ -11,6 +11,7 @@ const (
 	cbRoute   = "freshread:route"
 	cbMark    = "freshread:mark_write"
 	cbPublish = "freshread:publish_autocommit"
+	cbRetry   = "freshread:retry_on_primary"
 )
 
 // autocommitKey keys, in Statement.Settings, the tables an autocommit write
@@ -34,6 +35,7 @@ func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 		cb.Query().Before("*").Register(cbRoute, p.routeRead),
 		cb.Row().Before("*").Register(cbRoute, p.routeRead),
 		cb.Query().After("gorm:after_query").Register(cbPublish, p.publishAutocommit),
+		cb.Query().After("gorm:query").Before("gorm:preload").Register(cbRetry, p.retryOnPrimary),
 		cb.Row().After("gorm:row").Register(cbPublish, p.publishAutocommit),
 
 		cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register(cbMark, p.markModelWrite),
@@ -52,6 +54,25 @@ func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 		}
 	}
 	return nil
+}
+
+// retryOnPrimary runs a Query statement again on the primary when it failed
+// on a replica with a connection error or a recovery conflict, also when
+// the failure came while the rows streamed (a conflict cancels a running
+// query), which the replica pool cannot see. Reads only: writes never run
+// on a replica pool.
+func (p *Plugin) retryOnPrimary(db *gorm.DB) {
+	rp, ok := db.Statement.ConnPool.(*replicaPool)
+	if !ok || db.Error == nil || !p.engine.retryable(db.Statement.Context, db.Error) {
+		return
+	}
+	p.replicaFailed(db.Statement.Context, rp.r, db.Error)
+	db.Error = nil
+	db.RowsAffected = 0
+	db.Statement.ConnPool = db.ConnPool
+	if query := db.Callback().Query().Get("gorm:query"); query != nil {
+		query(db) // the SQL is built already: the same statement runs again
+	}
 }
 
 // markModelWrite records the table a Create/Update/Delete writes.
