@@ -16,8 +16,10 @@ var (
 	// can be rolled back.
 	ErrCrossShard = errors.New("sharding: statement for another shard inside a transaction")
 	// ErrScatterUnsupported: a read spanning several shards that needs a
-	// merge the plugin does not do yet (ORDER BY, LIMIT/OFFSET, GROUP BY,
-	// DISTINCT, aggregates, a single-struct destination, Row/Rows).
+	// merge the plugin cannot do correctly (HAVING, aggregates other than
+	// COUNT/SUM/MIN/MAX/AVG, ORDER BY an expression, text ordering under a
+	// collation other than byte order, raw SQL with ORDER BY or aggregates,
+	// ...); the message names what. Nothing is returned.
 	ErrScatterUnsupported = errors.New("sharding: multi-shard read needs a merge that is not supported")
 	// ErrUnknownShard: a hint or a hot-user entry names a shard that is not
 	// configured.

@@ -172,9 +172,19 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		db.Error = &handled{err: err}
 		return nil
 	}
+	var (
+		merge bool
+		plan  *mergePlan
+	)
 	if !tg.write && n > 1 {
 		if why := scatterProblem(stmt, tg); why != "" {
 			return fmt.Errorf("%w: %s on %q over %d shards: %s", ErrScatterUnsupported, tg.op, tableName, n, why)
+		}
+		if merge = needsMerge(stmt, tg); merge && !tg.raw {
+			var why string
+			if plan, why = planMerge(stmt); why != "" {
+				return fmt.Errorf("%w: %s on %q over %d shards: %s", ErrScatterUnsupported, tg.op, tableName, n, why)
+			}
 		}
 	}
 	var (
@@ -203,6 +213,8 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 				err = fmt.Errorf("sharding: shard %q: %w", s.shards[si].name, sub.Error)
 			}
 		}
+	case merge:
+		rows, err = s.mergeRead(db, tg, plan)
 	default:
 		rows, err = s.scatterRead(db, tg)
 	}
@@ -275,59 +287,26 @@ func (s *Sharding) partMutator(tg *target, si int, dest func(*gorm.Statement)) f
 
 var aggregateRE = regexp.MustCompile(`(?i)\b(count|sum|avg|min|max|array_agg|string_agg|json_agg|jsonb_agg|json_object_agg|jsonb_object_agg|bool_and|bool_or|every|bit_and|bit_or|stddev\w*|var_\w+|variance|percentile_\w+|mode|rank|dense_rank|row_number|ntile|lag|lead|first_value|last_value|nth_value)\s*\(`)
 
-// scatterProblem names what a multi-shard read would get wrong without a
-// merge, or returns "".
+// scatterProblem names what a multi-shard raw read would get wrong
+// without a merge, or returns "". GORM statements are planned by
+// planMerge instead; raw SQL is only concatenated.
 func scatterProblem(stmt *gorm.Statement, tg *target) string {
-	if tg.op == opRow {
-		return "Row/Rows/Scan return one result set; use Find"
+	if !tg.raw {
+		return ""
 	}
-	if tg.raw {
-		toks := lexSQL(stmt.SQL.String())
-		for i, t := range toks {
-			switch {
-			case t.is("order") || t.is("group"):
-				if i+1 < len(toks) && toks[i+1].is("by") {
-					return strings.ToUpper(t.text) + " BY"
-				}
-			case t.is("limit") || t.is("offset") || t.is("fetch") || t.is("distinct") || t.is("having") || t.is("over"):
-				return strings.ToUpper(t.text)
+	toks := lexSQL(stmt.SQL.String())
+	for i, t := range toks {
+		switch {
+		case t.is("order") || t.is("group"):
+			if i+1 < len(toks) && toks[i+1].is("by") {
+				return "raw SQL with " + strings.ToUpper(t.text) + " BY (use the GORM API, which merges it)"
 			}
-		}
-		if aggregateRE.MatchString(stmt.SQL.String()) {
-			return "an aggregate"
-		}
-	} else {
-		if _, ok := stmt.Clauses["ORDER BY"]; ok {
-			return "ORDER BY"
-		}
-		if c, ok := stmt.Clauses["LIMIT"]; ok {
-			if l, ok := c.Expression.(clause.Limit); !ok || l.Limit != nil || l.Offset != 0 {
-				return "LIMIT/OFFSET"
-			}
-		}
-		if _, ok := stmt.Clauses["GROUP BY"]; ok {
-			return "GROUP BY"
-		}
-		if stmt.Distinct {
-			return "DISTINCT"
-		}
-		if c, ok := stmt.Clauses["SELECT"]; ok {
-			if sel, ok := c.Expression.(clause.Select); (ok && (sel.Expression != nil || sel.Distinct)) || !ok && c.Expression != nil {
-				return "an aggregate or a select expression"
-			}
-		}
-		for _, sel := range stmt.Selects {
-			if aggregateRE.MatchString(sel) || strings.Contains(strings.ToLower(sel), "distinct") {
-				return "an aggregate"
-			}
-		}
-		if len(stmt.Preloads) > 0 {
-			// Preloads run per shard; fine.
+		case t.is("limit") || t.is("offset") || t.is("fetch") || t.is("distinct") || t.is("having") || t.is("over"):
+			return "raw SQL with " + strings.ToUpper(t.text) + " (use the GORM API, which merges it)"
 		}
 	}
-	d := reflect.ValueOf(stmt.Dest)
-	if d.Kind() != reflect.Pointer || d.IsNil() || d.Elem().Kind() != reflect.Slice {
-		return fmt.Sprintf("the destination %T is not a pointer to a slice", stmt.Dest)
+	if aggregateRE.MatchString(stmt.SQL.String()) {
+		return "raw SQL with an aggregate (use the GORM API, which merges it)"
 	}
 	return ""
 }

@@ -28,6 +28,8 @@ type Sharding struct {
 
 	classifier *classify.Classifier
 
+	coll collationCache // text collation of the shards (merge)
+
 	initialized atomic.Bool
 	opened      []*gorm.DB
 	plugins     []*plugin.Plugin
