@@ -1,8 +1,19 @@
-// Package workload runs one mixed read/write workload against a PostgreSQL
-// primary with two delayed streaming replicas (internal/testcluster), once
-// per routing strategy, and measures for each: the share of reads served by
-// a replica, the stale reads, the read latency and the store round trips
-// per read. internal/workload/cmd/bench prints the results as a table.
+// Package workload runs one mixed read/write workload against a primary
+// and its delayed replicas (internal/testcluster), once per routing
+// strategy, and measures for each: the share of reads served by a replica,
+// the stale reads, the read latency and the store round trips per read.
+// internal/workload/cmd/bench prints the results as a table.
+//
+// # Engines
+//
+// Options.Engine "postgres" (the default): a PostgreSQL primary with two
+// streaming replicas, delayed with recovery_min_apply_delay (any delay in
+// milliseconds). "mariadb": a MariaDB primary with one GTID replica
+// (gorm.io/driver/mysql), delayed with MASTER_DELAY, which counts whole
+// seconds: only delays of 0s, 1s, 2s … can be set, and MariaDB compares
+// whole-second timestamps, so a transaction's actual delay is anywhere
+// between about 0 and the delay (see testcluster.MariaDB.SetApplyDelay).
+// Both engines use the same Redis store for the plugin strategies.
 //
 // # Workload
 //
@@ -11,19 +22,26 @@
 // strategy's Duration ends: pick a user u and a table t at random; with
 // probability 1-ReadFraction write, else read.
 //
-//   - A write increments the version of u's row in t (UPDATE … SET version =
-//     version + 1 … RETURNING version, through GORM's Update, so in GORM's
-//     default transaction). When it returns, the returned version is raised
-//     in a process-local map of the highest acknowledged version per row.
+//   - A write increments the version of u's row in t and learns the
+//     version it committed. PostgreSQL: UPDATE … SET version = version + 1
+//     … RETURNING version, through GORM's Update, so in GORM's default
+//     transaction. MariaDB (no RETURNING on UPDATE): a GORM transaction
+//     running UPDATE … SET version = version + 1 then SELECT version,
+//     @@port of the same row; the row lock makes the version the one this
+//     transaction wrote, and the port must be the primary's. When the
+//     write returns, the version is raised in a process-local map of the
+//     highest acknowledged version per row.
 //   - A read picks u's own row with probability OwnReads, else a random
 //     user's row; it first loads the row's highest acknowledged version,
-//     then reads `version, inet_server_port()` in one statement. A version
-//     below the one loaded is a stale read; the port says which server
-//     answered.
+//     then reads `version, inet_server_port()` (MariaDB: `version, @@port`)
+//     in one statement. A version below the one loaded is a stale read; the
+//     port says which server answered.
 //
 // With Options.Rate > 0 operations start on a fixed schedule (Rate per
-// second over all workers, the same for every strategy); with Rate 0 the
-// workers run back to back.
+// second over all workers, the same for every strategy) until Duration
+// ends; operations of a strategy that fell behind the schedule and were
+// not started by then are dropped (its ops/s is below Rate). With Rate 0
+// the workers run back to back.
 //
 // # Strategies
 //
@@ -37,6 +55,10 @@
 //     Table) in Redis.
 //   - freshread-table+session: the same, each user's operations carrying
 //     the user's plugin session (read-your-writes).
+//   - freshread-table+wait: freshread-table with Config.MaxWait: a read no
+//     replica can serve yet waits for one (PostgreSQL: for the plugin's
+//     poller to see a fresh replica; MariaDB: MASTER_GTID_WAIT on the
+//     replica), then goes to the primary on timeout.
 //
 // The three plugin strategies share the Redis store kind, so their writes
 // publish alike; only the table strategies consult it on reads.
@@ -60,7 +82,6 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
@@ -107,13 +128,19 @@ type Options struct {
 	// Rate is the number of operations started per second over all
 	// workers; 0 runs them back to back. Default 0.
 	Rate float64
-	// Delay is recovery_min_apply_delay on both replicas. Default 50ms;
-	// negative means none.
+	// Engine is "postgres" (default) or "mariadb".
+	Engine string
+	// Delay is the replicas' apply delay: recovery_min_apply_delay on both
+	// PostgreSQL replicas, MASTER_DELAY (whole seconds only) on the MariaDB
+	// replica. Default 50ms on PostgreSQL, 1s on MariaDB; negative means
+	// none.
 	Delay time.Duration
 	// Window is the primary window of the window strategy. Default 2s.
 	Window time.Duration
 	// MaxWait is the plugin's MaxWait for the freshread-table+wait
-	// strategy. Default: twice the apply delay.
+	// strategy. Default: twice the apply delay, at least 100ms (with no
+	// delay a replica is still up to a poll interval, 20ms, plus the apply
+	// time behind; 100ms covers that with room on a loaded machine).
 	MaxWait time.Duration
 	// Strategies to run, in order. Default AllStrategies.
 	Strategies []Strategy
@@ -123,6 +150,14 @@ type Options struct {
 	// Progress, when set, receives a line per phase and per strategy.
 	Progress io.Writer
 }
+
+// minMaxWait is the smallest default MaxWait.
+const minMaxWait = 100 * time.Millisecond
+
+// WithDefaults returns o with its zero fields set to their defaults, as
+// Run uses it (for printing; do not pass the result to Run again: a
+// negative OwnReads or Delay becomes 0 and would then take its default).
+func (o Options) WithDefaults() Options { return o.withDefaults() }
 
 func (o Options) withDefaults() Options {
 	if o.Duration <= 0 {
@@ -145,13 +180,19 @@ func (o Options) withDefaults() Options {
 	} else if o.OwnReads < 0 {
 		o.OwnReads = 0
 	}
+	if o.Engine == "" {
+		o.Engine = Postgres
+	}
 	if o.Delay == 0 {
 		o.Delay = 50 * time.Millisecond
+		if o.Engine == MariaDB {
+			o.Delay = time.Second
+		}
 	} else if o.Delay < 0 {
 		o.Delay = 0
 	}
 	if o.MaxWait <= 0 {
-		o.MaxWait = 2 * o.Delay
+		o.MaxWait = max(2*o.Delay, minMaxWait)
 	}
 	if o.Window <= 0 {
 		o.Window = 2 * time.Second
@@ -178,7 +219,8 @@ type Result struct {
 	Writes  int64
 	// Errors counts failed operations (not in Reads or Writes).
 	Errors int64
-	// ReplicaReads were answered by a replica (inet_server_port()).
+	// ReplicaReads were answered by a replica (inet_server_port() or
+	// @@port).
 	ReplicaReads int64
 	// StaleReads returned a version below the highest one acknowledged
 	// before the read started.
@@ -210,46 +252,41 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-// Run starts (or reuses) the process's shared testcluster servers, sets
-// the apply delay on both replicas, and runs the workload once per
-// strategy, each on a fresh database. It leaves the servers running; the
-// caller stops them with testcluster.Shutdown.
+// Run starts (or reuses) the process's shared testcluster servers of
+// Options.Engine and Redis, sets the apply delay on the replicas, and runs
+// the workload once per strategy, each on a fresh database. It leaves the
+// servers running; the caller stops them with testcluster.Shutdown.
 func Run(ctx context.Context, opts Options) ([]Result, error) {
 	o := opts.withDefaults()
 	start := time.Now()
-	pg, err := testcluster.SharedPostgres()
+	for _, s := range o.Strategies {
+		if !slices.Contains(AllStrategies, s) {
+			return nil, fmt.Errorf("workload: unknown strategy %q", s)
+		}
+	}
+	cl, err := openCluster(o.Engine)
 	if err != nil {
 		return nil, err
-	}
-	if pg.Replicas() < 2 {
-		return nil, fmt.Errorf("workload: need 2 replicas, the cluster has %d", pg.Replicas())
 	}
 	rs, err := testcluster.SharedRedis()
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.Progress, "servers ready in %v: primary :%d, replicas :%d :%d, redis %s\n",
-		time.Since(start).Round(time.Millisecond), pg.PrimaryPort(), pg.ReplicaPort(0), pg.ReplicaPort(1), rs.Addr())
-	for i := 0; i < 2; i++ {
-		if err := pg.SetApplyDelay(ctx, i, o.Delay); err != nil {
-			return nil, err
-		}
+	fmt.Fprintf(o.Progress, "servers ready in %v: %s, redis %s\n",
+		time.Since(start).Round(time.Millisecond), cl.describe(), rs.Addr())
+	if err := cl.setApplyDelay(ctx, o.Delay); err != nil {
+		return nil, err
 	}
 	defer func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for i := 0; i < 2; i++ {
-			_ = pg.SetApplyDelay(c, i, 0)
-		}
+		_ = cl.setApplyDelay(c, 0)
 	}()
-	fmt.Fprintf(o.Progress, "recovery_min_apply_delay = %v on both replicas\n", o.Delay)
+	fmt.Fprintf(o.Progress, "%s apply delay %v on every replica; MaxWait of %s %v\n", o.Engine, o.Delay, FreshTableWait, o.MaxWait)
 
 	var results []Result
 	for _, s := range o.Strategies {
-		if !slices.Contains(AllStrategies, s) {
-			return results, fmt.Errorf("workload: unknown strategy %q", s)
-		}
-		r, err := runStrategy(ctx, pg, rs, o, s)
+		r, err := runStrategy(ctx, cl, rs, o, s)
 		if err != nil {
 			return results, fmt.Errorf("workload: %s: %w", s, err)
 		}
@@ -334,6 +371,7 @@ func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 // env is one strategy's database and handles.
 type env struct {
 	o        Options
+	cl       cluster
 	strategy Strategy
 	db       *gorm.DB
 	primary  int // the primary's port
@@ -348,20 +386,20 @@ type env struct {
 	reasons    map[plugin.Reason]int64
 }
 
-func runStrategy(ctx context.Context, pg *testcluster.Postgres, rs *testcluster.Redis, o Options, s Strategy) (Result, error) {
-	name, err := pg.NewDatabase(ctx)
+func runStrategy(ctx context.Context, cl cluster, rs *testcluster.Redis, o Options, s Strategy) (Result, error) {
+	name, err := cl.newDatabase(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	defer func() {
 		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = pg.DropDatabase(c, name)
+		_ = cl.dropDatabase(c, name)
 	}()
-	if err := seed(ctx, pg, name, o); err != nil {
+	if err := seed(ctx, cl, name, o); err != nil {
 		return Result{}, err
 	}
-	e := &env{o: o, strategy: s, primary: pg.PrimaryPort()}
+	e := &env{o: o, cl: cl, strategy: s, primary: cl.primaryPort()}
 	e.acked = make([][]atomic.Int64, o.Tables)
 	for t := range e.acked {
 		e.acked[t] = make([]atomic.Int64, o.Users)
@@ -371,7 +409,7 @@ func runStrategy(ctx context.Context, pg *testcluster.Postgres, rs *testcluster.
 		e.sessions[u] = &plugin.SessionState{}
 	}
 
-	closeAll, err := e.open(ctx, pg, rs, name)
+	closeAll, err := e.open(ctx, rs, name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -382,27 +420,27 @@ func runStrategy(ctx context.Context, pg *testcluster.Postgres, rs *testcluster.
 	return e.run(ctx)
 }
 
-// seed creates the tables with one row per user and waits until both
+// seed creates the tables with one row per user and waits until the
 // replicas have them.
-func seed(ctx context.Context, pg *testcluster.Postgres, name string, o Options) error {
-	db, err := sql.Open("pgx", pg.PrimaryDSN(name))
+func seed(ctx context.Context, cl cluster, name string, o Options) error {
+	db, err := sql.Open(cl.driver(), cl.primaryDSN(name))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	for t := 0; t < o.Tables; t++ {
-		q := fmt.Sprintf("CREATE TABLE %[1]s (id int PRIMARY KEY, version bigint NOT NULL DEFAULT 0); "+
-			"INSERT INTO %[1]s (id) SELECT generate_series(1, %[2]d)", tableName(t), o.Users)
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("seed %s: %w", tableName(t), err)
+		for _, q := range cl.seedSQL(tableName(t), o.Users) {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("seed %s: %w", tableName(t), err)
+			}
 		}
 	}
-	return pg.WaitCaughtUp(ctx)
+	return cl.waitCaughtUp(ctx)
 }
 
 // pool opens a database/sql pool sized for the workers.
 func (e *env) pool(dsn string) (*sql.DB, error) {
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open(e.cl.driver(), dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +451,7 @@ func (e *env) pool(dsn string) (*sql.DB, error) {
 }
 
 // open builds the strategy's *gorm.DB and returns a function closing it.
-func (e *env) open(ctx context.Context, pg *testcluster.Postgres, rs *testcluster.Redis, name string) (func(), error) {
+func (e *env) open(ctx context.Context, rs *testcluster.Redis, name string) (func(), error) {
 	var closers []func()
 	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -424,14 +462,14 @@ func (e *env) open(ctx context.Context, pg *testcluster.Postgres, rs *testcluste
 		closeAll()
 		return nil, err
 	}
-	primary, err := e.pool(pg.PrimaryDSN(name))
+	primary, err := e.pool(e.cl.primaryDSN(name))
 	if err != nil {
 		return fail(err)
 	}
 	closers = append(closers, func() { primary.Close() })
 	var replicas []*sql.DB
-	for i := 0; i < 2; i++ {
-		r, err := e.pool(pg.ReplicaDSN(i, name))
+	for i := 0; i < e.cl.replicas(); i++ {
+		r, err := e.pool(e.cl.replicaDSN(i, name))
 		if err != nil {
 			return fail(err)
 		}
@@ -440,7 +478,7 @@ func (e *env) open(ctx context.Context, pg *testcluster.Postgres, rs *testcluste
 		closers = append(closers, func() { r.Close() })
 		replicas = append(replicas, r)
 	}
-	db, err := gorm.Open(postgres.New(postgres.Config{Conn: primary}), &gorm.Config{Logger: logger.Discard})
+	db, err := gorm.Open(e.cl.dialector(primary), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		return fail(err)
 	}
@@ -452,7 +490,7 @@ func (e *env) open(ctx context.Context, pg *testcluster.Postgres, rs *testcluste
 	case DBResolver:
 		var ds []gorm.Dialector
 		for _, r := range replicas {
-			ds = append(ds, postgres.New(postgres.Config{Conn: r}))
+			ds = append(ds, e.cl.dialector(r))
 		}
 		if err := db.Use(dbresolver.Register(dbresolver.Config{Replicas: ds})); err != nil {
 			return fail(err)
@@ -484,7 +522,7 @@ func (e *env) open(ctx context.Context, pg *testcluster.Postgres, rs *testcluste
 	}
 	e.reasons = map[plugin.Reason]int64{}
 	for i, r := range replicas {
-		cfg.Replicas = append(cfg.Replicas, plugin.Replica{Name: fmt.Sprintf("replica%d", i), Dialector: postgres.New(postgres.Config{Conn: r})})
+		cfg.Replicas = append(cfg.Replicas, plugin.Replica{Name: fmt.Sprintf("replica%d", i), Dialector: e.cl.dialector(r)})
 	}
 	p := plugin.New(cfg)
 	if err := db.Use(p); err != nil {
@@ -523,12 +561,15 @@ func (e *env) readRow(ctx context.Context, t, id int) (version int64, port int, 
 		Version int64
 		Port    int
 	}
-	err = e.db.WithContext(ctx).Table(tableName(t)).Select("version, inet_server_port() AS port").
+	err = e.db.WithContext(ctx).Table(tableName(t)).Select(e.cl.readColumns()).
 		Where("id = ?", id).Scan(&res).Error
 	return res.Version, res.Port, err
 }
 
 func (e *env) writeRow(ctx context.Context, t, id int) (int64, error) {
+	if e.o.Engine == MariaDB {
+		return e.writeRowNoReturning(ctx, t, id)
+	}
 	r := row{}
 	tx := e.db.WithContext(ctx).Table(tableName(t)).Model(&r).
 		Clauses(clause.Returning{Columns: []clause.Column{{Name: "version"}}}).
@@ -540,6 +581,36 @@ func (e *env) writeRow(ctx context.Context, t, id int) (int64, error) {
 		return 0, fmt.Errorf("update %s id %d: %d rows, version %d", tableName(t), id, tx.RowsAffected, r.Version)
 	}
 	return r.Version, nil
+}
+
+// writeRowNoReturning is writeRow without RETURNING (MariaDB): the UPDATE
+// and a SELECT of the same row in one transaction on the primary. The
+// UPDATE's row lock is held until COMMIT, so the SELECT reads the version
+// this transaction wrote.
+func (e *env) writeRowNoReturning(ctx context.Context, t, id int) (int64, error) {
+	var version int64
+	err := e.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		u := tx.Table(tableName(t)).Where("id = ?", id).Update("version", gorm.Expr("version + 1"))
+		if u.Error != nil {
+			return u.Error
+		}
+		if u.RowsAffected != 1 {
+			return fmt.Errorf("update %s id %d: %d rows", tableName(t), id, u.RowsAffected)
+		}
+		var res struct {
+			Version int64
+			Port    int
+		}
+		if err := tx.Table(tableName(t)).Select(e.cl.readColumns()).Where("id = ?", id).Scan(&res).Error; err != nil {
+			return err
+		}
+		if res.Port != e.primary || res.Version == 0 {
+			return fmt.Errorf("read-back of %s id %d in the write transaction: version %d from port %d, want the primary :%d", tableName(t), id, res.Version, res.Port, e.primary)
+		}
+		version = res.Version
+		return nil
+	})
+	return version, err
 }
 
 func (e *env) stickyWindow() time.Duration {
@@ -588,7 +659,10 @@ func (e *env) run(ctx context.Context) (Result, error) {
 			for ctx.Err() == nil {
 				if o.Rate > 0 {
 					at := start.Add(time.Duration(float64(slot.Add(1)-1) / o.Rate * float64(time.Second)))
-					if !at.Before(deadline) {
+					// Stop at the deadline even when behind schedule: a
+					// strategy slower than the rate starts fewer operations
+					// (lower ops/s) instead of running past Duration.
+					if !at.Before(deadline) || !time.Now().Before(deadline) {
 						return
 					}
 					if d := time.Until(at); d > 0 {

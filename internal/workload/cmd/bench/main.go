@@ -1,9 +1,14 @@
-// Command bench starts a PostgreSQL primary with two streaming replicas and
-// Redis (internal/testcluster), delays replay on both replicas, runs the
-// mixed workload of internal/workload once per routing strategy and prints
-// a markdown table of the results on stdout (progress on stderr).
+// Command bench starts a PostgreSQL primary with two streaming replicas (or,
+// with -engine mariadb, a MariaDB primary with one replica) and Redis
+// (internal/testcluster), delays apply on the replicas, runs the mixed
+// workload of internal/workload once per routing strategy and prints a
+// markdown table of the results on stdout (progress on stderr).
 //
 //	go run ./internal/workload/cmd/bench -duration 20s -users 200 -workers 8 -delay 50ms
+//	go run ./internal/workload/cmd/bench -engine mariadb -delay 1s -strategies always-primary,dbresolver,freshread-table,freshread-table+wait
+//
+// -delay 0 means no apply delay. Without -delay the delay is 50ms on
+// PostgreSQL and 1s on MariaDB (MASTER_DELAY takes whole seconds only).
 package main
 
 import (
@@ -34,13 +39,19 @@ func main() {
 	flag.Float64Var(&o.ReadFraction, "read-fraction", 0.9, "share of operations that read")
 	flag.Float64Var(&o.OwnReads, "own-reads", 0.5, "share of reads of the user's own row (rest: a random user's row); negative: 0")
 	flag.Float64Var(&o.Rate, "rate", 0, "operations started per second over all workers; 0: back to back")
-	flag.DurationVar(&o.Delay, "delay", 50*time.Millisecond, "recovery_min_apply_delay on both replicas; negative: none")
+	flag.StringVar(&o.Engine, "engine", workload.Postgres, "postgres (primary + 2 replicas) or mariadb (primary + 1 replica)")
+	flag.DurationVar(&o.Delay, "delay", 0, "apply delay on the replicas: recovery_min_apply_delay (postgres) or MASTER_DELAY, whole seconds (mariadb); 0: none; default 50ms (postgres), 1s (mariadb)")
 	flag.DurationVar(&o.Window, "window", 2*time.Second, "primary window after a user's write (window strategy)")
-	flag.DurationVar(&o.MaxWait, "max-wait", 0, "plugin MaxWait of the freshread-table+wait strategy (default twice -delay)")
+	flag.DurationVar(&o.MaxWait, "max-wait", 0, "plugin MaxWait of the freshread-table+wait strategy (default twice -delay, at least 100ms)")
 	flag.Uint64Var(&o.Seed, "seed", 1, "random seed")
 	flag.StringVar(&strategies, "strategies", "", "comma-separated strategies (default all: "+joinStrategies(workload.AllStrategies)+")")
 	flag.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.Parse()
+	delaySet := false
+	flag.Visit(func(f *flag.Flag) { delaySet = delaySet || f.Name == "delay" })
+	if delaySet && o.Delay == 0 {
+		o.Delay = -1 // an explicit -delay 0: none (Options' zero is the default)
+	}
 	if strategies != "" {
 		for _, s := range strings.Split(strategies, ",") {
 			o.Strategies = append(o.Strategies, workload.Strategy(strings.TrimSpace(s)))
@@ -59,7 +70,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	printTable(os.Stdout, o, results)
+	printTable(os.Stdout, o.WithDefaults(), results) // Run applied the same defaults
 	fmt.Fprintf(os.Stderr, "total wall time %v\n", time.Since(start).Round(time.Second))
 }
 
@@ -78,8 +89,12 @@ func printTable(w io.Writer, o workload.Options, results []workload.Result) {
 	if o.Rate > 0 {
 		rate = fmt.Sprintf("%g ops/s", o.Rate)
 	}
-	fmt.Fprintf(w, "Workload: %v per strategy, %d users, %d workers, %d tables, %.0f%% reads (%.0f%% of them of the user's own row), rate %s, apply delay %v on both replicas, window %v.\n\n",
-		o.Duration, o.Users, o.Workers, o.Tables, 100*o.ReadFraction, 100*max(o.OwnReads, 0), rate, o.Delay, o.Window)
+	replicas := "PostgreSQL, 2 replicas"
+	if o.Engine == workload.MariaDB {
+		replicas = "MariaDB, 1 replica"
+	}
+	fmt.Fprintf(w, "Workload (%s): %v per strategy, %d users, %d workers, %d tables, %.0f%% reads (%.0f%% of them of the user's own row), rate %s, apply delay %v on every replica, window %v, MaxWait %v.\n\n",
+		replicas, o.Duration, o.Users, o.Workers, o.Tables, 100*o.ReadFraction, 100*max(o.OwnReads, 0), rate, o.Delay, o.Window, o.MaxWait)
 	fmt.Fprintln(w, "| strategy | reads | writes | errors | ops/s | reads on replicas | stale reads | read p50 | read p99 | store round trips / read | all store commands / op |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
