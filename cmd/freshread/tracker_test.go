@@ -19,6 +19,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/tracker"
 )
 
 func TestMain(m *testing.M) { os.Exit(testcluster.Run(m, testcluster.Spec{PostgresReplicas: 1})) }
@@ -171,4 +172,44 @@ func execAll(dsn string, stmts []string) error {
 		}
 	}
 	return nil
+}
+
+// TestTrackerDropSlot: `freshread tracker --drop-slot` drops the
+// replication slot of every tracked database (a slot left behind keeps WAL
+// on the primary without bound) and exits.
+func TestTrackerDropSlot(t *testing.T) {
+	pg := testcluster.PostgresFor(t)
+	rs := testcluster.RedisFor(t)
+	db := pg.CreateDatabase(t)
+	u, _ := url.Parse(pg.PrimaryDSN(db))
+	slot := tracker.SlotName("freshread_", db)
+	if err := execAll(pg.PrimaryDSN(db), []string{
+		"SELECT pg_create_logical_replication_slot('" + slot + "', 'pgoutput')",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	countSlots := func() int {
+		c, err := sql.Open("pgx", pg.PrimaryDSN(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var n int
+		if err := c.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if countSlots() != 1 {
+		t.Fatal("slot not created")
+	}
+	t.Setenv("FRESHREAD_REDIS_URL", "redis://"+rs.Addr()+"/0")
+	t.Setenv("FRESHREAD_PG_DSN_TEMPLATE", "postgres://postgres@{host}:{port}/{database}?sslmode=disable")
+	var out, errb bytes.Buffer
+	if code := dispatch([]string{"tracker", "--no-registry", "--database", u.Host + "/" + db, "--drop-slot"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("--drop-slot exit %d: %s", code, errb.String())
+	}
+	if n := countSlots(); n != 0 {
+		t.Fatalf("slot %s still exists after --drop-slot", slot)
+	}
 }
