@@ -43,8 +43,10 @@ type Plugin struct {
 
 	// samples of the primary's position, and when the dependency graph was
 	// last checked: owned by the poller goroutine.
-	samples       []primarySample
-	depsCheckedAt time.Time
+	samples         []primarySample
+	depsCheckedAt   time.Time
+	lastPublished   map[string]lsnstore.LSN // replay positions last published
+	lastPublishedAt time.Time
 
 	foreignTxWarning sync.Once
 

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -40,6 +41,10 @@ func (p *Plugin) pollTimeout() time.Duration {
 	}
 	return d
 }
+
+// replayRepublish is how often unchanged replay positions are published
+// again.
+const replayRepublish = 10 * time.Second
 
 // WAL page geometry (PostgreSQL defaults): a record never starts inside a
 // page header, so an insert position right after a header means the WAL
@@ -106,8 +111,12 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		// replica rebuilt or restarted from an older state shows older data.
 		r.state.Store(st)
 	}
-	if len(published) > 0 && !p.cfg.ReplayFromStore {
-		_ = p.cfg.Store.PublishReplay(ctx, published)
+	if len(published) > 0 && !p.cfg.ReplayFromStore && (!maps.Equal(published, p.lastPublished) || now.Sub(p.lastPublishedAt) >= replayRepublish) {
+		// Only changes (and a periodic refresh, which keeps the keys' TTL):
+		// an idle cluster costs the store nothing per poll.
+		if p.cfg.Store.PublishReplay(ctx, published) == nil {
+			p.lastPublished, p.lastPublishedAt = published, now
+		}
 	}
 	p.retryPending(ctx)
 	if p.cfg.DirectWrites {
