@@ -1,9 +1,13 @@
 package plugin
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 )
+
+// errBreakerOpen is the store error while the breaker is open.
+var errBreakerOpen = errors.New("plugin: store circuit breaker open")
 
 // breaker stops consulting a failing store: after `limit` consecutive
 // failures it opens, reads go to the primary without asking the store, and

@@ -1,13 +1,9 @@
 package plugin
 
 import (
-	"errors"
-	"github.com/freshread/freshread/lsnstore"
-
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/lsnstore"
 )
-
-var errBreakerOpen = errors.New("plugin: store circuit breaker open")
 
 type rawKind int
 
