@@ -1,0 +1,23 @@
+// Package sharding splits large tables (orders, order items) across several
+// databases by user ID, transparently to GORM code, as a GORM plugin:
+//
+//	s := sharding.New(sharding.Config{
+//		Tables:    []sharding.Table{{Name: "orders", Key: "user_id", ID: "id", Lookup: true}},
+//		Shards:    []sharding.ShardConfig{{Name: "s0", Dialector: postgres.Open(dsn0)}, ...},
+//		Algorithm: sharding.EvenBuckets(1024, "s0", "s1", "s2", "s3"),
+//	})
+//	db.Use(s) // after the freshread plugin, if any
+//
+// A statement on a sharded table runs through the chosen shard's own
+// *gorm.DB, so that shard's freshread plugin routes its reads to a fresh
+// replica and publishes its writes. Statements carrying the user ID go to
+// one shard; IN lists are split per shard and run concurrently; order IDs
+// minted by the ID generator carry their bucket, others go through the
+// lookup (package lookup); reads without a key are scattered to every shard
+// and merged (ORDER BY, LIMIT/OFFSET, Count, SUM/MIN/MAX/AVG, GROUP BY,
+// DISTINCT), and what cannot be merged correctly is refused with
+// ErrScatterUnsupported. Writes without a key are refused (ErrNoShardKey)
+// and write nothing; a transaction stays on one shard (ErrCrossShard).
+//
+// See docs/sharding.md for the configuration, the ID layout and the limits.
+package sharding
