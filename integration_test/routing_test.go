@@ -415,3 +415,30 @@ func TestPreloadRoutedOnItsOwn(t *testing.T) {
 		t.Fatalf("items -> %v (%s), parts -> %v (%s); want replica and primary", items.Target, items.Reason, parts.Target, parts.Reason)
 	}
 }
+
+// TestConnectionStaysPinned: inside db.Connection every statement runs on
+// the one connection (session state set there is visible), not on a
+// replica.
+func TestConnectionStaysPinned(t *testing.T) {
+	e := newEnv(t)
+	e.resumeAll()
+	err := e.db.Connection(func(tx *gorm.DB) error {
+		tx = tx.Session(&gorm.Session{}) // each chain below starts fresh, on the pinned connection
+		if err := tx.Exec("SET application_name = 'pinned-test'").Error; err != nil {
+			return err
+		}
+		var s served
+		if err := tx.Raw("SELECT current_setting('application_name') AS name, inet_server_port() AS port").Scan(&s).Error; err != nil {
+			return err
+		}
+		if s.Name != "pinned-test" {
+			t.Fatalf("session setting lost: %+v (the read left the pinned connection)", s)
+		}
+		got := e.readOther(tx)
+		e.mustPrimary(got, "GORM read inside db.Connection")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -36,6 +36,7 @@ const (
 	ReasonUnknownSQL    Reason = "unknown-sql"    // raw SQL that could not be shown to be a plain read
 	ReasonReplicaFailed Reason = "replica-failed" // the replica failed; retried on the primary
 	ReasonSticky        Reason = "sticky"         // the session wrote within Config.StickyWindow
+	ReasonPinned        Reason = "pinned"         // db.Connection: the statement stays on its connection
 )
 
 // Decision describes one routing decision, for Config.OnDecision.

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -26,8 +27,14 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	}
 	stmt := db.Statement
 	ctx := stmt.Context
-	if _, ok := stmt.ConnPool.(*replaySession); ok {
+	switch stmt.ConnPool.(type) {
+	case *replaySession:
 		return // a Session routes each statement itself
+	case *sql.Conn:
+		// db.Connection pins one connection (session state lives there):
+		// its statements stay on it.
+		p.decided(ctx, Decision{Target: Primary, Reason: ReasonPinned})
+		return
 	}
 
 	var (
