@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -26,6 +27,12 @@ import (
 type mariaEngine struct {
 	domain   uint32
 	serverID uint32
+
+	// lastBinlog is the primary's gtid_binlog_pos at the previous poll
+	// (poller goroutine only); otherDomains is set once a domain other
+	// than the tracked one has advanced: writes the rule cannot see.
+	lastBinlog   position.MariaDBGTIDList
+	otherDomains atomic.Bool
 }
 
 func (*mariaEngine) name() string              { return "mariadb" }
@@ -51,9 +58,40 @@ func (m *mariaEngine) seqOf(ctx context.Context, db *sql.DB, variable string) (l
 }
 
 func (m *mariaEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.LSN, lsnstore.LSN, error) {
-	pos, err := m.seqOf(ctx, primary, "gtid_binlog_pos")
-	return pos, pos, err
+	var s string
+	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&s); err != nil {
+		return 0, 0, err
+	}
+	l, err := position.ParseMariaDBGTIDList(s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("plugin: %w", err)
+	}
+	if !m.lastBinlog.Empty() && !m.sameOutsideDomain(l) {
+		m.otherDomains.Store(true)
+	}
+	m.lastBinlog = l
+	seq, _ := l.Seq(m.domain)
+	return lsnstore.LSN(seq), lsnstore.LSN(seq), nil
 }
+
+// sameOutsideDomain reports whether l and the previous poll's list agree
+// on every domain but the tracked one.
+func (m *mariaEngine) sameOutsideDomain(l position.MariaDBGTIDList) bool {
+	for _, d := range append(l.Domains(), m.lastBinlog.Domains()...) {
+		if d == m.domain {
+			continue
+		}
+		a, _ := l.Seq(d)
+		b, _ := m.lastBinlog.Seq(d)
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// untrackedWrites reports whether writes in another GTID domain were seen.
+func (m *mariaEngine) untrackedWrites() bool { return m.otherDomains.Load() }
 
 // writePosition reads @@gtid_binlog_pos after COMMIT returned: it contains
 // the transaction's GTID (and maybe later ones: conservative).

@@ -49,6 +49,7 @@ type Plugin struct {
 	lastPublishedAt time.Time
 
 	foreignTxWarning sync.Once
+	untrackedWarning sync.Once
 
 	// randomPolicy: Config.Policy is dbresolver's RandomPolicy (the
 	// default), picked without allocating.

@@ -119,6 +119,11 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		}
 	}
 	p.retryPending(ctx)
+	if u, ok := p.engine.(interface{ untrackedWrites() bool }); ok && u.untrackedWrites() {
+		p.untrackedWarning.Do(func() {
+			p.cfg.Logger.Warn("freshread: writes in a MariaDB GTID domain other than the primary's are happening; the freshness rule does not see them (see docs/mariadb.md)")
+		})
+	}
 	if p.cfg.DirectWrites {
 		p.checkDecoding(ctx, ins, primaryOK)
 	}

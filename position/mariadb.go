@@ -177,3 +177,12 @@ func (l MariaDBGTIDList) Merge(o MariaDBGTIDList) MariaDBGTIDList {
 	}
 	return MariaDBGTIDList{gtids: out}
 }
+
+// Domains returns the list's domains, in ascending order.
+func (l MariaDBGTIDList) Domains() []uint32 {
+	out := make([]uint32, len(l.gtids))
+	for i, g := range l.gtids {
+		out[i] = g.domain
+	}
+	return out
+}

@@ -181,3 +181,16 @@ func TestMariaDBGTIDListEqual(t *testing.T) {
 		t.Error("a parsed empty list is not the zero value")
 	}
 }
+
+func TestMariaDBDomains(t *testing.T) {
+	l, err := ParseMariaDBGTIDList("2-1-5, 0-1-100,1-2-50")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Domains(); len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 2 {
+		t.Fatalf("Domains() = %v", got)
+	}
+	if got := (MariaDBGTIDList{}).Domains(); len(got) != 0 {
+		t.Fatalf("empty list: %v", got)
+	}
+}
