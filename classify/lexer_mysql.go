@@ -49,14 +49,14 @@ func lexMySQL(s string, toks []token) ([]token, error) {
 			}
 			i = i + 2 + end + 2
 		case c == '\'' || c == '"':
-			j, err := myString(s, i+1, c)
+			j, err := scanString(s, i+1, c, true)
 			if err != nil {
 				return toks, err
 			}
 			toks = append(toks, token{kind: tString, text: s[i:j], pos: i})
 			i = j
 		case c == '`':
-			j, text, err := myQuotedIdent(s, i+1)
+			j, text, err := scanQuotedIdent(s, i+1, '`')
 			if err != nil {
 				return toks, err
 			}
@@ -73,9 +73,9 @@ func lexMySQL(s string, toks []token) ([]token, error) {
 				var k int
 				var err error
 				if s[j] == '`' {
-					k, _, err = myQuotedIdent(s, j+1)
+					k, _, err = scanQuotedIdent(s, j+1, '`')
 				} else {
-					k, err = myString(s, j+1, s[j])
+					k, err = scanString(s, j+1, s[j], true)
 				}
 				if err != nil {
 					return toks, err
@@ -114,7 +114,7 @@ func lexMySQL(s string, toks []token) ([]token, error) {
 			if j < n && s[j] == '\'' {
 				lw := lowerASCII(word)
 				if lw == "x" || lw == "b" || lw == "n" || lw[0] == '_' {
-					k, err := myString(s, j+1, '\'')
+					k, err := scanString(s, j+1, '\'', true)
 					if err != nil {
 						return toks, err
 					}
@@ -144,53 +144,4 @@ func lexMySQL(s string, toks []token) ([]token, error) {
 		return toks, errUnterminated
 	}
 	return toks, nil
-}
-
-// myString scans a MySQL string body after the opening quote q: backslash
-// escapes the next byte and a doubled quote stands for one quote.
-func myString(s string, i int, q byte) (int, error) {
-	n := len(s)
-	for i < n {
-		c := s[i]
-		if c == '\\' {
-			i += 2
-			continue
-		}
-		if c == q {
-			if i+1 < n && s[i+1] == q {
-				i += 2
-				continue
-			}
-			return i + 1, nil
-		}
-		i++
-	}
-	return n, errUnterminated
-}
-
-func myQuotedIdent(s string, i int) (int, string, error) {
-	n := len(s)
-	start := i
-	var b []byte
-	for i < n {
-		if s[i] == '`' {
-			if i+1 < n && s[i+1] == '`' {
-				if b == nil {
-					b = append([]byte(nil), s[start:i]...)
-				}
-				b = append(b, '`')
-				i += 2
-				continue
-			}
-			if b != nil {
-				return i + 1, string(b), nil
-			}
-			return i + 1, s[start:i], nil
-		}
-		if b != nil {
-			b = append(b, s[i])
-		}
-		i++
-	}
-	return n, "", errUnterminated
 }

@@ -36,14 +36,14 @@ func lexPostgres(s string, toks []token) ([]token, error) {
 				}
 			}
 		case c == '\'':
-			j, err := pgString(s, i+1, false)
+			j, err := scanString(s, i+1, '\'', false)
 			if err != nil {
 				return toks, err
 			}
 			toks = append(toks, token{kind: tString, text: s[i:j], pos: i})
 			i = j
 		case c == '"':
-			j, text, err := pgQuotedIdent(s, i+1)
+			j, text, err := scanQuotedIdent(s, i+1, '"')
 			if err != nil {
 				return toks, err
 			}
@@ -90,7 +90,7 @@ func lexPostgres(s string, toks []token) ([]token, error) {
 			if j < n && s[j] == '\'' {
 				switch lowerASCII(word) {
 				case "e":
-					k, err := pgString(s, j+1, true)
+					k, err := scanString(s, j+1, '\'', true)
 					if err != nil {
 						return toks, err
 					}
@@ -98,7 +98,7 @@ func lexPostgres(s string, toks []token) ([]token, error) {
 					i = k
 					continue
 				case "b", "x", "n":
-					k, err := pgString(s, j+1, false)
+					k, err := scanString(s, j+1, '\'', false)
 					if err != nil {
 						return toks, err
 					}
@@ -109,14 +109,14 @@ func lexPostgres(s string, toks []token) ([]token, error) {
 			}
 			if (word == "u" || word == "U") && j+1 < n && s[j] == '&' && (s[j+1] == '\'' || s[j+1] == '"') {
 				if s[j+1] == '\'' {
-					k, err := pgString(s, j+2, false)
+					k, err := scanString(s, j+2, '\'', false)
 					if err != nil {
 						return toks, err
 					}
 					toks = append(toks, token{kind: tString, text: s[i:k], pos: i})
 					i = k
 				} else {
-					k, text, err := pgQuotedIdent(s, j+2)
+					k, text, err := scanQuotedIdent(s, j+2, '"')
 					if err != nil {
 						return toks, err
 					}
@@ -150,58 +150,6 @@ func lexPostgres(s string, toks []token) ([]token, error) {
 		}
 	}
 	return toks, nil
-}
-
-// pgString scans a string body starting after the opening quote and returns
-// the index after the closing quote. Doubled quotes are escapes; with
-// backslash set, \x escapes the next byte.
-func pgString(s string, i int, backslash bool) (int, error) {
-	n := len(s)
-	for i < n {
-		c := s[i]
-		if backslash && c == '\\' {
-			i += 2
-			continue
-		}
-		if c == '\'' {
-			if i+1 < n && s[i+1] == '\'' {
-				i += 2
-				continue
-			}
-			return i + 1, nil
-		}
-		i++
-	}
-	return n, errUnterminated
-}
-
-// pgQuotedIdent scans a "quoted" identifier body and returns the index after
-// the closing quote and the identifier with doubled quotes collapsed.
-func pgQuotedIdent(s string, i int) (int, string, error) {
-	n := len(s)
-	start := i
-	var b []byte
-	for i < n {
-		if s[i] == '"' {
-			if i+1 < n && s[i+1] == '"' {
-				if b == nil {
-					b = append([]byte(nil), s[start:i]...)
-				}
-				b = append(b, '"')
-				i += 2
-				continue
-			}
-			if b != nil {
-				return i + 1, string(b), nil
-			}
-			return i + 1, s[start:i], nil
-		}
-		if b != nil {
-			b = append(b, s[i])
-		}
-		i++
-	}
-	return n, "", errUnterminated
 }
 
 func scanNumber(s string, i int) int {
