@@ -8,6 +8,7 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/go-connections/nat"
 	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/network"
 )
 
 // dockerProbe caches whether a Docker engine answered.
@@ -218,3 +220,23 @@ func containerLogTail(c *testcontainers.DockerContainer) string {
 }
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// dockerNetwork prepares a server group: where published ports are reached
+// and bound (dockerPublish) and a private network for the group.
+func dockerNetwork(ctx context.Context) (host, bindIP string, nw *testcontainers.DockerNetwork, err error) {
+	if host, bindIP, err = dockerPublish(ctx); err != nil {
+		return "", "", nil, err
+	}
+	if nw, err = network.New(ctx); err != nil {
+		return "", "", nil, fmt.Errorf("testcluster: create docker network: %w", err)
+	}
+	return host, bindIP, nw, nil
+}
+
+// startBoth runs the two node starts concurrently and joins their errors.
+func startBoth(a, b func() error) error {
+	errs := make(chan error, 2)
+	go func() { errs <- a() }()
+	go func() { errs <- b() }()
+	return errors.Join(<-errs, <-errs)
+}

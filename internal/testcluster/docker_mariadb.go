@@ -54,13 +54,9 @@ func mariaServerArgs(serverID, port int) []string {
 }
 
 func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
-	host, bindIP, err := dockerPublish(ctx)
+	host, bindIP, nw, err := dockerNetwork(ctx)
 	if err != nil {
 		return nil, err
-	}
-	nw, err := network.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("testcluster: create docker network: %w", err)
 	}
 	m := &dockerMariaDB{net: nw, host: host}
 	defer func() {
@@ -76,9 +72,8 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	}
 	// Both servers start concurrently; the root user (empty password, any
 	// host) is made by the image's initialisation on each.
-	errs := make(chan error, 2)
-	for i, nd := range []*dockerMariaNode{m.primary, m.replica} {
-		go func(nd *dockerMariaNode, serverID int) {
+	start := func(nd *dockerMariaNode, serverID int) func() error {
+		return func() error {
 			c, err := runContainer(ctx, "MariaDB "+nd.name, mariadbImage,
 				testcontainers.WithEnv(map[string]string{
 					"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD": "1",
@@ -89,18 +84,13 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
 			)
 			if err != nil {
-				errs <- err
-				return
+				return err
 			}
 			nd.c = c
-			errs <- m.waitNode(ctx, nd)
-		}(nd, i+1)
+			return m.waitNode(ctx, nd)
+		}
 	}
-	var startErrs []error
-	for range 2 {
-		startErrs = append(startErrs, <-errs)
-	}
-	if err := errors.Join(startErrs...); err != nil {
+	if err := startBoth(start(m.primary, 1), start(m.replica, 2)); err != nil {
 		return nil, err
 	}
 

@@ -82,13 +82,9 @@ func runMySQLNode(ctx context.Context, host, bindIP string, nw *testcontainers.D
 }
 
 func startDockerMySQL(ctx context.Context) (_ mysqlBackend, err error) {
-	host, bindIP, err := dockerPublish(ctx)
+	host, bindIP, nw, err := dockerNetwork(ctx)
 	if err != nil {
 		return nil, err
-	}
-	nw, err := network.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("testcluster: create docker network: %w", err)
 	}
 	m := &dockerMySQL{net: nw, host: host}
 	defer func() {
@@ -103,17 +99,12 @@ func startDockerMySQL(ctx context.Context) (_ mysqlBackend, err error) {
 		return nil, err
 	}
 	// Both servers start concurrently.
-	errs := make(chan error, 2)
-	for i, nd := range []*dockerMySQLNode{m.primary, m.replica} {
-		go func(nd *dockerMySQLNode, serverID int) {
-			errs <- runMySQLNode(ctx, host, bindIP, nw, nd, mysqlServerArgs(serverID, nd.port, true))
-		}(nd, i+1)
+	start := func(nd *dockerMySQLNode, serverID int) func() error {
+		return func() error {
+			return runMySQLNode(ctx, host, bindIP, nw, nd, mysqlServerArgs(serverID, nd.port, true))
+		}
 	}
-	var startErrs []error
-	for range 2 {
-		startErrs = append(startErrs, <-errs)
-	}
-	if err := errors.Join(startErrs...); err != nil {
+	if err := startBoth(start(m.primary, 1), start(m.replica, 2)); err != nil {
 		return nil, err
 	}
 

@@ -60,13 +60,9 @@ type dockerPGNode struct {
 }
 
 func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
-	host, bindIP, err := dockerPublish(ctx)
+	host, bindIP, nw, err := dockerNetwork(ctx)
 	if err != nil {
 		return nil, err
-	}
-	nw, err := network.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("testcluster: create docker network: %w", err)
 	}
 	p := &dockerPostgres{net: nw, host: host}
 	defer func() {
