@@ -103,15 +103,7 @@ func TestReplicaFailureRetriedOnPrimary(t *testing.T) {
 		}
 		e.mustPrimary(got, "replicas dead, poller unaware")
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	failed := false
-	for _, d := range e.decisions {
-		failed = failed || d.Reason == plugin.ReasonReplicaFailed
-	}
-	if !failed {
-		t.Fatal("no replica-failed decision recorded")
-	}
+	e.mustHaveDecision(plugin.ReasonReplicaFailed)
 }
 
 // TestPolicyPicksAmongFreshReplicas: a dbresolver.Policy chooses among the
@@ -235,15 +227,7 @@ func TestRecoveryConflictRetriedOnPrimary(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	e.mustPrimary(rows[0], "read retried after a recovery conflict")
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	failed := false
-	for _, d := range e.decisions {
-		failed = failed || d.Reason == plugin.ReasonReplicaFailed
-	}
-	if !failed {
-		t.Fatal("no replica-failed decision recorded")
-	}
+	e.mustHaveDecision(plugin.ReasonReplicaFailed)
 }
 
 // setReplicaSetting sets (value "" resets) a setting on replica i and
@@ -262,4 +246,18 @@ func setReplicaSetting(ctx context.Context, e *env, i int, name, value string) e
 		return err
 	}
 	return db.WithContext(ctx).Exec("SELECT pg_reload_conf()").Error
+}
+
+// mustHaveDecision fails the test unless a decision with reason was
+// recorded.
+func (e *env) mustHaveDecision(reason plugin.Reason) {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, d := range e.decisions {
+		if d.Reason == reason {
+			return
+		}
+	}
+	e.t.Fatalf("no %s decision recorded", reason)
 }
