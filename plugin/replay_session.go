@@ -269,16 +269,11 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass) bool {
 		if !c.readsKnown {
 			tables = nil
 		}
-		pos, err := s.p.writePosition(ctx, tables)
+		pos, err := s.p.tablesPosition(ctx, tables)
 		if err != nil {
 			return false
 		}
-		if pos > required {
-			required = pos
-		}
-		if floor := lsnstore.LSN(s.p.directFloor.Load()); floor > required {
-			required = floor
-		}
+		required = max(required, pos)
 	}
 	return st.pos >= required
 }

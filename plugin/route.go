@@ -119,19 +119,13 @@ func (p *Plugin) toPrimary(db *gorm.DB, reason Reason, tables []string) {
 // toAnyReplica picks any usable replica regardless of freshness
 // (dbresolver.Read, Eventual).
 func (p *Plugin) toAnyReplica(db *gorm.DB, reason Reason, tables []string) {
-	now := time.Now()
-	var buf [8]gorm.ConnPool
-	up := buf[:0]
-	for _, r := range p.replicas {
-		if r.state.Load().usable(now, p.cfg.MaxLag) {
-			up = append(up, r.pool)
-		}
-	}
-	if len(up) == 0 {
+	// Every usable replica has replayed position 0.
+	pool, _ := p.freshReplica(0)
+	if pool == nil {
 		p.toPrimary(db, ReasonNoReplica, tables)
 		return
 	}
-	p.use(db, p.pick(up), reason, tables, 0)
+	p.use(db, pool, reason, tables, 0)
 }
 
 // toFresh sends the read to a replica that has replayed the required
@@ -157,7 +151,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 		required = s.position(p.cluster)
 	}
 	if tableWrites {
-		pos, err := p.writePosition(ctx, tables)
+		pos, err := p.tablesPosition(ctx, tables)
 		if err != nil {
 			if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 				p.cfg.Logger.DebugContext(ctx, "freshread: store unavailable, read goes to the primary", "err", err)
@@ -165,12 +159,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 			p.toPrimary(db, ReasonStoreError, tables)
 			return
 		}
-		if pos > required {
-			required = pos
-		}
-		if floor := lsnstore.LSN(p.directFloor.Load()); floor > required {
-			required = floor // direct writes not (yet) decoded by the tracker
-		}
+		required = max(required, pos)
 	}
 	pool, best := p.freshReplica(required)
 	if pool == nil && p.cfg.MaxWait > 0 {
@@ -182,6 +171,18 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 		return
 	}
 	p.use(db, pool, ReasonFresh, tables, required)
+}
+
+// tablesPosition is the position a Table read of tables must wait for: the
+// tables' write positions (one store round trip) and, while the tracker's
+// decoding of direct writes is missing or behind (Config.DirectWrites),
+// the direct-write floor.
+func (p *Plugin) tablesPosition(ctx context.Context, tables []string) (lsnstore.LSN, error) {
+	pos, err := p.writePosition(ctx, tables)
+	if err != nil {
+		return 0, err
+	}
+	return max(pos, lsnstore.LSN(p.directFloor.Load())), nil
 }
 
 // writePosition asks the store, through the circuit breaker.
