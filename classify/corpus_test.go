@@ -131,8 +131,8 @@ func TestCorpus(t *testing.T) {
 			key := d.String() + "\x00" + escapeForExceptions(r.sql)
 			e, ok := exc[key]
 			if !ok {
-				t.Errorf("%s:%d: unlisted disagreement: want %v, got %v (reason %q)\n\t%s\t%s\t%v\t%v\t<reason>",
-					r.file, r.line, r.want, got.Kind, got.Reason, d, escapeForExceptions(r.sql), r.want, got.Kind)
+				t.Errorf("%s:%d: unlisted disagreement: want %v, got %v (reason %q); to list it:\n\t%s",
+					r.file, r.line, r.want, got.Kind, got.Reason, formatException(d, r.sql, r.want, got.Kind, "<reason>"))
 				continue
 			}
 			e.used = true
@@ -171,7 +171,7 @@ func TestCorpusCopyIsCurrent(t *testing.T) {
 	}
 }
 
-// Example-style helper used when updating exceptions.tsv by hand.
+// formatException is a line of exceptions.tsv.
 func formatException(d Dialect, sql string, want, got Kind, reason string) string {
 	return fmt.Sprintf("%s\t%s\t%v\t%v\t%s", d, escapeForExceptions(sql), want, got, reason)
 }

@@ -2,7 +2,6 @@ package example
 
 import (
 	"context"
-	"fmt"
 
 	"gorm.io/gorm"
 )
@@ -70,5 +69,3 @@ func (s *Service) ProductName(ctx context.Context, id uint) (Served, error) {
 		Where("id = ?", id).Scan(&r).Error
 	return Served{Value: r.Name, Port: r.Port}, err
 }
-
-func (s Served) String() string { return fmt.Sprintf("%q from port %d", s.Value, s.Port) }

@@ -17,7 +17,6 @@ import (
 // (lsnstore.LSN) for every engine: a PostgreSQL WAL LSN, or the sequence
 // number of the primary's GTID domain on MariaDB.
 type engine interface {
-	name() string
 	// dialectorName is gorm's Dialector.Name() of the engine.
 	dialectorName() string
 	dialect() classify.Dialect

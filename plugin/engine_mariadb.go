@@ -35,7 +35,6 @@ type mariaEngine struct {
 	otherDomains atomic.Bool
 }
 
-func (*mariaEngine) name() string              { return "mariadb" }
 func (*mariaEngine) dialectorName() string     { return "mysql" }
 func (*mariaEngine) dialect() classify.Dialect { return classify.MySQL }
 

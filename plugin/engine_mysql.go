@@ -24,7 +24,6 @@ type mysqlEngine struct {
 	uuid string // the primary's server_uuid
 }
 
-func (*mysqlEngine) name() string              { return "mysql" }
 func (*mysqlEngine) dialectorName() string     { return "mysql" }
 func (*mysqlEngine) dialect() classify.Dialect { return classify.MySQL }
 

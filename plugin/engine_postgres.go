@@ -21,7 +21,6 @@ import (
 // positions can still be behind the commit record).
 type pgEngine struct{}
 
-func (pgEngine) name() string              { return "postgres" }
 func (pgEngine) dialectorName() string     { return "postgres" }
 func (pgEngine) dialect() classify.Dialect { return classify.Postgres }
 
