@@ -2,15 +2,10 @@ package integration_test
 
 import (
 	"context"
-	"database/sql"
-	"log/slog"
-	"strings"
 	"testing"
-	"time"
 
 	"gorm.io/gorm"
 
-	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -105,37 +100,4 @@ func TestMariaDBSessionConsistency(t *testing.T) {
 // yet waits on the replica (MASTER_GTID_WAIT) and is served there, fresh.
 func TestMariaDBCausalWait(t *testing.T) {
 	checkWaitedRead(t, newMariaEnv(t, withConfig(withMaxWait)))
-}
-
-// TestMariaDBOtherDomainWarns: a write in a GTID domain other than the
-// primary's is not seen by the freshness rule (docs/mariadb.md); the plugin
-// notices such writes on the primary and says so in its log.
-func TestMariaDBOtherDomainWarns(t *testing.T) {
-	var logs syncBuffer
-	e := newMariaEnv(t, withConfig(func(c *plugin.Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}))
-	raw, err := sql.Open("mysql", testcluster.MariaDBFor(t).PrimaryDSN(e.dbName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	ctx := context.Background()
-	conn, err := raw.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, q := range []string{"SET SESSION gtid_domain_id = 7", "UPDATE others SET note = 'domain 7' WHERE id = 1"} {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "GTID domain other than") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warning about the other domain; log: %q", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -22,9 +22,9 @@ func TestReplayFromStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	old := map[string]lsnstore.LSN{}
+	old := map[string]lsnstore.Position{}
 	for i := 0; i < e.pg.Replicas(); i++ {
-		old[replicaName(i)] = 1
+		old[replicaName(i)] = lsnstore.PositionOf(1)
 	}
 	if err := store.PublishReplay(ctx, old); err != nil {
 		t.Fatal(err)

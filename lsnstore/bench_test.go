@@ -10,7 +10,7 @@ var benchTables = []string{"users", "orders", "order_items"}
 func BenchmarkMemoryWritePosition(b *testing.B) {
 	m := NewMemory()
 	ctx := context.Background()
-	if err := m.Raise(ctx, benchTables, 100); err != nil {
+	if err := m.Raise(ctx, benchTables, PositionOf(100)); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -28,7 +28,7 @@ func BenchmarkMemoryRaise(b *testing.B) {
 	var pos LSN
 	for b.Loop() {
 		pos++
-		if err := m.Raise(ctx, benchTables, pos); err != nil {
+		if err := m.Raise(ctx, benchTables, PositionOf(pos)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -38,7 +38,7 @@ func benchRedis(b *testing.B) *Redis {
 	_, rdb := redisClient(b)
 	// The default Timeout, as in production.
 	s := NewRedis(rdb, RedisOptions{Database: uniqueDB("bench")})
-	if err := s.Raise(context.Background(), benchTables, 100); err != nil {
+	if err := s.Raise(context.Background(), benchTables, PositionOf(100)); err != nil {
 		b.Fatal(err)
 	}
 	return s
@@ -62,7 +62,7 @@ func BenchmarkRedisRaise(b *testing.B) {
 	pos := LSN(100)
 	for b.Loop() {
 		pos++
-		if err := s.Raise(ctx, benchTables, pos); err != nil {
+		if err := s.Raise(ctx, benchTables, PositionOf(pos)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ type newStoreFunc func(t *testing.T, db string) Store
 
 // replayReader is implemented by both stores beside Store.
 type replayReader interface {
-	ReplayPosition(ctx context.Context) (LSN, error)
+	ReplayPosition(ctx context.Context) (Position, error)
 }
 
 func mustLSN(t testing.TB, s string) LSN {
@@ -29,23 +29,49 @@ func mustLSN(t testing.TB, s string) LSN {
 
 func checkWrite(t *testing.T, s Store, tables []string, want LSN) {
 	t.Helper()
+	checkWritePos(t, s, tables, PositionOf(want))
+}
+
+func checkWritePos(t *testing.T, s Store, tables []string, want Position) {
+	t.Helper()
 	got, err := s.WritePosition(context.Background(), tables)
 	if err != nil {
 		t.Fatalf("WritePosition(%q): %v", tables, err)
 	}
-	if got != want {
+	if !got.Equal(want) {
 		t.Fatalf("WritePosition(%q) = %v; want %v", tables, got, want)
 	}
 }
 
 func raiseOK(t *testing.T, s Store, tables []string, pos LSN) {
 	t.Helper()
+	raisePosOK(t, s, tables, PositionOf(pos))
+}
+
+func raisePosOK(t *testing.T, s Store, tables []string, pos Position) {
+	t.Helper()
 	if err := s.Raise(context.Background(), tables, pos); err != nil {
 		t.Fatalf("Raise(%q, %v): %v", tables, pos, err)
 	}
 }
 
+func positions(m map[string]LSN) map[string]Position {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]Position, len(m))
+	for k, v := range m {
+		out[k] = PositionOf(v)
+	}
+	return out
+}
+
 func publishOK(t *testing.T, s Store, m map[string]LSN) {
+	t.Helper()
+	publishPosOK(t, s, positions(m))
+}
+
+func publishPosOK(t *testing.T, s Store, m map[string]Position) {
 	t.Helper()
 	if err := s.PublishReplay(context.Background(), m); err != nil {
 		t.Fatalf("PublishReplay(%v): %v", m, err)
@@ -54,15 +80,20 @@ func publishOK(t *testing.T, s Store, m map[string]LSN) {
 
 func checkReplay(t *testing.T, s Store, want map[string]LSN, wantMin LSN) {
 	t.Helper()
+	checkReplayPos(t, s, positions(want), PositionOf(wantMin))
+}
+
+func checkReplayPos(t *testing.T, s Store, want map[string]Position, wantMin Position) {
+	t.Helper()
 	got, err := s.ReplayPositions(context.Background())
 	if err != nil {
 		t.Fatalf("ReplayPositions: %v", err)
 	}
-	if got == nil || !maps.Equal(got, want) {
+	if got == nil || !maps.EqualFunc(got, want, Position.Equal) {
 		t.Fatalf("ReplayPositions = %v; want %v", got, want)
 	}
 	min, err := s.(replayReader).ReplayPosition(context.Background())
-	if err != nil || min != wantMin {
+	if err != nil || !min.Equal(wantMin) {
 		t.Fatalf("ReplayPosition = %v, %v; want %v", min, err, wantMin)
 	}
 }
@@ -168,14 +199,35 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 		checkWrite(t, s1, []string{"a"}, 100)
 		checkWrite(t, s2, []string{"a"}, 7)
 	})
+	t.Run("Lanes", func(t *testing.T) {
+		s := newStore(t, "lanes")
+		raisePosOK(t, s, []string{"a"}, mustPos(t, "0/64+1=0/14"))
+		raisePosOK(t, s, []string{"a"}, mustPos(t, "0/C8")) // main up, lane 1 kept
+		checkWritePos(t, s, []string{"a"}, mustPos(t, "0/C8+1=0/14"))
+		raisePosOK(t, s, []string{"a"}, mustPos(t, "0/1+1=0/2+2=0/5")) // lane 2 added, lane 1 not lowered
+		checkWritePos(t, s, []string{"a"}, mustPos(t, "0/C8+1=0/14+2=0/5"))
+		raisePosOK(t, s, []string{"a"}, mustPos(t, "0/1+1=0/2")) // covered: nothing changes
+		checkWritePos(t, s, []string{"a"}, mustPos(t, "0/C8+1=0/14+2=0/5"))
+		raisePosOK(t, s, []string{"b"}, mustPos(t, "0/1+1=0/FF+3=0/1"))
+		checkWritePos(t, s, []string{"a", "b"}, mustPos(t, "0/C8+1=0/FF+2=0/5+3=0/1"))
+		checkWritePos(t, s, nil, mustPos(t, "0/C8+1=0/FF+2=0/5+3=0/1"))
+		raisePosOK(t, s, nil, mustPos(t, "0/0+9=0/1")) // unknown tables: in every read
+		checkWritePos(t, s, []string{"c"}, mustPos(t, "0/0+9=0/1"))
+		checkWritePos(t, s, []string{"b"}, mustPos(t, "0/1+1=0/FF+3=0/1+9=0/1"))
+
+		publishPosOK(t, s, map[string]Position{"r1": mustPos(t, "0/64+1=0/A+2=0/3"), "r2": mustPos(t, "0/32+1=0/14")})
+		checkReplayPos(t, s, map[string]Position{"r1": mustPos(t, "0/64+1=0/A+2=0/3"), "r2": mustPos(t, "0/32+1=0/14")}, mustPos(t, "0/32+1=0/A"))
+		publishPosOK(t, s, map[string]Position{"r1": mustPos(t, "0/65"), "r2": mustPos(t, "0/33+2=0/1")}) // lanes never move back
+		checkReplayPos(t, s, map[string]Position{"r1": mustPos(t, "0/65+1=0/A+2=0/3"), "r2": mustPos(t, "0/33+1=0/14+2=0/1")}, mustPos(t, "0/33+1=0/A+2=0/1"))
+	})
 	t.Run("ConcurrentRaisers", func(t *testing.T) {
 		s := newStore(t, "concurrent")
 		const goroutines, each = 16, 40
 		var (
 			wg       sync.WaitGroup
 			mu       sync.Mutex
-			maxHot   LSN
-			maxRepl  LSN
+			maxHot   Position
+			maxRepl  Position
 			firstErr error
 		)
 		for g := range goroutines {
@@ -183,15 +235,15 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 			go func() {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(uint64(g), 42))
-				var hot, repl LSN
+				var hot, repl Position
 				for range each {
-					pos := LSN(rng.Uint64()>>8 | 1)
+					pos := randomLanes(rng)
 					err := s.Raise(context.Background(), []string{"hot", "other"}, pos)
-					hot = max(hot, pos)
+					hot = hot.Merge(pos)
 					if err == nil && g%4 == 0 {
-						p := LSN(rng.Uint64()>>8 | 1)
-						err = s.PublishReplay(context.Background(), map[string]LSN{"r": p})
-						repl = max(repl, p)
+						p := randomLanes(rng)
+						err = s.PublishReplay(context.Background(), map[string]Position{"r": p})
+						repl = repl.Merge(p)
 					}
 					if err != nil {
 						mu.Lock()
@@ -201,7 +253,7 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 					}
 				}
 				mu.Lock()
-				maxHot, maxRepl = max(maxHot, hot), max(maxRepl, repl)
+				maxHot, maxRepl = maxHot.Merge(hot), maxRepl.Merge(repl)
 				mu.Unlock()
 			}()
 		}
@@ -209,9 +261,22 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 		if firstErr != nil {
 			t.Fatal(firstErr)
 		}
-		checkWrite(t, s, []string{"hot"}, maxHot)
-		checkWrite(t, s, []string{"other"}, maxHot)
-		checkWrite(t, s, nil, maxHot)
-		checkReplay(t, s, map[string]LSN{"r": maxRepl}, maxRepl)
+		checkWritePos(t, s, []string{"hot"}, maxHot)
+		checkWritePos(t, s, []string{"other"}, maxHot)
+		checkWritePos(t, s, nil, maxHot)
+		checkReplayPos(t, s, map[string]Position{"r": maxRepl}, maxRepl)
 	})
+}
+
+// randomLanes draws a position with large random values in the main lane
+// and in some of three named lanes, so concurrent raisers must merge.
+func randomLanes(rng *rand.Rand) Position {
+	var ls []Lane
+	for _, name := range []string{"1", "2", "3e11fa47-71ca-11e1-9e33-c80aa9429562"} {
+		if rng.IntN(2) == 0 {
+			ls = append(ls, Lane{Name: name, Value: LSN(rng.Uint64() >> 8)})
+		}
+	}
+	p, _ := NewPosition(LSN(rng.Uint64()>>8|1), ls...)
+	return p
 }

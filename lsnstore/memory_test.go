@@ -21,8 +21,8 @@ func TestMemoryReplayPositionsIsACopy(t *testing.T) {
 	m := NewMemory()
 	publishOK(t, m, map[string]LSN{"r": 3})
 	got, _ := m.ReplayPositions(context.Background())
-	got["r"] = 1
-	got["x"] = 2
+	got["r"] = PositionOf(1)
+	got["x"] = PositionOf(2)
 	checkReplay(t, m, map[string]LSN{"r": 3}, 3)
 }
 

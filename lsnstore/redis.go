@@ -82,9 +82,9 @@ func (r *Redis) withTimeout(ctx context.Context) (context.Context, context.Cance
 }
 
 // WritePosition implements Store with one MGET.
-func (r *Redis) WritePosition(ctx context.Context, tables []string) (LSN, error) {
+func (r *Redis) WritePosition(ctx context.Context, tables []string) (Position, error) {
 	if r.err != nil {
-		return 0, r.err
+		return Position{}, r.err
 	}
 	var args []any
 	if tables == nil {
@@ -100,30 +100,30 @@ func (r *Redis) WritePosition(ctx context.Context, tables []string) (LSN, error)
 	defer cancel()
 	cmd := redis.NewSliceCmd(ctx, args...)
 	if err := r.rdb.Process(ctx, cmd); err != nil {
-		return 0, fmt.Errorf("lsnstore: redis MGET: %w", err)
+		return Position{}, fmt.Errorf("lsnstore: redis MGET: %w", err)
 	}
-	var pos LSN
+	var pos Position
 	for i, v := range cmd.Val() {
 		s, ok := v.(string)
 		if !ok {
 			continue // missing key: no recent write
 		}
-		l, ok := parseLSN(s)
+		p, ok := parsePosition(s)
 		if !ok {
-			return 0, fmt.Errorf("%w %q at key %v", ErrBadPosition, s, args[i+1])
+			return Position{}, fmt.Errorf("%w %q at key %v", ErrBadPosition, truncate(s), args[i+1])
 		}
-		pos = max(pos, l)
+		pos = pos.Merge(p)
 	}
 	return pos, nil
 }
 
 // Raise implements Store with one script call (EVALSHA, or EVAL the first
 // time a server sees the script).
-func (r *Redis) Raise(ctx context.Context, tables []string, pos LSN) error {
+func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error {
 	if r.err != nil {
 		return r.err
 	}
-	if pos == 0 {
+	if pos.IsZero() {
 		return nil
 	}
 	keys := make([]string, 0, len(tables)+1)
@@ -143,7 +143,7 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos LSN) error {
 }
 
 // PublishReplay implements Store with one script call.
-func (r *Redis) PublishReplay(ctx context.Context, replicas map[string]LSN) error {
+func (r *Redis) PublishReplay(ctx context.Context, replicas map[string]Position) error {
 	if r.err != nil {
 		return r.err
 	}
@@ -167,7 +167,7 @@ func (r *Redis) PublishReplay(ctx context.Context, replicas map[string]LSN) erro
 }
 
 // ReplayPositions implements Store with one HGETALL.
-func (r *Redis) ReplayPositions(ctx context.Context) (map[string]LSN, error) {
+func (r *Redis) ReplayPositions(ctx context.Context) (map[string]Position, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -177,36 +177,36 @@ func (r *Redis) ReplayPositions(ctx context.Context) (map[string]LSN, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lsnstore: redis HGETALL: %w", err)
 	}
-	out := make(map[string]LSN, len(m))
+	out := make(map[string]Position, len(m))
 	for name, s := range m {
-		l, ok := parseLSN(s)
+		l, ok := parsePosition(s)
 		if !ok {
-			return nil, fmt.Errorf("%w %q for replica %q at key %s", ErrBadPosition, s, name, r.replicasKey)
+			return nil, fmt.Errorf("%w %q for replica %q at key %s", ErrBadPosition, truncate(s), name, r.replicasKey)
 		}
 		out[name] = l
 	}
 	return out, nil
 }
 
-// ReplayPosition returns the minimum replay position published by the
-// latest PublishReplay call (the <db>-replay_lsn key), 0 when none or
-// expired. It is not part of Store.
-func (r *Redis) ReplayPosition(ctx context.Context) (LSN, error) {
+// ReplayPosition returns the minimum replay position (per lane) published
+// by the latest PublishReplay call (the <db>-replay_lsn key), the zero
+// position when none or expired. It is not part of Store.
+func (r *Redis) ReplayPosition(ctx context.Context) (Position, error) {
 	if r.err != nil {
-		return 0, r.err
+		return Position{}, r.err
 	}
 	ctx, cancel := r.withTimeout(ctx)
 	defer cancel()
 	s, err := r.rdb.Get(ctx, r.minKey).Result()
 	if errors.Is(err, redis.Nil) {
-		return 0, nil
+		return Position{}, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("lsnstore: redis GET: %w", err)
+		return Position{}, fmt.Errorf("lsnstore: redis GET: %w", err)
 	}
-	l, ok := parseLSN(s)
+	l, ok := parsePosition(s)
 	if !ok {
-		return 0, fmt.Errorf("%w %q at key %s", ErrBadPosition, s, r.minKey)
+		return Position{}, fmt.Errorf("%w %q at key %s", ErrBadPosition, truncate(s), r.minKey)
 	}
 	return l, nil
 }

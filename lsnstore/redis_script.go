@@ -2,33 +2,117 @@ package lsnstore
 
 import "github.com/redis/go-redis/v9"
 
-// luaPrelude holds the functions shared by the scripts. Positions are the
-// canonical "X/Y" text; each half has at most eight hex digits, so
-// tonumber(h, 16) is exact in a Lua number (a double).
+// luaPrelude holds the functions shared by the scripts. A position is the
+// text of Position.String: a main lane "X/Y", then "+name=X/Y" per named
+// lane. Each half of "X/Y" has at most eight hex digits, so tonumber(h, 16)
+// is exact in a Lua number (a double). A parsed position is a table
+// {h, l, t, lanes}: t is the text of the main lane, lanes maps a name to
+// {h, l, t}.
 const luaPrelude = `
-local function parse(v)
-  if not v then return nil end
+local function lsn(v)
   local h, l = string.match(v, "^(%x+)/(%x+)$")
   if not h or #h > 8 or #l > 8 then return nil end
   return tonumber(h, 16), tonumber(l, 16)
 end
 
--- raise sets key to pos unless it holds a larger position, refreshes its
--- TTL, and returns the position it holds afterwards. An unparseable stored
--- value is overwritten.
+local function less(a, b)
+  return a.h < b.h or (a.h == b.h and a.l < b.l)
+end
+
+local function parse(v)
+  if not v then return nil end
+  local head, rest = string.match(v, "^([^+]*)(.*)$")
+  local h, l = lsn(head)
+  if not h then return nil end
+  local p = {h = h, l = l, t = head, lanes = {}, n = 0}
+  if rest == "" then return p end
+  if string.sub(rest, -1) == "+" then return nil end
+  for item in string.gmatch(rest, "%+([^+]*)") do
+    local name, val = string.match(item, "^([%w:_-]+)=(.+)$")
+    if not name or #name > 96 or p.lanes[name] then return nil end
+    local vh, vl = lsn(val)
+    if not vh then return nil end
+    p.lanes[name] = {h = vh, l = vl, t = val}
+    p.n = p.n + 1
+  end
+  return p
+end
+
+local function text(p)
+  local names = {}
+  for name, v in pairs(p.lanes) do
+    if v.h > 0 or v.l > 0 then names[#names + 1] = name end
+  end
+  table.sort(names)
+  local parts = {p.t}
+  for _, name in ipairs(names) do
+    parts[#parts + 1] = "+" .. name .. "=" .. p.lanes[name].t
+  end
+  return table.concat(parts)
+end
+
+-- covers reports whether a is at least b in every lane.
+local function covers(a, b)
+  if less(a, b) then return false end
+  for name, v in pairs(b.lanes) do
+    local o = a.lanes[name]
+    if (v.h > 0 or v.l > 0) and (not o or less(o, v)) then return false end
+  end
+  return true
+end
+
+-- merge returns the per-lane maximum of a and b.
+local function merge(a, b)
+  local m = a
+  if less(a, b) then m = b end
+  local out = {h = m.h, l = m.l, t = m.t, lanes = {}}
+  for name, v in pairs(a.lanes) do out.lanes[name] = v end
+  for name, v in pairs(b.lanes) do
+    local o = out.lanes[name]
+    if not o or less(o, v) then out.lanes[name] = v end
+  end
+  return out
+end
+
+-- lower returns the per-lane minimum of a and b (a lane missing in either
+-- is dropped: 0).
+local function lower(a, b)
+  local m = a
+  if less(b, a) then m = b end
+  local out = {h = m.h, l = m.l, t = m.t, lanes = {}}
+  for name, v in pairs(a.lanes) do
+    local o = b.lanes[name]
+    if o then
+      if less(o, v) then out.lanes[name] = o else out.lanes[name] = v end
+    end
+  end
+  return out
+end
+
+-- raise merges pos into key, refreshes its TTL, and returns the parsed
+-- position the key holds afterwards. An unparseable stored value is
+-- overwritten.
 local function raise(key, pos, ttl)
-  local nh, nl = parse(pos)
-  if not nh then
+  local new = parse(pos)
+  if not new then
     error("lsnstore: unparseable position argument " .. tostring(pos))
   end
-  local old = redis.call("GET", key)
-  local oh, ol = parse(old)
-  if not oh or nh > oh or (nh == oh and nl > ol) then
+  local old = parse(redis.call("GET", key))
+  if not old then
     redis.call("SET", key, pos, "PX", ttl)
-    return pos
+    return new
   end
-  redis.call("PEXPIRE", key, ttl)
-  return old
+  if covers(old, new) then
+    redis.call("PEXPIRE", key, ttl)
+    return old
+  end
+  local m = new
+  if old.n > 0 or new.n > 0 then
+    m = merge(old, new)
+    pos = text(m)
+  end
+  redis.call("SET", key, pos, "PX", ttl)
+  return m
 end
 `
 
@@ -49,21 +133,19 @@ return 0
 //	ARGV[2*i], ARGV[2*i+1]  the name and new position of replica i
 //
 // Each replica key is raised; the hash is replaced by the raised positions
-// of this call's replicas and the minimum key set to their minimum.
+// of this call's replicas and the minimum key set to their per-lane
+// minimum.
 var publishScript = redis.NewScript(luaPrelude + `
 local ttl = ARGV[1]
-local minh, minl, mins
+local minimum
 redis.call("DEL", KEYS[2])
 for i = 1, #KEYS - 2 do
   local pos = raise(KEYS[2 + i], ARGV[2 * i + 1], ttl)
-  redis.call("HSET", KEYS[2], ARGV[2 * i], pos)
-  local h, l = parse(pos)
-  if not mins or h < minh or (h == minh and l < minl) then
-    minh, minl, mins = h, l, pos
-  end
+  redis.call("HSET", KEYS[2], ARGV[2 * i], text(pos))
+  if not minimum then minimum = pos else minimum = lower(minimum, pos) end
 end
-if mins then
-  redis.call("SET", KEYS[1], mins, "PX", ttl)
+if minimum then
+  redis.call("SET", KEYS[1], text(minimum), "PX", ttl)
   redis.call("PEXPIRE", KEYS[2], ttl)
 end
 return 0

@@ -215,7 +215,7 @@ func TestRedisInvalidOptions(t *testing.T) {
 			}
 		}
 		s := NewRedis(tc.rdb, tc.opts)
-		errs := []error{s.Raise(ctx, []string{"a"}, 1), s.PublishReplay(ctx, map[string]LSN{"r": 1})}
+		errs := []error{s.Raise(ctx, []string{"a"}, PositionOf(1)), s.PublishReplay(ctx, map[string]Position{"r": PositionOf(1)})}
 		_, err := s.WritePosition(ctx, nil)
 		errs = append(errs, err)
 		_, err = s.ReplayPositions(ctx)
@@ -255,9 +255,9 @@ func TestRedisStopped(t *testing.T) {
 	calls := map[string]func() error{
 		"WritePosition":      func() error { _, err := s.WritePosition(ctx, []string{"a"}); return err },
 		"WritePosition(nil)": func() error { _, err := s.WritePosition(ctx, nil); return err },
-		"Raise":              func() error { return s.Raise(ctx, []string{"a"}, 2) },
-		"Raise(nil)":         func() error { return s.Raise(ctx, nil, 2) },
-		"PublishReplay":      func() error { return s.PublishReplay(ctx, map[string]LSN{"r": 1}) },
+		"Raise":              func() error { return s.Raise(ctx, []string{"a"}, PositionOf(2)) },
+		"Raise(nil)":         func() error { return s.Raise(ctx, nil, PositionOf(2)) },
+		"PublishReplay":      func() error { return s.PublishReplay(ctx, map[string]Position{"r": PositionOf(1)}) },
 		"ReplayPositions":    func() error { _, err := s.ReplayPositions(ctx); return err },
 		"ReplayPosition":     func() error { _, err := s.ReplayPosition(ctx); return err },
 	}
@@ -282,7 +282,7 @@ func TestRedisStopped(t *testing.T) {
 	// The restarted server is empty and has no script cache.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		err := s.Raise(ctx, []string{"a"}, 3)
+		err := s.Raise(ctx, []string{"a"}, PositionOf(3))
 		if err == nil {
 			break
 		}

@@ -9,33 +9,35 @@ import "context"
 // A nil tables slice and an empty one differ: nil means "the tables are
 // unknown", an empty slice means "no tables".
 type Store interface {
-	// WritePosition returns the highest write position that a read of
-	// tables must wait for: the maximum over those tables' positions and the
+	// WritePosition returns the position that a read of tables must wait
+	// for: the merge (per-lane maximum) of those tables' positions and the
 	// position of writes whose tables were unknown. tables == nil means the
 	// read's own tables are unknown: then it returns the highest position of
-	// any write in the database. It returns 0 when there is nothing to wait
+	// any write in the database. It returns the zero position when there is nothing to wait
 	// for. Exactly one round trip for Redis.
-	WritePosition(ctx context.Context, tables []string) (LSN, error)
+	WritePosition(ctx context.Context, tables []string) (Position, error)
 
 	// Raise raises the write position of each table to at least pos
-	// (compare-and-raise: it never lowers, and concurrent raisers leave the
-	// maximum) and raises the database-wide maximum too. tables == nil means
+	// (compare-and-raise, lane by lane: it never lowers a lane, and
+	// concurrent raisers leave the merge of their positions) and raises the
+	// database-wide maximum too. tables == nil means
 	// the written tables are unknown: it raises the "unknown tables"
-	// position, which every read includes. Raising to 0 does nothing. One
+	// position, which every read includes. Raising to the zero position does
+	// nothing. One
 	// round trip for Redis.
-	Raise(ctx context.Context, tables []string, pos LSN) error
+	Raise(ctx context.Context, tables []string, pos Position) error
 
 	// PublishReplay records each replica's replay position and the minimum
-	// over the replicas of the call (as <db>-replay_lsn), so every call
-	// should name every replica. Positions only move forward per replica
-	// (compare-and-raise as well); the minimum is computed from the raised
-	// positions. A call without replicas does nothing.
-	PublishReplay(ctx context.Context, replicas map[string]LSN) error
+	// (per lane) over the replicas of the call (as <db>-replay_lsn), so
+	// every call should name every replica. Positions only move forward per
+	// replica (compare-and-raise lane by lane as well); the minimum is
+	// computed from the raised positions. A call without replicas does nothing.
+	PublishReplay(ctx context.Context, replicas map[string]Position) error
 
 	// ReplayPositions returns the per-replica positions of the replicas
 	// named in the latest PublishReplay call (an empty map when none). The
 	// map is the caller's.
-	ReplayPositions(ctx context.Context) (map[string]LSN, error)
+	ReplayPositions(ctx context.Context) (map[string]Position, error)
 }
 
 var (

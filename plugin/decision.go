@@ -48,9 +48,9 @@ type Decision struct {
 	// position applied).
 	Tables []string
 	// Required is the position the replica had to have replayed: the
-	// highest write position of Tables and of the caller's session.
-	Required lsnstore.LSN
+	// merge of the write positions of Tables and of the caller's session.
+	Required lsnstore.Position
 	// ReplicaPosition is the chosen replica's replay position, or the best
 	// one when none was fresh enough.
-	ReplicaPosition lsnstore.LSN
+	ReplicaPosition lsnstore.Position
 }

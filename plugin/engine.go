@@ -13,9 +13,10 @@ import (
 
 // engine is what differs between database engines: how positions are read
 // and compared, how a replica is recognised, which SQL grammar applies and
-// which errors are worth a retry on the primary. Positions are uint64
-// (lsnstore.LSN) for every engine: a PostgreSQL WAL LSN, or the sequence
-// number of the primary's GTID domain on MariaDB.
+// which errors are worth a retry on the primary. Positions are
+// lsnstore.Position for every engine: a PostgreSQL WAL LSN or heartbeat
+// counter in the main lane, a lane per GTID domain on MariaDB, per GTID
+// source on MySQL.
 type engine interface {
 	// dialectorName is gorm's Dialector.Name() of the engine.
 	dialectorName() string
@@ -27,11 +28,11 @@ type engine interface {
 	// primaryPositions returns the primary's current write position and a
 	// position every replica that has reached it is fully caught up at
 	// (PostgreSQL: the insert and flush positions).
-	primaryPositions(ctx context.Context, primary *sql.DB) (ins, flush lsnstore.LSN, err error)
+	primaryPositions(ctx context.Context, primary *sql.DB) (ins, flush lsnstore.Position, err error)
 	// writePosition is read after COMMIT returned: at or past the commit.
-	writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error)
+	writePosition(ctx context.Context, primary *sql.DB) (lsnstore.Position, error)
 	// replayPosition is what a replica has applied.
-	replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error)
+	replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error)
 	// isReplica reports whether the server replicates from a primary.
 	isReplica(ctx context.Context, db *sql.DB) (bool, error)
 	// retryable: a replica failure after which the read may run on the
@@ -50,7 +51,7 @@ type engine interface {
 type causalWaiter interface {
 	// waitApplied waits up to timeout for replica to apply pos and reports
 	// whether it did.
-	waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.LSN, timeout time.Duration) (bool, error)
+	waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.Position, timeout time.Duration) (bool, error)
 }
 
 // engineFor picks the engine of the primary: by dialector, and for "mysql"
@@ -72,10 +73,13 @@ func engineFor(ctx context.Context, dialector string, primary *sql.DB) (engine, 
 	return nil, fmt.Errorf("%w: dialector %q is not supported (postgres, mysql)", ErrConfig, dialector)
 }
 
-func scanPosition(ctx context.Context, db *sql.DB, query string) (lsnstore.LSN, error) {
+// scanLSN runs query, which returns one pg_lsn as text, and returns it as a
+// position with a main lane only.
+func scanLSN(ctx context.Context, db *sql.DB, query string) (lsnstore.Position, error) {
 	var s string
 	if err := db.QueryRowContext(ctx, query).Scan(&s); err != nil {
-		return 0, err
+		return lsnstore.Position{}, err
 	}
-	return lsnstore.ParseLSN(s)
+	l, err := lsnstore.ParseLSN(s)
+	return lsnstore.PositionOf(l), err
 }

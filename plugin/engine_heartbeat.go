@@ -75,40 +75,40 @@ func (h *heartbeatEngine) prepare(ctx context.Context, primary *sql.DB) error {
 	return nil
 }
 
-func (h *heartbeatEngine) counter(ctx context.Context, db *sql.DB) (lsnstore.LSN, error) {
+func (h *heartbeatEngine) counter(ctx context.Context, db *sql.DB) (lsnstore.Position, error) {
 	var n int64
 	if err := db.QueryRowContext(ctx, "SELECT n FROM "+h.table+" WHERE id = 1").Scan(&n); err != nil {
-		return 0, err
+		return lsnstore.Position{}, err
 	}
-	return lsnstore.LSN(n), nil
+	return lsnstore.PositionOf(lsnstore.LSN(n)), nil
 }
 
-func (h *heartbeatEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.LSN, lsnstore.LSN, error) {
+func (h *heartbeatEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.Position, lsnstore.Position, error) {
 	n, err := h.counter(ctx, primary)
 	return n, n, err
 }
 
 // writePosition raises the counter in its own transaction (after the
 // write's COMMIT returned) and returns the new value.
-func (h *heartbeatEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error) {
+func (h *heartbeatEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.Position, error) {
 	if h.engine.dialectorName() == "postgres" {
 		var n int64
 		err := primary.QueryRowContext(ctx, "UPDATE "+h.table+" SET n = n + 1 WHERE id = 1 RETURNING n").Scan(&n)
-		return lsnstore.LSN(n), err
+		return lsnstore.PositionOf(lsnstore.LSN(n)), err
 	}
 	conn, err := primary.Conn(ctx)
 	if err != nil {
-		return 0, err
+		return lsnstore.Position{}, err
 	}
 	defer conn.Close()
 	if _, err := conn.ExecContext(ctx, "UPDATE "+h.table+" SET n = LAST_INSERT_ID(n + 1) WHERE id = 1"); err != nil {
-		return 0, err
+		return lsnstore.Position{}, err
 	}
 	var n int64
 	err = conn.QueryRowContext(ctx, "SELECT LAST_INSERT_ID()").Scan(&n)
-	return lsnstore.LSN(n), err
+	return lsnstore.PositionOf(lsnstore.LSN(n)), err
 }
 
-func (h *heartbeatEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error) {
+func (h *heartbeatEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
 	return h.counter(ctx, replica)
 }

@@ -9,7 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
-	"sync/atomic"
+	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -19,20 +19,14 @@ import (
 	"github.com/freshread/freshread/position"
 )
 
-// mariaEngine: MariaDB GTIDs. A position is the sequence number of the
-// primary's GTID domain (@@gtid_domain_id): with gtid_strict_mode the
-// sequence numbers of one domain only grow, and a replica applies them in
-// order, so "has applied" is a number comparison. Writes in another domain
-// are not tracked (see docs/mariadb.md).
+// mariaEngine: MariaDB GTIDs. A position holds the sequence number of
+// every GTID domain: domain 0 in the main lane, domain d in the lane named
+// d (mariadbPosition). With gtid_strict_mode the sequence numbers of one
+// domain only grow, and a replica applies a domain's transactions in
+// order, so "has applied" is a comparison per domain (see docs/mariadb.md).
 type mariaEngine struct {
-	domain   uint32
-	serverID uint32
-
-	// lastBinlog is the primary's gtid_binlog_pos at the previous poll
-	// (poller goroutine only); otherDomains is set once a domain other
-	// than the tracked one has advanced: writes the rule cannot see.
-	lastBinlog   position.MariaDBGTIDList
-	otherDomains atomic.Bool
+	domain   uint32 // the primary's @@gtid_domain_id, for the cluster identity
+	serverID uint32 // the primary's @@server_id, for MASTER_GTID_WAIT
 }
 
 func (*mariaEngine) dialectorName() string     { return "mysql" }
@@ -47,69 +41,91 @@ func (m *mariaEngine) identify(ctx context.Context, primary *sql.DB) (uint64, er
 	return h.Sum64(), nil
 }
 
-func (m *mariaEngine) seqOf(ctx context.Context, db *sql.DB, variable string) (lsnstore.LSN, error) {
+// gtidPosition reads a GTID list variable (gtid_binlog_pos on the primary,
+// gtid_slave_pos on a replica) as a position.
+func (m *mariaEngine) gtidPosition(ctx context.Context, db *sql.DB, variable string) (lsnstore.Position, error) {
 	var s string
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL."+variable).Scan(&s); err != nil {
-		return 0, err
-	}
-	seq, err := gtidSeq(s, m.domain)
-	return lsnstore.LSN(seq), err
-}
-
-func (m *mariaEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.LSN, lsnstore.LSN, error) {
-	var s string
-	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&s); err != nil {
-		return 0, 0, err
+		return lsnstore.Position{}, err
 	}
 	l, err := position.ParseMariaDBGTIDList(s)
 	if err != nil {
-		return 0, 0, fmt.Errorf("plugin: %w", err)
+		return lsnstore.Position{}, fmt.Errorf("plugin: %s: %w", variable, err)
 	}
-	if !m.lastBinlog.Empty() && !m.sameOutsideDomain(l) {
-		m.otherDomains.Store(true)
-	}
-	m.lastBinlog = l
-	seq, _ := l.Seq(m.domain)
-	return lsnstore.LSN(seq), lsnstore.LSN(seq), nil
+	return mariadbPosition(l), nil
 }
 
-// sameOutsideDomain reports whether l and the previous poll's list agree
-// on every domain but the tracked one.
-func (m *mariaEngine) sameOutsideDomain(l position.MariaDBGTIDList) bool {
-	for _, d := range append(l.Domains(), m.lastBinlog.Domains()...) {
-		if d == m.domain {
+// mariadbPosition maps a GTID list to a position: domain 0's sequence
+// number in the main lane (no allocation for the common single-domain
+// server), domain d's in the lane named d. Server IDs are not kept: under
+// gtid_strict_mode order within a domain does not depend on them.
+func mariadbPosition(l position.MariaDBGTIDList) lsnstore.Position {
+	domains := l.Domains()
+	var (
+		main  lsnstore.LSN
+		lanes []lsnstore.Lane
+	)
+	for _, d := range domains {
+		seq, _ := l.Seq(d)
+		if d == 0 {
+			main = lsnstore.LSN(seq)
 			continue
 		}
-		a, _ := l.Seq(d)
-		b, _ := m.lastBinlog.Seq(d)
-		if a != b {
-			return false
-		}
+		lanes = append(lanes, lsnstore.Lane{Name: strconv.FormatUint(uint64(d), 10), Value: lsnstore.LSN(seq)})
 	}
-	return true
+	p, _ := lsnstore.NewPosition(main, lanes...) // decimal names are valid
+	return p
 }
 
-// untrackedWrites reports whether writes in another GTID domain were seen.
-func (m *mariaEngine) untrackedWrites() bool { return m.otherDomains.Load() }
-
-// writePosition reads @@gtid_binlog_pos after COMMIT returned: it contains
-// the transaction's GTID (and maybe later ones: conservative).
-func (m *mariaEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error) {
-	return m.seqOf(ctx, primary, "gtid_binlog_pos")
+// mariadbGTIDList is the inverse of mariadbPosition, with serverID in
+// every GTID (MASTER_GTID_WAIT ignores it when comparing within a domain).
+// A lane whose name is not a domain number is an error.
+func mariadbGTIDList(p lsnstore.Position, serverID uint32) (string, error) {
+	var b []byte
+	if p.Main() > 0 {
+		b = fmt.Appendf(b, "0-%d-%d", serverID, uint64(p.Main()))
+	}
+	for _, l := range p.Lanes() {
+		d, err := strconv.ParseUint(l.Name, 10, 32)
+		if err != nil {
+			return "", fmt.Errorf("plugin: position lane %q is not a MariaDB GTID domain", l.Name)
+		}
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%d-%d-%d", d, serverID, uint64(l.Value))
+	}
+	return string(b), nil
 }
 
-func (m *mariaEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error) {
-	return m.seqOf(ctx, replica, "gtid_slave_pos")
+func (m *mariaEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.Position, lsnstore.Position, error) {
+	pos, err := m.gtidPosition(ctx, primary, "gtid_binlog_pos")
+	return pos, pos, err
+}
+
+// writePosition reads @@gtid_binlog_pos after COMMIT returned: in the
+// transaction's domain it is at or past the transaction's GTID. It holds
+// every other domain's latest GTID too, so a read after the write also
+// waits for those: conservative.
+func (m *mariaEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.Position, error) {
+	return m.gtidPosition(ctx, primary, "gtid_binlog_pos")
+}
+
+func (m *mariaEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
+	return m.gtidPosition(ctx, replica, "gtid_slave_pos")
 }
 
 // waitApplied runs MASTER_GTID_WAIT on the replica (MaxScale's causal
-// reads): it returns 0 once the replica has applied the GTID of the
-// domain's sequence number, -1 on timeout. Ordering within a domain does
-// not depend on the server id in the GTID.
-func (m *mariaEngine) waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.LSN, timeout time.Duration) (bool, error) {
-	gtid := fmt.Sprintf("%d-%d-%d", m.domain, m.serverID, uint64(pos))
+// reads) with the GTID list of pos: it returns 0 once the replica has
+// applied, in every domain of the list, the GTID of that sequence number,
+// -1 on timeout.
+func (m *mariaEngine) waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.Position, timeout time.Duration) (bool, error) {
+	gtids, err := mariadbGTIDList(pos, m.serverID)
+	if err != nil || gtids == "" {
+		return gtids == "", err
+	}
 	var r sql.NullInt64
-	if err := replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", gtid, timeout.Seconds()).Scan(&r); err != nil {
+	if err := replica.QueryRowContext(ctx, "SELECT MASTER_GTID_WAIT(?, ?)", gtids, timeout.Seconds()).Scan(&r); err != nil {
 		return false, err
 	}
 	return r.Valid && r.Int64 == 0, nil
@@ -157,14 +173,3 @@ func mysqlReadOnlyRefusal(err error) bool {
 // readOnlyFunctions: MariaDB does not enforce READS SQL DATA, so no user
 // function is known to be read-only without Config.ReadOnlyFunctions.
 func (*mariaEngine) readOnlyFunctions(context.Context, *sql.DB) ([]string, error) { return nil, nil }
-
-// gtidSeq returns the sequence number of domain in a MariaDB GTID list
-// ("0-1-100,1-2-50"); a list without that domain is 0.
-func gtidSeq(list string, domain uint32) (uint64, error) {
-	l, err := position.ParseMariaDBGTIDList(list)
-	if err != nil {
-		return 0, fmt.Errorf("plugin: %w", err)
-	}
-	seq, _ := l.Seq(domain)
-	return seq, nil
-}

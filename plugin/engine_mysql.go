@@ -13,15 +13,14 @@ import (
 	"github.com/freshread/freshread/position"
 )
 
-// mysqlEngine: MySQL 8 GTID sets. A position is a transaction number of
-// the primary's server_uuid: after COMMIT, the highest number of that
-// source in @@GLOBAL.gtid_executed; on a replica, the largest n such that
-// uuid:1-n is in its gtid_executed (its contiguous prefix, conservative
-// when a multi-threaded replica applies out of order). Transactions of
-// other sources (a former primary, tagged GTIDs) are not tracked; see
+// mysqlEngine: MySQL 8 GTID sets. A position has a lane per GTID source
+// (server UUID, or UUID:tag): after COMMIT, each source's highest number
+// in @@GLOBAL.gtid_executed; on a replica, the largest n such that
+// source:1-n is in its gtid_executed (its contiguous prefix, conservative
+// when a multi-threaded replica applies out of order). See
 // docs/mariadb.md.
 type mysqlEngine struct {
-	uuid string // the primary's server_uuid
+	uuid string // the primary's server_uuid, for the cluster identity
 }
 
 func (*mysqlEngine) dialectorName() string     { return "mysql" }
@@ -47,32 +46,44 @@ func (m *mysqlEngine) executed(ctx context.Context, db *sql.DB) (position.MySQLG
 	}
 	set, err := position.ParseMySQLGTIDSet(s)
 	if err != nil {
-		return set, fmt.Errorf("plugin: %w", err)
+		return set, fmt.Errorf("plugin: gtid_executed: %w", err)
 	}
 	return set, nil
 }
 
-func (m *mysqlEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.LSN, lsnstore.LSN, error) {
+// mysqlPosition maps per-source transaction numbers to a position with a
+// lane per source (the main lane stays 0).
+func mysqlPosition(sources []position.SourceNumber) (lsnstore.Position, error) {
+	lanes := make([]lsnstore.Lane, len(sources))
+	for i, sn := range sources {
+		lanes[i] = lsnstore.Lane{Name: sn.Source, Value: lsnstore.LSN(sn.Number)}
+	}
+	p, err := lsnstore.NewPosition(0, lanes...)
+	if err != nil {
+		return p, fmt.Errorf("plugin: %w", err)
+	}
+	return p, nil
+}
+
+func (m *mysqlEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.Position, lsnstore.Position, error) {
 	pos, err := m.writePosition(ctx, primary)
 	return pos, pos, err
 }
 
-func (m *mysqlEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error) {
+func (m *mysqlEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.Position, error) {
 	set, err := m.executed(ctx, primary)
 	if err != nil {
-		return 0, err
+		return lsnstore.Position{}, err
 	}
-	n, err := set.Last(m.uuid)
-	return lsnstore.LSN(n), err
+	return mysqlPosition(set.Lasts())
 }
 
-func (m *mysqlEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error) {
+func (m *mysqlEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
 	set, err := m.executed(ctx, replica)
 	if err != nil {
-		return 0, err
+		return lsnstore.Position{}, err
 	}
-	n, err := set.Prefix(m.uuid)
-	return lsnstore.LSN(n), err
+	return mysqlPosition(set.Prefixes())
 }
 
 func (*mysqlEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {
@@ -90,13 +101,30 @@ func (*mysqlEngine) readOnlyFunctions(context.Context, *sql.DB) ([]string, error
 	return nil, nil
 }
 
+// mysqlWaitSet is the GTID set a replica must have executed to cover pos:
+// source:1-n for each lane ("uuid:1-n", "uuid:tag:1-n").
+func mysqlWaitSet(pos lsnstore.Position) string {
+	var b []byte
+	for _, l := range pos.Lanes() {
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%s:1-%d", l.Name, uint64(l.Value))
+	}
+	return string(b)
+}
+
 // waitApplied is MySQL's causal wait: WAIT_FOR_EXECUTED_GTID_SET returns 0
-// once the replica has executed uuid:1-n, 1 on timeout. Its timeout is
-// given in whole seconds (rounded up); the context's deadline enforces
-// MaxWait itself (a cancelled wait costs the driver its connection).
-func (m *mysqlEngine) waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.LSN, timeout time.Duration) (bool, error) {
+// once the replica has executed source:1-n for every lane, 1 on timeout.
+// Its timeout is given in whole seconds (rounded up); the context's
+// deadline enforces MaxWait itself (a cancelled wait costs the driver its
+// connection).
+func (m *mysqlEngine) waitApplied(ctx context.Context, replica *sql.DB, pos lsnstore.Position, timeout time.Duration) (bool, error) {
+	set := mysqlWaitSet(pos)
+	if set == "" {
+		return true, nil
+	}
 	var r sql.NullInt64
-	set := fmt.Sprintf("%s:1-%d", m.uuid, uint64(pos))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	secs := int64(math.Ceil(timeout.Seconds()))

@@ -36,26 +36,26 @@ func (pgEngine) identify(ctx context.Context, primary *sql.DB) (uint64, error) {
 	return id, nil
 }
 
-func (pgEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.LSN, lsnstore.LSN, error) {
+func (pgEngine) primaryPositions(ctx context.Context, primary *sql.DB) (lsnstore.Position, lsnstore.Position, error) {
 	var ins, flush string
 	if err := primary.QueryRowContext(ctx,
 		"SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&ins, &flush); err != nil {
-		return 0, 0, err
+		return lsnstore.Position{}, lsnstore.Position{}, err
 	}
 	i, err := lsnstore.ParseLSN(ins)
 	if err != nil {
-		return 0, 0, err
+		return lsnstore.Position{}, lsnstore.Position{}, err
 	}
 	f, err := lsnstore.ParseLSN(flush)
-	return i, f, err
+	return lsnstore.PositionOf(i), lsnstore.PositionOf(f), err
 }
 
-func (pgEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.LSN, error) {
-	return scanPosition(ctx, primary, "SELECT pg_current_wal_insert_lsn()::text")
+func (pgEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.Position, error) {
+	return scanLSN(ctx, primary, "SELECT pg_current_wal_insert_lsn()::text")
 }
 
-func (pgEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.LSN, error) {
-	return scanPosition(ctx, replica, "SELECT coalesce(pg_last_wal_replay_lsn()::text, '')")
+func (pgEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
+	return scanLSN(ctx, replica, "SELECT coalesce(pg_last_wal_replay_lsn()::text, '')")
 }
 
 func (pgEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {

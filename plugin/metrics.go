@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/freshread/freshread/lsnstore"
 )
 
 // Collector returns a Prometheus collector of the plugin's metrics, for the
@@ -53,7 +51,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstHistogram(descStore, p.stats.storeCount.Load(),
 		float64(p.stats.storeSumNano.Load())/1e9, buckets)
-	primary := lsnstore.LSN(p.lastPrimary.Load())
+	primary := p.lastPrimary.Load()
 	now := time.Now()
 	for _, r := range p.replicas {
 		st := r.state.Load()
@@ -62,11 +60,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up, r.name)
-		if st != nil && st.up && primary > 0 {
-			lag := 0.0
-			if primary > st.pos {
-				lag = float64(primary - st.pos)
-			}
+		if st != nil && st.up && primary != nil && !primary.IsZero() {
+			lag := float64(st.pos.Lag(*primary))
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag, r.name)
 		}
 	}

@@ -32,7 +32,7 @@ type Plugin struct {
 	breaker breaker
 	stats   stats
 	// lastPrimary is the primary's insert position at the last poll.
-	lastPrimary atomic.Uint64
+	lastPrimary atomic.Pointer[lsnstore.Position]
 	// directFloor is a position every Table read must wait for while the
 	// tracker's decoding of direct writes is missing or too far behind
 	// (Config.DirectWrites); 0 otherwise.
@@ -45,11 +45,10 @@ type Plugin struct {
 	// last checked: owned by the poller goroutine.
 	samples         []primarySample
 	depsCheckedAt   time.Time
-	lastPublished   map[string]lsnstore.LSN // replay positions last published
+	lastPublished   map[string]lsnstore.Position // replay positions last published
 	lastPublishedAt time.Time
 
 	foreignTxWarning sync.Once
-	untrackedWarning sync.Once
 
 	// randomPolicy: Config.Policy is dbresolver's RandomPolicy (the
 	// default), picked without allocating.

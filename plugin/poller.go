@@ -12,7 +12,7 @@ import (
 // MaxLag so the poller can tell whether a replica is within MaxLag.
 type primarySample struct {
 	at  time.Time
-	pos lsnstore.LSN
+	pos lsnstore.Position
 }
 
 // poll is the background poller: every PollInterval it reads the primary's
@@ -65,7 +65,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	now := time.Now()
 	if primaryOK {
 		p.samples = append(p.samples, primarySample{at: now, pos: ins})
-		p.lastPrimary.Store(uint64(ins))
+		p.lastPrimary.Store(&ins)
 	}
 	// The threshold a replica must have replayed to be within MaxLag: the
 	// primary's position MaxLag ago, or the oldest sample when the process
@@ -79,7 +79,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	if len(p.samples) > maxPrimarySamples {
 		p.samples = p.samples[len(p.samples)-maxPrimarySamples:]
 	}
-	var threshold lsnstore.LSN
+	var threshold lsnstore.Position
 	if len(p.samples) > 0 {
 		threshold = p.samples[0].pos
 	}
@@ -87,11 +87,11 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	// Positions the tracker published (Config.ReplayFromStore); a replica
 	// missing there (tracker dead: the keys expired, or it could not reach
 	// the replica) is polled directly.
-	var fromStore map[string]lsnstore.LSN
+	var fromStore map[string]lsnstore.Position
 	if p.cfg.ReplayFromStore {
 		fromStore, _ = p.cfg.Store.ReplayPositions(ctx)
 	}
-	published := make(map[string]lsnstore.LSN, len(p.replicas))
+	published := make(map[string]lsnstore.Position, len(p.replicas))
 	for _, r := range p.replicas {
 		pos, ok := fromStore[r.name]
 		var err error
@@ -100,18 +100,18 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		}
 		st := &replicaState{polledAt: time.Now()}
 		if err == nil {
-			if primaryOK && pos >= flush && idleCaughtUp(ins, flush) {
+			if primaryOK && pos.Covers(flush) && idleCaughtUp(ins, flush) {
 				pos = ins
 			}
 			st.pos, st.up = pos, true
-			st.withinLag = pos >= threshold
+			st.withinLag = pos.Covers(threshold)
 			published[r.name] = pos
 		}
 		// The poll's answer replaces the last one even when it is lower: a
 		// replica rebuilt or restarted from an older state shows older data.
 		r.state.Store(st)
 	}
-	if len(published) > 0 && !p.cfg.ReplayFromStore && (!maps.Equal(published, p.lastPublished) || now.Sub(p.lastPublishedAt) >= replayRepublish) {
+	if len(published) > 0 && !p.cfg.ReplayFromStore && (!maps.EqualFunc(published, p.lastPublished, lsnstore.Position.Equal) || now.Sub(p.lastPublishedAt) >= replayRepublish) {
 		// Only changes (and a periodic refresh, which keeps the keys' TTL):
 		// an idle cluster costs the store nothing per poll.
 		if p.cfg.Store.PublishReplay(ctx, published) == nil {
@@ -119,13 +119,8 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		}
 	}
 	p.retryPending(ctx)
-	if u, ok := p.engine.(interface{ untrackedWrites() bool }); ok && u.untrackedWrites() {
-		p.untrackedWarning.Do(func() {
-			p.cfg.Logger.Warn("freshread: writes in a MariaDB GTID domain other than the primary's are happening; the freshness rule does not see them (see docs/mariadb.md)")
-		})
-	}
 	if p.cfg.DirectWrites {
-		p.checkDecoding(ctx, ins, primaryOK)
+		p.checkDecoding(ctx, ins.Main(), primaryOK)
 	}
 	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
 		p.depsCheckedAt = now
@@ -141,7 +136,10 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 // position (Config.DirectWrites).
 func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.LSN, primaryOK bool) {
 	if !primaryOK {
-		ins = lsnstore.LSN(p.lastPrimary.Load())
+		ins = 0
+		if last := p.lastPrimary.Load(); last != nil {
+			ins = last.Main()
+		}
 	}
 	var decoded lsnstore.LSN
 	var err error
@@ -157,10 +155,15 @@ func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.LSN, primaryOK 
 
 // idleCaughtUp reports whether flush and insert differ only by the page
 // header the insert position skips: then a replica at flush has everything.
-func idleCaughtUp(ins, flush lsnstore.LSN) bool {
-	if ins == flush {
+// Only PostgreSQL positions (main lane only) can differ so.
+func idleCaughtUp(insPos, flushPos lsnstore.Position) bool {
+	if insPos.Equal(flushPos) {
 		return true
 	}
+	if insPos.HasLanes() || flushPos.HasLanes() {
+		return false
+	}
+	ins, flush := insPos.Main(), flushPos.Main()
 	hdr := uint64(walShortHeader)
 	if uint64(ins)%walSegmentSize < walPageSize {
 		hdr = walLongHeader // the first page of a segment has the long header

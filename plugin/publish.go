@@ -39,7 +39,7 @@ func (pw *pendingWrites) take() (writeSet, bool) {
 // COMMIT returned, it is at or past the commit record, so a replica that has
 // replayed it sees the transaction. (Read inside the transaction it would be
 // below the commit record: the stale-read trap of the field notes.)
-func (p *Plugin) currentPosition(ctx context.Context) (lsnstore.LSN, error) {
+func (p *Plugin) currentPosition(ctx context.Context) (lsnstore.Position, error) {
 	return p.engine.writePosition(ctx, p.primaryDB)
 }
 
@@ -74,7 +74,7 @@ func (p *Plugin) publish(ctx context.Context, w writeSet) {
 // raise publishes pos for w's tables and their dependents. A dependent
 // "*" (anything) raises the unknown-tables position, which every read
 // includes.
-func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.LSN) error {
+func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) error {
 	unknown := w.unknown
 	tables := make([]string, 0, len(w.tables))
 	seen := make(map[string]bool, len(w.tables))

@@ -88,7 +88,7 @@ func (s *replaySession) start(ctx context.Context) error {
 	var required = s.sessionPosition()
 	for _, r := range s.p.replicas {
 		st := r.state.Load()
-		if st.usable(time.Now(), s.p.cfg.MaxLag) && st.pos >= required {
+		if st.usable(time.Now(), s.p.cfg.MaxLag) && st.pos.Covers(required) {
 			conn, err := r.db.Conn(ctx)
 			if err != nil {
 				continue
@@ -100,11 +100,11 @@ func (s *replaySession) start(ctx context.Context) error {
 	return s.toPrimary(ctx)
 }
 
-func (s *replaySession) sessionPosition() lsnstore.LSN {
+func (s *replaySession) sessionPosition() lsnstore.Position {
 	if ss := SessionFrom(s.ctx); ss != nil {
 		return ss.position(s.p.cluster)
 	}
-	return 0
+	return lsnstore.Position{}
 }
 
 func (s *replaySession) close() {
@@ -273,9 +273,9 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass) bool {
 		if err != nil {
 			return false
 		}
-		required = max(required, pos)
+		required = required.Merge(pos)
 	}
-	return st.pos >= required
+	return st.pos.Covers(required)
 }
 
 // afterPrimary tracks transactions and publishes writes run on the primary.

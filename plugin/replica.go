@@ -21,7 +21,7 @@ type replica struct {
 type replicaState struct {
 	// pos is the replay position (raised to the primary's insert position
 	// when the replica is provably caught up on an idle primary).
-	pos lsnstore.LSN
+	pos lsnstore.Position
 	// up: the last poll answered.
 	up bool
 	// withinLag: the replica has replayed what the primary had written

@@ -119,13 +119,13 @@ func (p *Plugin) toPrimary(db *gorm.DB, reason Reason, tables []string) {
 // toAnyReplica picks any usable replica regardless of freshness
 // (dbresolver.Read, Eventual).
 func (p *Plugin) toAnyReplica(db *gorm.DB, reason Reason, tables []string) {
-	// Every usable replica has replayed position 0.
-	pool, _ := p.freshReplica(0)
+	// Every usable replica has replayed the empty position.
+	pool, _ := p.freshReplica(lsnstore.Position{})
 	if pool == nil {
 		p.toPrimary(db, ReasonNoReplica, tables)
 		return
 	}
-	p.use(db, pool, reason, tables, 0)
+	p.use(db, pool, reason, tables, lsnstore.Position{})
 }
 
 // toFresh sends the read to a replica that has replayed the required
@@ -142,7 +142,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 		p.toPrimary(db, ReasonStoreError, tables)
 		return
 	}
-	var required lsnstore.LSN
+	var required lsnstore.Position
 	if s := SessionFrom(ctx); s != nil {
 		if p.cfg.StickyWindow > 0 && s.wroteWithin(time.Now(), p.cfg.StickyWindow) {
 			p.toPrimary(db, ReasonSticky, tables)
@@ -159,7 +159,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 			p.toPrimary(db, ReasonStoreError, tables)
 			return
 		}
-		required = max(required, pos)
+		required = required.Merge(pos)
 	}
 	pool, best := p.freshReplica(required)
 	if pool == nil && p.cfg.MaxWait > 0 {
@@ -177,42 +177,45 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 // tables' write positions (one store round trip) and, while the tracker's
 // decoding of direct writes is missing or behind (Config.DirectWrites),
 // the direct-write floor.
-func (p *Plugin) tablesPosition(ctx context.Context, tables []string) (lsnstore.LSN, error) {
+func (p *Plugin) tablesPosition(ctx context.Context, tables []string) (lsnstore.Position, error) {
 	pos, err := p.writePosition(ctx, tables)
 	if err != nil {
-		return 0, err
+		return lsnstore.Position{}, err
 	}
-	return max(pos, lsnstore.LSN(p.directFloor.Load())), nil
+	if floor := lsnstore.LSN(p.directFloor.Load()); floor > 0 {
+		pos = pos.Merge(lsnstore.PositionOf(floor))
+	}
+	return pos, nil
 }
 
 // writePosition asks the store, through the circuit breaker.
-func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.LSN, error) {
+func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.Position, error) {
 	now := time.Now()
 	if !p.breaker.allow(now) {
-		return 0, errBreakerOpen
+		return lsnstore.Position{}, errBreakerOpen
 	}
 	// The store bounds its own calls (lsnstore.RedisOptions.Timeout).
 	pos, err := p.cfg.Store.WritePosition(ctx, tables)
 	p.stats.storeLatency(time.Now().Sub(now))
 	if err != nil {
 		p.breaker.failure(now, p.cfg.BreakerFailures)
-		return 0, err
+		return lsnstore.Position{}, err
 	}
 	p.breaker.success()
 	return pos, nil
 }
 
-// freshReplica returns a usable replica whose replay position is at least
-// required (chosen by the Policy among all such), or nil and the highest
-// replay position seen.
-func (p *Plugin) freshReplica(required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+// freshReplica returns a usable replica whose replay position covers
+// required (chosen by the Policy among all such), or nil and the replay
+// position of the least lagging usable replica.
+func (p *Plugin) freshReplica(required lsnstore.Position) (gorm.ConnPool, lsnstore.Position) {
 	now := time.Now()
 	if p.randomPolicy {
 		return p.freshReplicaRandom(now, required)
 	}
 	var (
 		buf  [8]gorm.ConnPool
-		best lsnstore.LSN
+		best laggard
 	)
 	fresh := buf[:0]
 	for _, r := range p.replicas {
@@ -220,39 +223,53 @@ func (p *Plugin) freshReplica(required lsnstore.LSN) (gorm.ConnPool, lsnstore.LS
 		if !st.usable(now, p.cfg.MaxLag) {
 			continue
 		}
-		if st.pos >= required {
+		if st.pos.Covers(required) {
 			fresh = append(fresh, r.pool)
-		} else if st.pos > best {
-			best = st.pos
+		} else {
+			best.consider(r, st.pos, required)
 		}
 	}
 	if len(fresh) == 0 {
-		return nil, best
+		return nil, best.pos
 	}
-	return p.pick(fresh), 0
+	return p.pick(fresh), lsnstore.Position{}
+}
+
+// laggard finds the usable replica that is least behind a required
+// position (Position.Lag).
+type laggard struct {
+	r   *replica
+	pos lsnstore.Position
+	lag uint64
+}
+
+func (l *laggard) consider(r *replica, pos, required lsnstore.Position) {
+	if lag := pos.Lag(required); l.r == nil || lag < l.lag {
+		l.r, l.pos, l.lag = r, pos, lag
+	}
 }
 
 // freshReplicaRandom is freshReplica for the default RandomPolicy, without
 // building the candidate list (no allocation on the read path): count the
 // fresh replicas, draw one, find it again.
-func (p *Plugin) freshReplicaRandom(now time.Time, required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+func (p *Plugin) freshReplicaRandom(now time.Time, required lsnstore.Position) (gorm.ConnPool, lsnstore.Position) {
 	var (
 		n    int
-		best lsnstore.LSN
+		best laggard
 	)
 	for _, r := range p.replicas {
 		st := r.state.Load()
 		if !st.usable(now, p.cfg.MaxLag) {
 			continue
 		}
-		if st.pos >= required {
+		if st.pos.Covers(required) {
 			n++
-		} else if st.pos > best {
-			best = st.pos
+		} else {
+			best.consider(r, st.pos, required)
 		}
 	}
 	if n == 0 {
-		return nil, best
+		return nil, best.pos
 	}
 	k := 0
 	if n > 1 {
@@ -260,28 +277,28 @@ func (p *Plugin) freshReplicaRandom(now time.Time, required lsnstore.LSN) (gorm.
 	}
 	for _, r := range p.replicas {
 		st := r.state.Load()
-		if st.usable(now, p.cfg.MaxLag) && st.pos >= required {
+		if st.usable(now, p.cfg.MaxLag) && st.pos.Covers(required) {
 			if k == 0 {
-				return r.pool, 0
+				return r.pool, lsnstore.Position{}
 			}
 			k--
 		}
 	}
 	// A replica's state changed between the two passes: take none (the
 	// caller goes to the primary or waits), never a replica not seen fresh.
-	return nil, best
+	return nil, best.pos
 }
 
 // waitFresh waits up to MaxWait for a replica to become fresh: on the
 // replica itself when the engine can (MASTER_GTID_WAIT), else by waiting
 // for the poller to report one.
-func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.Position) (gorm.ConnPool, lsnstore.Position) {
 	if w, ok := p.engine.(causalWaiter); ok {
 		return p.waitOnReplica(ctx, w, required)
 	}
 	timer := time.NewTimer(p.cfg.MaxWait)
 	defer timer.Stop()
-	var best lsnstore.LSN
+	var best lsnstore.Position
 	for {
 		tick := *p.tick.Load()
 		select {
@@ -293,31 +310,28 @@ func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.LSN) (gorm.Con
 		}
 		var pool gorm.ConnPool
 		if pool, best = p.freshReplica(required); pool != nil {
-			return pool, 0
+			return pool, lsnstore.Position{}
 		}
 	}
 }
 
-// waitOnReplica waits on the most advanced usable replica.
-func (p *Plugin) waitOnReplica(ctx context.Context, w causalWaiter, required lsnstore.LSN) (gorm.ConnPool, lsnstore.LSN) {
+// waitOnReplica waits on the usable replica least behind required.
+func (p *Plugin) waitOnReplica(ctx context.Context, w causalWaiter, required lsnstore.Position) (gorm.ConnPool, lsnstore.Position) {
 	now := time.Now()
-	var (
-		best    *replica
-		bestPos lsnstore.LSN
-	)
+	var best laggard
 	for _, r := range p.replicas {
-		if st := r.state.Load(); st.usable(now, p.cfg.MaxLag) && (best == nil || st.pos > bestPos) {
-			best, bestPos = r, st.pos
+		if st := r.state.Load(); st.usable(now, p.cfg.MaxLag) {
+			best.consider(r, st.pos, required)
 		}
 	}
-	if best == nil {
-		return nil, 0
+	if best.r == nil {
+		return nil, lsnstore.Position{}
 	}
-	ok, err := w.waitApplied(ctx, best.db, required, p.cfg.MaxWait)
+	ok, err := w.waitApplied(ctx, best.r.db, required, p.cfg.MaxWait)
 	if err != nil || !ok {
-		return nil, bestPos
+		return nil, best.pos
 	}
-	return best.pool, 0
+	return best.r.pool, lsnstore.Position{}
 }
 
 func (p *Plugin) pick(pools []gorm.ConnPool) gorm.ConnPool {
@@ -327,7 +341,7 @@ func (p *Plugin) pick(pools []gorm.ConnPool) gorm.ConnPool {
 	return p.cfg.Policy.Resolve(pools)
 }
 
-func (p *Plugin) use(db *gorm.DB, pool gorm.ConnPool, reason Reason, tables []string, required lsnstore.LSN) {
+func (p *Plugin) use(db *gorm.DB, pool gorm.ConnPool, reason Reason, tables []string, required lsnstore.Position) {
 	db.Statement.ConnPool = pool
 	if !p.observed(db.Statement.Context) {
 		p.stats.decision(ReplicaTarget, reason)

@@ -20,9 +20,9 @@ import (
 // as a token (Token, ParseToken, Middleware). Safe for concurrent use.
 type SessionState struct {
 	mu sync.Mutex
-	// positions by cluster: the primary's system identifier, because LSNs
-	// of different clusters cannot be compared.
-	positions map[uint64]lsnstore.LSN
+	// positions by cluster: the primary's system identifier, because
+	// positions of different clusters cannot be compared.
+	positions map[uint64]lsnstore.Position
 	// lastWrite is the time of the session's last write (unix ms), for
 	// Config.StickyWindow.
 	lastWrite int64
@@ -70,21 +70,19 @@ func consistencyFrom(ctx context.Context, def Consistency) Consistency {
 	return def
 }
 
-func (s *SessionState) position(cluster uint64) lsnstore.LSN {
+func (s *SessionState) position(cluster uint64) lsnstore.Position {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.positions[cluster]
 }
 
-func (s *SessionState) raise(cluster uint64, pos lsnstore.LSN) {
+func (s *SessionState) raise(cluster uint64, pos lsnstore.Position) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.positions == nil {
-		s.positions = make(map[uint64]lsnstore.LSN, 1)
+		s.positions = make(map[uint64]lsnstore.Position, 1)
 	}
-	if pos > s.positions[cluster] {
-		s.positions[cluster] = pos
-	}
+	s.positions[cluster] = s.positions[cluster].Merge(pos)
 }
 
 // wrote records that the session wrote at t.
@@ -111,9 +109,10 @@ func (s *SessionState) Empty() bool {
 }
 
 // Token serializes the session: "v1", then ".w=<unix ms>" when it has
-// written, then ".<cluster>=<lsn>" per cluster, e.g.
-// "v1.w=1764430000000.7312345678901234567=0/3000148" (cookie-safe). It
-// holds positions and a time only, no secrets.
+// written, then ".<cluster>=<position>" per cluster (lsnstore.Position's
+// text), e.g. "v1.w=1764430000000.7312345678901234567=0/3000148" or, with
+// MariaDB GTID domains 0 and 1, "...=0/64+1=0/14" (cookie-safe). It holds
+// positions and a time only, no secrets.
 func (s *SessionState) Token() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -164,11 +163,11 @@ func ParseToken(tok string) (*SessionState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: bad cluster id", ErrBadToken)
 		}
-		lsn, err := lsnstore.ParseLSN(pos)
+		p, err := lsnstore.ParsePosition(pos)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadToken, err)
 		}
-		s.raise(cluster, lsn)
+		s.raise(cluster, p)
 	}
 	return s, nil
 }

@@ -63,7 +63,7 @@ func TestIdleCaughtUp(t *testing.T) {
 		{0x3002030, 0x3002018, false}, // not at a page start
 	}
 	for _, c := range cases {
-		if got := idleCaughtUp(lsnstore.LSN(c.ins), lsnstore.LSN(c.flush)); got != c.want {
+		if got := idleCaughtUp(lsnstore.PositionOf(lsnstore.LSN(c.ins)), lsnstore.PositionOf(lsnstore.LSN(c.flush))); got != c.want {
 			t.Errorf("idleCaughtUp(%v, %v) = %v, want %v", lsnstore.LSN(c.ins), lsnstore.LSN(c.flush), got, c.want)
 		}
 	}
@@ -153,18 +153,28 @@ func TestStatementTables(t *testing.T) {
 
 func TestSessionTokenRoundTripAndErrors(t *testing.T) {
 	s := &SessionState{}
-	s.raise(7, 0x16B374D848)
-	s.raise(7, 0x10) // lower: ignored
-	s.raise(3, 0x20)
+	s.raise(7, lsnstore.PositionOf(0x16B374D848))
+	s.raise(7, lsnstore.PositionOf(0x10)) // lower: ignored
+	s.raise(3, lsnstore.PositionOf(0x20))
+	gtids, _ := lsnstore.ParsePosition("0/64+1=0/14")
+	s.raise(9, gtids)
+	s.raise(9, lsnstore.PositionOf(0x65)) // merged lane by lane
 	tok := s.Token()
-	if tok != "v1.3=0/20.7=16/B374D848" {
+	if tok != "v1.3=0/20.7=16/B374D848.9=0/65+1=0/14" {
 		t.Fatalf("token %q", tok)
 	}
 	back, err := ParseToken(tok)
-	if err != nil || back.position(7) != 0x16B374D848 || back.position(3) != 0x20 {
+	if err != nil || !back.position(7).Equal(lsnstore.PositionOf(0x16B374D848)) || !back.position(3).Equal(lsnstore.PositionOf(0x20)) ||
+		back.position(9).String() != "0/65+1=0/14" {
 		t.Fatalf("round trip: %v %v", back, err)
 	}
-	for _, bad := range []string{"v2.1=0/1", "v1.x=0/1", "v1.1", "v1.1=zz", "v1.1=0/1;x"} {
+	// The token goes into a cookie: no byte outside RFC 6265's cookie-octet.
+	for _, c := range []byte(tok) {
+		if c <= ' ' || c == '"' || c == ',' || c == ';' || c == '\\' || c >= 0x7f {
+			t.Fatalf("token %q has the byte %q", tok, c)
+		}
+	}
+	for _, bad := range []string{"v2.1=0/1", "v1.x=0/1", "v1.1", "v1.1=zz", "v1.1=0/1;x", "v1.1=0/1+", "v1.1=0/1+a=b"} {
 		if _, err := ParseToken(bad); err == nil {
 			t.Errorf("ParseToken(%q) accepted", bad)
 		}

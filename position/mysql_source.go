@@ -1,39 +1,44 @@
 package position
 
-import "strings"
-
-// Last returns the highest transaction number of the untagged GTIDs of
-// source uuid in s (0 when s has none). On a primary, after a commit
-// returned, it is at or past that commit's number.
-func (s MySQLGTIDSet) Last(uuid string) (uint64, error) {
-	ivs, err := s.untagged(uuid)
-	if err != nil || len(ivs) == 0 {
-		return 0, err
-	}
-	return ivs[len(ivs)-1].last, nil
+// SourceNumber is a transaction number of one GTID source. Source is the
+// server UUID in lower case, followed by ":tag" for tagged GTIDs
+// ("3e11fa47-71ca-11e1-9e33-c80aa9429562:batch").
+type SourceNumber struct {
+	Source string
+	Number uint64
 }
 
-// Prefix returns the largest n such that uuid:1-n is contained in s (0 when
-// transaction 1 is missing). A replica whose prefix is at least a write's
-// number has applied that write, whatever the gaps after it: conservative
-// when a multi-threaded replica applies out of order.
-func (s MySQLGTIDSet) Prefix(uuid string) (uint64, error) {
-	ivs, err := s.untagged(uuid)
-	if err != nil || len(ivs) == 0 || ivs[0].first != 1 {
-		return 0, err
+// source returns the name of ts's source.
+func (ts tsidSet) source() string {
+	b := appendUUID(make([]byte, 0, 37+len(ts.key.tag)), ts.key.uuid)
+	if ts.key.tag != "" {
+		b = append(b, ':')
+		b = append(b, ts.key.tag...)
 	}
-	return ivs[0].last, nil
+	return string(b)
 }
 
-func (s MySQLGTIDSet) untagged(uuid string) (intervals, error) {
-	u, ok := parseUUID(strings.ToLower(strings.TrimSpace(uuid)))
-	if !ok {
-		return nil, &parseError{kind: "MySQL server UUID", input: uuid, problem: "not a UUID"}
-	}
+// Lasts returns, for each source of s in canonical order, its highest
+// transaction number. On a primary, after a commit returned, the number of
+// the commit's source is at or past the commit's number.
+func (s MySQLGTIDSet) Lasts() []SourceNumber {
+	out := make([]SourceNumber, 0, len(s.sets))
 	for _, ts := range s.sets {
-		if ts.key.uuid == u && ts.key.tag == "" {
-			return ts.ivs, nil
+		out = append(out, SourceNumber{Source: ts.source(), Number: ts.ivs[len(ts.ivs)-1].last})
+	}
+	return out
+}
+
+// Prefixes returns, for each source of s in canonical order, the largest n
+// such that source:1-n is contained in s; sources without transaction 1
+// are left out. A replica whose prefix of a source is at least a write's
+// number has applied that write, whatever the gaps after it.
+func (s MySQLGTIDSet) Prefixes() []SourceNumber {
+	out := make([]SourceNumber, 0, len(s.sets))
+	for _, ts := range s.sets {
+		if ts.ivs[0].first == 1 {
+			out = append(out, SourceNumber{Source: ts.source(), Number: ts.ivs[0].last})
 		}
 	}
-	return nil, nil
+	return out
 }

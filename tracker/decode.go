@@ -150,7 +150,7 @@ func (w *worker) decode(ctx context.Context) error {
 			return err
 		}
 		pos, _ := lsnstore.ParseLSN(s)
-		if err := w.writes.Raise(ctx, nil, pos); err != nil {
+		if err := w.writes.Raise(ctx, nil, lsnstore.PositionOf(pos)); err != nil {
 			return err
 		}
 	}
@@ -301,9 +301,9 @@ func (d *decoder) raise(ctx context.Context, tables []string, end lsnstore.LSN) 
 	}
 	var b backoff
 	for {
-		err := d.w.writes.Raise(ctx, tables, end)
+		err := d.w.writes.Raise(ctx, tables, lsnstore.PositionOf(end))
 		if err == nil && unknown {
-			err = d.w.writes.Raise(ctx, nil, end)
+			err = d.w.writes.Raise(ctx, nil, lsnstore.PositionOf(end))
 		}
 		if err == nil {
 			return nil

@@ -83,7 +83,7 @@ func (w *worker) statsOnce(ctx context.Context, last map[string]tableCounters) (
 		return nil, err
 	}
 	if last == nil {
-		if err := w.writes.Raise(ctx, nil, pos); err != nil {
+		if err := w.writes.Raise(ctx, nil, lsnstore.PositionOf(pos)); err != nil {
 			return nil, err
 		}
 		return next, nil
@@ -95,7 +95,7 @@ func (w *worker) statsOnce(ctx context.Context, last map[string]tableCounters) (
 		}
 	}
 	if len(moved) > 0 {
-		if err := w.writes.Raise(ctx, moved, pos); err != nil {
+		if err := w.writes.Raise(ctx, moved, lsnstore.PositionOf(pos)); err != nil {
 			return nil, err // last is kept: the next poll raises them again
 		}
 		w.t.metrics.statsRaises.WithLabelValues(w.id).Add(float64(len(moved)))

@@ -265,7 +265,11 @@ func (w *worker) replayOnce(ctx context.Context) error {
 	}
 	// A replica that could not be read is left out: its key expires after
 	// ReplayTTL, and the plugin stops trusting it.
-	if err := w.replay.PublishReplay(ctx, positions); err != nil {
+	published := make(map[string]lsnstore.Position, len(positions))
+	for name, l := range positions {
+		published[name] = lsnstore.PositionOf(l)
+	}
+	if err := w.replay.PublishReplay(ctx, published); err != nil {
 		w.t.metrics.redisUp.Set(0)
 		errs = append(errs, err)
 	}
