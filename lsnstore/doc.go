@@ -1,9 +1,14 @@
-// Package lsnstore keeps the WAL positions that decide whether a read may go
-// to a PostgreSQL replica: the write position (pg_current_wal_lsn after the
-// write) of the last write to each table, and the replay position
-// (pg_last_wal_replay_lsn) of each replica. A read of some tables may go to
-// a replica whose replay position is at least WritePosition of those
-// tables; otherwise it goes to the primary.
+// Package lsnstore keeps the replication positions that decide whether a
+// read may go to a replica: the write position of the last write to each
+// table (on PostgreSQL pg_current_wal_insert_lsn after the write), and the
+// replay position of each replica (pg_last_wal_replay_lsn). A read of some
+// tables may go to a replica whose replay position covers WritePosition of
+// those tables; otherwise it goes to the primary.
+//
+// A Position is a vector of lanes so that engines whose positions are not
+// one number fit the same store and rule: a PostgreSQL LSN is a main lane
+// only; MariaDB has a lane per GTID domain and MySQL one per GTID source.
+// Covers, Merge and Min compare lane by lane.
 //
 // Two stores implement Store: Memory, for one process, and Redis, shared by
 // every process of an application. The design follows the original one
@@ -25,12 +30,15 @@
 //	P{D}-replay_lsn-<replica>       replay position of one replica
 //	P{D}-replicas                   hash replica -> replay position, of the latest publication
 //
-// Values are the canonical text of a pg_lsn ("16/B374D848"). Table and
+// Values are the text of a Position: the canonical text of a pg_lsn
+// ("16/B374D848") for the main lane, then "+name=hi/lo" per named lane
+// ("0/64+7=0/14"). Table and
 // replica names are used verbatim; a table named "replay_lsn-x" would
 // share its key with a replica named "x-write_lsn", so do not name them so.
-// Raises and publications are one Lua script each that compares the stored
-// and the new position and keeps the larger, so concurrent writers leave
-// the maximum; a stored value that cannot be parsed is overwritten. A read
+// Raises and publications are one Lua script each that merges the stored
+// and the new position lane by lane (the per-lane maximum, never a string
+// comparison), so concurrent writers leave the merge of their positions; a
+// stored value that cannot be parsed is overwritten. A read
 // that finds such a value returns an error wrapping ErrBadPosition, which
 // the caller should treat as "read from the primary".
 //

@@ -15,9 +15,10 @@
 // applied a write when, in every domain of the write's list, the replica's
 // sequence number is at least as high (MariaDBGTIDList.HasApplied). This
 // relies on gtid_strict_mode, under which sequence numbers only grow within
-// a domain whichever server logs them, so server IDs are not compared. The
-// store raises a stored position with MariaDBGTIDList.Merge, the per-domain
-// maximum.
+// a domain whichever server logs them, so server IDs are not compared.
+// MariaDBGTIDList.Merge is the per-domain maximum. The plugin keeps a list
+// as an lsnstore.Position with a lane per domain, which the store raises
+// lane by lane: the same per-domain maximum.
 //
 // # MySQL: GTID sets
 //
@@ -36,8 +37,11 @@
 // Sets are compared by inclusion: a replica has applied a write when the
 // write's set is a subset of the replica's (MySQLGTIDSet.Contains, which is
 // GTID_SUBSET). Sets with gaps are not totally ordered, so a store must not
-// compare their strings: it raises a stored position with
-// MySQLGTIDSet.Union.
+// compare their strings; MySQLGTIDSet.Union is their merge. The plugin
+// reduces a set to a number per source (Lasts on the primary, the
+// contiguous Prefixes on a replica), kept as an lsnstore.Position with a
+// lane per source: a replica position that covers a write position then
+// contains the primary's whole set at the write.
 //
 // # Text and errors
 //
