@@ -11,17 +11,21 @@ import (
 //
 //	freshread_decisions_total{target,reason}   routing decisions
 //	freshread_store_read_seconds                store latency on the read path (histogram)
-//	freshread_replica_replay_lag_bytes{replica} primary insert position minus replica replay position, at the last poll
+//	freshread_replica_replay_lag_bytes{replica} how far the replica's position is behind the primary's, at the last poll
+//	                                            (WAL bytes on PostgreSQL; transactions, summed over GTID domains or
+//	                                            sources, on MariaDB and MySQL; counter steps with heartbeats)
 //	freshread_replica_up{replica}               1 when the replica is usable
+//	freshread_replica_replicating{replica}      MariaDB and MySQL: 1 when both replication threads run, 0 when not
 //	freshread_unpublished_writes                1 while writes wait to be published (this process reads from the primary)
 func (p *Plugin) Collector() prometheus.Collector { return collector{p} }
 
 var (
-	descDecisions = prometheus.NewDesc("freshread_decisions_total", "Routing decisions by target and reason.", []string{"target", "reason"}, nil)
-	descStore     = prometheus.NewDesc("freshread_store_read_seconds", "Latency of the position store on the read path.", nil, nil)
-	descLag       = prometheus.NewDesc("freshread_replica_replay_lag_bytes", "WAL bytes the replica has not replayed, at the last poll.", []string{"replica"}, nil)
-	descUp        = prometheus.NewDesc("freshread_replica_up", "1 when the replica is usable for reads.", []string{"replica"}, nil)
-	descPending   = prometheus.NewDesc("freshread_unpublished_writes", "1 while writes wait to be published to the store.", nil, nil)
+	descDecisions   = prometheus.NewDesc("freshread_decisions_total", "Routing decisions by target and reason.", []string{"target", "reason"}, nil)
+	descStore       = prometheus.NewDesc("freshread_store_read_seconds", "Latency of the position store on the read path.", nil, nil)
+	descLag         = prometheus.NewDesc("freshread_replica_replay_lag_bytes", "How far the replica's position is behind the primary's at the last poll: WAL bytes on PostgreSQL, transactions on MariaDB and MySQL.", []string{"replica"}, nil)
+	descReplicating = prometheus.NewDesc("freshread_replica_replicating", "MariaDB and MySQL: 1 when the replica's I/O and SQL threads both run.", []string{"replica"}, nil)
+	descUp          = prometheus.NewDesc("freshread_replica_up", "1 when the replica is usable for reads.", []string{"replica"}, nil)
+	descPending     = prometheus.NewDesc("freshread_unpublished_writes", "1 while writes wait to be published to the store.", nil, nil)
 )
 
 type collector struct{ p *Plugin }
@@ -31,6 +35,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descStore
 	ch <- descLag
 	ch <- descUp
+	ch <- descReplicating
 	ch <- descPending
 }
 
@@ -60,6 +65,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up, r.name)
+		if s := r.replicating.Load(); s != replicatingUnknown {
+			v := 0.0
+			if s == replicatingYes {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descReplicating, prometheus.GaugeValue, v, r.name)
+		}
 		if st != nil && st.up && primary != nil && !primary.IsZero() {
 			lag := float64(st.pos.Lag(*primary))
 			ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag, r.name)

@@ -43,10 +43,12 @@ type Plugin struct {
 
 	// samples of the primary's position, and when the dependency graph was
 	// last checked: owned by the poller goroutine.
-	samples         []primarySample
-	depsCheckedAt   time.Time
-	lastPublished   map[string]lsnstore.Position // replay positions last published
-	lastPublishedAt time.Time
+	samples       []primarySample
+	depsCheckedAt time.Time
+	lastPublished map[string]lsnstore.Position // replay positions last published
+	// replicationCheckedAt is when checkReplication last ran (poller only).
+	replicationCheckedAt time.Time
+	lastPublishedAt      time.Time
 
 	foreignTxWarning sync.Once
 

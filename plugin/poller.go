@@ -119,6 +119,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		}
 	}
 	p.retryPending(ctx)
+	p.checkReplication(ctx, now)
 	if p.cfg.DirectWrites {
 		p.checkDecoding(ctx, ins.Main(), primaryOK)
 	}

@@ -14,6 +14,9 @@ type replica struct {
 	db    *sql.DB
 	pool  *replicaPool
 	state atomic.Pointer[replicaState]
+	// replicating: replicatingUnknown, replicatingNo or replicatingYes,
+	// from the engine's replication status (checkReplication).
+	replicating atomic.Int32
 }
 
 // replicaState is one poll's result. A cached position is only ever older

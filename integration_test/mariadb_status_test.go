@@ -1,0 +1,77 @@
+package integration_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/freshread/freshread/plugin"
+)
+
+// replicatingGauge returns freshread_replica_replicating for replica r0,
+// and whether it is reported at all.
+func replicatingGauge(t *testing.T, reg *prometheus.Registry) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "freshread_replica_replicating" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "replica" && l.GetValue() == replicaName(0) {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestMariaDBReplicationStatus: the plugin reads SHOW SLAVE STATUS. When
+// the replica's SQL thread stops, the log says so (with the thread states)
+// and freshread_replica_replicating drops to 0, while the replica keeps
+// serving the reads it has applied; after START SLAVE SQL_THREAD the gauge
+// is 1 again.
+func TestMariaDBReplicationStatus(t *testing.T) {
+	var logs syncBuffer
+	e := newMariaEnv(t, withConfig(func(c *plugin.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}))
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(e.plug.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	waitGauge := func(want float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if v, ok := replicatingGauge(t, reg); ok && v == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				v, ok := replicatingGauge(t, reg)
+				t.Fatalf("freshread_replica_replicating = %v (reported %v); want %v; log: %s", v, ok, want, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitGauge(1)
+	e.pauseAll()
+	waitGauge(0)
+	if log := logs.String(); !strings.Contains(log, "replica is not replicating") || !strings.Contains(log, "Slave_SQL_Running: No") {
+		t.Fatalf("no warning naming the stopped SQL thread; log: %s", log)
+	}
+	e.mustReplica(e.readOther(e.db), "read of a table the stopped replica has applied")
+	e.resumeAll()
+	waitGauge(1)
+	if log := logs.String(); !strings.Contains(log, "replicating again") {
+		t.Fatalf("no notice of the replica replicating again; log: %s", log)
+	}
+}
