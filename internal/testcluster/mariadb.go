@@ -3,10 +3,12 @@ package testcluster
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -15,6 +17,11 @@ import (
 // MariaDB is a MariaDB primary with one GTID replica.
 type MariaDB struct {
 	backend mariaBackend
+
+	// delayMu serialises SetApplyDelay; relay is the relay the replica
+	// replicates through while delayed (nil: it replicates directly).
+	delayMu sync.Mutex
+	relay   *relay
 }
 
 // mariaBackend is what a provider implements for MariaDB.
@@ -59,8 +66,9 @@ func (m *MariaDB) PrimaryDSN(db string) string { return m.backend.primaryDSN(db)
 // ReplicaDSN is the same for the replica.
 func (m *MariaDB) ReplicaDSN(db string) string { return m.backend.replicaDSN(db) }
 
-// Close stops the servers and removes their data.
-func (m *MariaDB) Close() error { return m.backend.close() }
+// Close stops the servers, removes their data and closes the apply-delay
+// relay, if any (see SetApplyDelay).
+func (m *MariaDB) Close() error { return errors.Join(m.backend.close(), m.closeRelay()) }
 
 // StopApply stops the replica's SQL thread (STOP SLAVE SQL_THREAD): events
 // still arrive but are not applied.

@@ -9,10 +9,11 @@
 // Options.Engine "postgres" (the default): a PostgreSQL primary with two
 // streaming replicas, delayed with recovery_min_apply_delay (any delay in
 // milliseconds). "mariadb": a MariaDB primary with one GTID replica
-// (gorm.io/driver/mysql), delayed with MASTER_DELAY, which counts whole
-// seconds: only delays of 0s, 1s, 2s … can be set, and MariaDB compares
-// whole-second timestamps, so a transaction's actual delay is anywhere
-// between about 0 and the delay (see testcluster.MariaDB.SetApplyDelay).
+// (gorm.io/driver/mysql), delayed by a TCP relay in this process that
+// holds the primary's binlog stream for the delay before passing it to the
+// replica (any delay in milliseconds, with the local servers; the
+// container and environment-variable providers keep MariaDB's
+// MASTER_DELAY, whole seconds only; see testcluster.MariaDB.SetApplyDelay).
 // Both engines use the same Redis store for the plugin strategies.
 //
 // # Workload

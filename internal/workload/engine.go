@@ -99,8 +99,9 @@ func (c pgCluster) seedSQL(t string, users int) []string {
 }
 func (c pgCluster) readColumns() string { return "version, inet_server_port() AS port" }
 
-// mariaCluster: MariaDB primary with one GTID replica, delayed with
-// MASTER_DELAY (whole seconds).
+// mariaCluster: MariaDB primary with one GTID replica, delayed by
+// testcluster.MariaDB.SetApplyDelay (a relay that holds the primary's
+// binlog stream for the delay).
 type mariaCluster struct{ m *testcluster.MariaDB }
 
 func (c mariaCluster) describe() string {

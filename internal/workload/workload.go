@@ -67,9 +67,9 @@ type Options struct {
 	// Engine is "postgres" (default) or "mariadb".
 	Engine string
 	// Delay is the replicas' apply delay: recovery_min_apply_delay on both
-	// PostgreSQL replicas, MASTER_DELAY (whole seconds only) on the MariaDB
-	// replica. Default 50ms on PostgreSQL, 1s on MariaDB; negative means
-	// none.
+	// PostgreSQL replicas, testcluster.MariaDB.SetApplyDelay (a delaying
+	// relay in front of the primary, any delay) on the MariaDB replica.
+	// Default 50ms on PostgreSQL, 1s on MariaDB; negative means none.
 	Delay time.Duration
 	// Window is the primary window of the window strategy. Default 2s.
 	Window time.Duration

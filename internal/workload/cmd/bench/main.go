@@ -5,10 +5,12 @@
 // markdown table of the results on stdout (progress on stderr).
 //
 //	go run ./internal/workload/cmd/bench -duration 20s -users 200 -workers 8 -delay 50ms
-//	go run ./internal/workload/cmd/bench -engine mariadb -delay 1s -strategies always-primary,dbresolver,freshread-table,freshread-table+wait
+//	go run ./internal/workload/cmd/bench -engine mariadb -delay 20ms -strategies always-primary,dbresolver,freshread-table,freshread-table+wait
 //
 // -delay 0 means no apply delay. Without -delay the delay is 50ms on
-// PostgreSQL and 1s on MariaDB (MASTER_DELAY takes whole seconds only).
+// PostgreSQL and 1s on MariaDB. On MariaDB any delay works (20ms, 100ms,
+// …): the replica replicates through a relay in this process that holds
+// the primary's binlog stream for the delay (testcluster.MariaDB.SetApplyDelay).
 package main
 
 import (
@@ -40,7 +42,7 @@ func main() {
 	flag.Float64Var(&o.OwnReads, "own-reads", 0.5, "share of reads of the user's own row (rest: a random user's row); negative: 0")
 	flag.Float64Var(&o.Rate, "rate", 0, "operations started per second over all workers; 0: back to back")
 	flag.StringVar(&o.Engine, "engine", workload.Postgres, "postgres (primary + 2 replicas) or mariadb (primary + 1 replica)")
-	flag.DurationVar(&o.Delay, "delay", 0, "apply delay on the replicas: recovery_min_apply_delay (postgres) or MASTER_DELAY, whole seconds (mariadb); 0: none; default 50ms (postgres), 1s (mariadb)")
+	flag.DurationVar(&o.Delay, "delay", 0, "apply delay on the replicas: recovery_min_apply_delay (postgres) or a relay holding the primary's binlog stream (mariadb; any duration); 0: none; default 50ms (postgres), 1s (mariadb)")
 	flag.DurationVar(&o.Window, "window", 2*time.Second, "primary window after a user's write (window strategy)")
 	flag.DurationVar(&o.MaxWait, "max-wait", 0, "plugin MaxWait of the freshread-table+wait strategy (default twice -delay, at least 100ms)")
 	flag.Uint64Var(&o.Seed, "seed", 1, "random seed")

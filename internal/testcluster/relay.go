@@ -1,0 +1,246 @@
+package testcluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// relay is a TCP proxy on 127.0.0.1 that forwards every connection it
+// accepts to a target address and delays the target→client direction:
+// each chunk read from the target at time t is written to the client at
+// t + delay, in the order it was read (the delay is read when the chunk's
+// turn comes, so SetDelay applies from the chunk being held onwards). The
+// client→target direction is forwarded as it arrives. When the target
+// closes the connection, the client's side is closed after the data read
+// before it, also delay later; when the client closes, both sides close at
+// once and data still held is dropped.
+//
+// MariaDB.SetApplyDelay points the replica's replication connection at a
+// relay in front of the primary, so every binlog event reaches the
+// replica, and is applied, delay after the primary sent it.
+type relay struct {
+	ln     net.Listener
+	target string
+	delay  atomic.Int64 // nanoseconds
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[*relayConn]struct{}
+	wg     sync.WaitGroup // the accept loop and one serve per connection
+}
+
+// relayChunk is data read from the target at, or the target's end of the
+// stream (eof).
+type relayChunk struct {
+	at  time.Time
+	b   []byte
+	eof bool
+}
+
+// relayQueue is the number of chunks a connection holds before it stops
+// reading from the target (the target then blocks in TCP flow control).
+const relayQueue = 4096
+
+// newRelay listens on 127.0.0.1 (an ephemeral port) and forwards to target
+// with the target→client direction delayed by d (d ≥ 0).
+func newRelay(target string, d time.Duration) (*relay, error) {
+	if d < 0 {
+		return nil, fmt.Errorf("testcluster: relay delay %v is negative", d)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("testcluster: relay: %w", err)
+	}
+	r := &relay{ln: ln, target: target, conns: map[*relayConn]struct{}{}}
+	r.delay.Store(int64(d))
+	r.wg.Add(1)
+	go r.accept()
+	return r, nil
+}
+
+// Port is the TCP port the relay listens on (on 127.0.0.1).
+func (r *relay) Port() int { return r.ln.Addr().(*net.TCPAddr).Port }
+
+// Delay is the current delay of the target→client direction.
+func (r *relay) Delay() time.Duration { return time.Duration(r.delay.Load()) }
+
+// SetDelay changes the delay of the chunks not yet held (d ≥ 0).
+func (r *relay) SetDelay(d time.Duration) { r.delay.Store(int64(max(d, 0))) }
+
+// Close stops accepting, closes every connection (dropping data still
+// held) and returns when all the relay's goroutines have ended.
+func (r *relay) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	conns := make([]*relayConn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.mu.Unlock()
+	err := r.ln.Close()
+	for _, c := range conns {
+		c.close()
+	}
+	r.wg.Wait()
+	return err
+}
+
+func (r *relay) accept() {
+	defer r.wg.Done()
+	for {
+		conn, err := r.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // e.g. out of file descriptors
+			continue
+		}
+		c := &relayConn{client: conn, done: make(chan struct{})}
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			conn.Close()
+			return
+		}
+		r.conns[c] = struct{}{}
+		r.wg.Add(1) // before Close's Wait: Close sets closed under mu first
+		r.mu.Unlock()
+		go r.serve(c)
+	}
+}
+
+// serve dials the target and runs the connection's three copies until it
+// closes.
+func (r *relay) serve(c *relayConn) {
+	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		delete(r.conns, c)
+		r.mu.Unlock()
+	}()
+	up, err := net.DialTimeout("tcp", r.target, 5*time.Second)
+	if err != nil {
+		c.close() // the client sees its connection closed, as if refused
+		return
+	}
+	if !c.setUpstream(up) {
+		up.Close() // the relay was closed while dialling
+		return
+	}
+	queue := make(chan relayChunk, relayQueue)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.forwardUp(up) }()
+	go func() { defer wg.Done(); c.readDown(up, queue) }()
+	c.writeDown(queue, r.Delay)
+	wg.Wait()
+}
+
+// relayConn is one client connection and its connection to the target.
+type relayConn struct {
+	client net.Conn
+	done   chan struct{} // closed by close
+
+	mu       sync.Mutex
+	upstream net.Conn
+	closed   bool
+}
+
+func (c *relayConn) setUpstream(up net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.upstream = up
+	return true
+}
+
+// close closes both sides once; blocked reads and writes return.
+func (c *relayConn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	close(c.done)
+	c.client.Close()
+	if c.upstream != nil {
+		c.upstream.Close()
+	}
+}
+
+// forwardUp copies client→target undelayed; the client's end (or an
+// error on either side) closes the connection.
+func (c *relayConn) forwardUp(up net.Conn) {
+	_, _ = io.Copy(up, c.client)
+	c.close()
+}
+
+// readDown reads the target and queues each chunk with the time it was
+// read, then the end of the stream.
+func (c *relayConn) readDown(up net.Conn, queue chan<- relayChunk) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := up.Read(buf)
+		if n > 0 {
+			select {
+			case queue <- relayChunk{at: time.Now(), b: bytes.Clone(buf[:n])}:
+			case <-c.done:
+				return
+			}
+		}
+		if err != nil {
+			select {
+			case queue <- relayChunk{at: time.Now(), eof: true}:
+			case <-c.done:
+			}
+			return
+		}
+	}
+}
+
+// writeDown writes each queued chunk to the client once delay has passed
+// since it was read, in order, and closes the connection after the end of
+// the stream or a failed write.
+func (c *relayConn) writeDown(queue <-chan relayChunk, delay func() time.Duration) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		var ch relayChunk
+		select {
+		case ch = <-queue:
+		case <-c.done:
+			return
+		}
+		if wait := time.Until(ch.at.Add(delay())); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-c.done:
+				timer.Stop()
+				return
+			}
+		}
+		if ch.eof {
+			c.close()
+			return
+		}
+		if _, err := c.client.Write(ch.b); err != nil {
+			c.close()
+			return
+		}
+	}
+}
