@@ -67,16 +67,8 @@ func TestRelayDelaysTargetToClientInOrder(t *testing.T) {
 		}
 		sent <- stamp{time.Now(), -1}
 	})
-	r, err := newRelay(addr, d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, c := relayAndClient(t, addr, d)
 	defer r.Close()
-
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer c.Close()
 	start := time.Now()
 	if _, err := c.Write([]byte("hello")); err != nil {
@@ -136,15 +128,8 @@ func TestRelaySetDelay(t *testing.T) {
 			}
 		}
 	})
-	r, err := newRelay(addr, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, c := relayAndClient(t, addr, 0)
 	defer r.Close()
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer c.Close()
 	b := make([]byte, 1)
 	for _, d := range []time.Duration{0, 200 * time.Millisecond} {
@@ -172,15 +157,8 @@ func TestRelayCloseDropsHeldDataAndEndsGoroutines(t *testing.T) {
 		close(wrote)
 		_, _ = io.Copy(io.Discard, c) // until the relay closes it
 	})
-	r, err := newRelay(addr, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, c := relayAndClient(t, addr, time.Hour)
 	port := r.Port()
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer c.Close()
 	<-wrote
 	time.Sleep(20 * time.Millisecond) // let the relay read it
@@ -212,15 +190,8 @@ func TestRelayUnreachableTargetClosesClient(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	r, err := newRelay(addr, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, c := relayAndClient(t, addr, 0)
 	defer r.Close()
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer c.Close()
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -233,4 +204,21 @@ func TestNewRelayNegativeDelay(t *testing.T) {
 		r.Close()
 		t.Fatal("newRelay with a negative delay: no error")
 	}
+}
+
+// relayAndClient starts a relay to addr delayed by d and connects a client
+// to it; the caller closes both (before goleak's check, so not in a
+// t.Cleanup).
+func relayAndClient(t *testing.T, addr string, d time.Duration) (*relay, net.Conn) {
+	t.Helper()
+	r, err := newRelay(addr, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port()))
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	return r, c
 }
