@@ -25,3 +25,13 @@ func Example() {
 	// WRITE reads=[jobs] writes=[] locks=true reason=""
 	// WRITE reads=[] writes=[] locks=false reason="unknown function my_func"
 }
+
+// A MySQL trigger body is a compound statement; Identifiers lists the
+// names it mentions, outside strings and comments.
+func ExampleIdentifiers() {
+	body := "BEGIN IF NEW.total > 0 THEN INSERT INTO `Audit` (note) VALUES ('orders changed'); END IF; END"
+	names, _ := classify.Identifiers(classify.MySQL, body)
+	fmt.Println(names)
+	// Output:
+	// [begin if new total then insert into audit note values end if end]
+}

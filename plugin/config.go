@@ -77,7 +77,10 @@ type Config struct {
 	// with {"orders": {"order_totals"}} raises both. Transitive entries are
 	// followed; "*" means any table. The graph the tracker publishes in the
 	// store (lsnstore.DependentsStore) is merged in at start and whenever
-	// its version changes (checked every second). Default: none.
+	// its version changes (checked every second). On MariaDB and MySQL the
+	// plugin also learns the database's triggers, cascading foreign keys
+	// and views from information_schema, at start and every 30 seconds
+	// (docs/mariadb.md). Default: none.
 	Dependents map[string][]string
 
 	// ReplayFromStore takes the replicas' replay positions from the store,

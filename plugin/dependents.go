@@ -9,47 +9,81 @@ import (
 
 // depGraph is the dependency graph in use: table -> the tables a write to
 // it also writes (closed transitively), from Config.Dependents merged with
-// the graph the tracker publishes in the store. lsnstore.Everything ("*")
-// among the dependents means "any table": the unknown-tables position is
-// raised too.
+// the graph the tracker publishes in the store and, on MariaDB and MySQL,
+// the graph the plugin learns from information_schema (dependents_mysql.go).
+// lsnstore.Everything ("*") among the dependents means "any table": the
+// unknown-tables position is raised too.
 type depGraph struct {
 	graph   map[string][]string
 	version string // the store graph's version merged in
+	// unknown: the dependencies could not be learned, so a write to any
+	// table may write any other (every write raises the unknown-tables
+	// position).
+	unknown bool
+}
+
+// depSources are the graphs merged into depGraph (Initialize and the
+// poller goroutine only).
+type depSources struct {
+	published    map[string][]string // the tracker's, from the store
+	version      string
+	learned      map[string][]string // from information_schema
+	learnFailed  bool
+	learnedAt    time.Time
+	learnEnabled bool // MariaDB and MySQL
 }
 
 // dependentsRefresh is how often the poller checks the store graph's
 // version.
 const dependentsRefresh = time.Second
 
-// refreshDependents rereads the store's graph when its version changed.
-// A store without a graph (or an error) keeps the current one.
-func (p *Plugin) refreshDependents(ctx context.Context) {
-	ds, ok := p.cfg.Store.(lsnstore.DependentsStore)
-	if !ok {
-		return
+// refreshDependents rereads the store's graph when its version changed,
+// and relearns the database's own graph every dependentsLearnInterval. A
+// store without a graph (or an error) keeps the current one.
+func (p *Plugin) refreshDependents(ctx context.Context, now time.Time) {
+	changed := false
+	if ds, ok := p.cfg.Store.(lsnstore.DependentsStore); ok {
+		if v, err := ds.DependentsVersion(ctx); err == nil && v != p.depSrc.version {
+			if d, err := ds.Dependents(ctx); err == nil {
+				p.depSrc.published, p.depSrc.version = d.Graph, d.Version
+				changed = true
+			}
+		}
 	}
-	cur := p.deps.Load()
-	v, err := ds.DependentsVersion(ctx)
-	if err != nil || (cur != nil && v == cur.version) {
-		return
+	if p.depSrc.learnEnabled && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval {
+		p.learnDependents(ctx, now)
+		changed = true
 	}
-	d, err := ds.Dependents(ctx)
-	if err != nil {
-		return
+	if changed {
+		p.installDependents()
 	}
-	p.setDependents(d.Graph, d.Version)
 }
 
-// setDependents merges published with Config.Dependents and installs it.
-func (p *Plugin) setDependents(published map[string][]string, version string) {
-	union := make(map[string][]string, len(p.cfg.Dependents)+len(published))
-	for t, ds := range p.cfg.Dependents {
-		union[t] = append(union[t], ds...)
+// learnDependents reads the database's triggers, foreign keys and views.
+// When it cannot, every write is taken to write any table until it can.
+func (p *Plugin) learnDependents(ctx context.Context, now time.Time) {
+	p.depSrc.learnedAt = now
+	g, err := mysqlDependents(ctx, p.primaryDB)
+	if err != nil {
+		if !p.depSrc.learnFailed {
+			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the database's triggers, foreign keys and views; every write now delays reads of every table until they can be read", "err", err)
+		}
+		p.depSrc.learnFailed = true
+		return
 	}
-	for t, ds := range published {
-		union[t] = append(union[t], ds...)
+	p.depSrc.learned, p.depSrc.learnFailed = g, false
+}
+
+// installDependents merges Config.Dependents, the store's graph and the
+// learned graph and installs the result.
+func (p *Plugin) installDependents() {
+	union := make(map[string][]string, len(p.cfg.Dependents)+len(p.depSrc.published)+len(p.depSrc.learned))
+	for _, src := range []map[string][]string{p.cfg.Dependents, p.depSrc.published, p.depSrc.learned} {
+		for t, ds := range src {
+			union[t] = append(union[t], ds...)
+		}
 	}
-	p.deps.Store(&depGraph{graph: closeDependents(union), version: version})
+	p.deps.Store(&depGraph{graph: closeDependents(union), version: p.depSrc.version, unknown: p.depSrc.learnFailed})
 }
 
 // dependentsOf returns the graph's dependents of t.
@@ -58,4 +92,10 @@ func (p *Plugin) dependentsOf(t string) []string {
 		return g.graph[t]
 	}
 	return nil
+}
+
+// dependentsUnknown reports whether any write may write any table.
+func (p *Plugin) dependentsUnknown() bool {
+	g := p.deps.Load()
+	return g != nil && g.unknown
 }

@@ -23,8 +23,10 @@ type Plugin struct {
 	primaryDB *sql.DB
 	cluster   uint64 // the primary's system identifier
 	replicas  []*replica
-	// deps is the dependency graph (dependents.go).
-	deps atomic.Pointer[depGraph]
+	// deps is the dependency graph (dependents.go), and depSrc the graphs
+	// it merges.
+	deps   atomic.Pointer[depGraph]
+	depSrc depSources
 
 	engine     engine
 	classifier *classify.Classifier
@@ -114,7 +116,8 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.engine = eng
-	p.setDependents(nil, "")
+	p.depSrc.learnEnabled = eng.dialect() == classify.MySQL
+	p.installDependents()
 	p.classifier = classify.New(classify.Config{Dialect: eng.dialect(), ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})
 
 	if p.cfg.Positions == Heartbeat {
@@ -157,7 +160,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err := p.registerCallbacks(db); err != nil {
 		return err
 	}
-	p.refreshDependents(ctx)
+	p.refreshDependents(ctx, time.Now())
 	if p.cfg.Announce {
 		if err := p.announce(ctx, db); err != nil {
 			return err

@@ -75,7 +75,7 @@ func (p *Plugin) publish(ctx context.Context, w writeSet) {
 // "*" (anything) raises the unknown-tables position, which every read
 // includes.
 func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) error {
-	unknown := w.unknown
+	unknown := w.unknown || p.dependentsUnknown()
 	tables := make([]string, 0, len(w.tables))
 	seen := make(map[string]bool, len(w.tables))
 	for t := range w.tables {
