@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"gorm.io/driver/mysql"
@@ -119,4 +120,36 @@ func TestMariaDBOtherDomainSession(t *testing.T) {
 // them.
 func TestMariaDBOtherDomainCausalWait(t *testing.T) {
 	checkWaitedRead(t, newMariaDomainEnv(t, 7, withConfig(withMaxWait)))
+}
+
+// TestMariaDBDirectWritesFloor: with DirectWrites, a write made outside the
+// application (another connection, GTID domain 7) is read fresh once the
+// poller has seen it, because MariaDB has no decoding tracker and every
+// read waits for the primary's whole position at the last poll, in every
+// domain.
+func TestMariaDBDirectWritesFloor(t *testing.T) {
+	e := newMariaEnv(t, withConfig(func(c *plugin.Config) { c.DirectWrites = true }))
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	e.mustReplica(e.readItem(e.db, 1), "read with nothing written since the last poll")
+	e.pauseAll()
+	other, _ := domainCluster{mariaCluster{testcluster.MariaDBFor(t)}, 7}.primary(e.dbName).(*mysql.Dialector)
+	direct, err := gorm.Open(other, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB(direct)
+	if err := direct.Exec("UPDATE items SET name = 'new' WHERE id = 1").Error; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // many poll intervals (5 ms)
+	got := e.readItem(e.db, 1)
+	if got.Name != "new" {
+		t.Fatalf("STALE READ of a direct write in domain 7 with DirectWrites: %+v", got)
+	}
+	e.mustPrimary(got, "read after a direct write, replica stopped")
+	e.resumeAll()
+	e.mustReplica(e.readItem(e.db, 1), "read after catch-up")
 }

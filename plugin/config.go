@@ -98,7 +98,9 @@ type Config struct {
 	// dead one whose key expired) or more than MaxDecodeLag bytes of WAL
 	// behind the primary, a read (Consistency Table) may only use a replica
 	// that has replayed everything the primary had written at the last
-	// poll. Default: false.
+	// poll. MariaDB and MySQL have no decoding tracker: there DirectWrites
+	// always applies that rule, a safe mode for databases that other
+	// programs write too. Default: false.
 	DirectWrites bool
 
 	// MaxDecodeLag is the decoding lag, in bytes of WAL, up to which

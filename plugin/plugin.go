@@ -37,8 +37,8 @@ type Plugin struct {
 	lastPrimary atomic.Pointer[lsnstore.Position]
 	// directFloor is a position every Table read must wait for while the
 	// tracker's decoding of direct writes is missing or too far behind
-	// (Config.DirectWrites); 0 otherwise.
-	directFloor atomic.Uint64
+	// (Config.DirectWrites); nil otherwise.
+	directFloor atomic.Pointer[lsnstore.Position]
 	pending     pendingWrites
 	// tick is closed and replaced after every poll, waking MaxWait waiters.
 	tick atomic.Pointer[chan struct{}]

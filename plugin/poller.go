@@ -121,7 +121,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	p.retryPending(ctx)
 	p.checkReplication(ctx, now)
 	if p.cfg.DirectWrites {
-		p.checkDecoding(ctx, ins.Main(), primaryOK)
+		p.checkDecoding(ctx, ins, primaryOK)
 	}
 	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
 		p.depsCheckedAt = now
@@ -134,24 +134,27 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 }
 
 // checkDecoding sets the direct-write floor from the tracker's decoded
-// position (Config.DirectWrites).
-func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.LSN, primaryOK bool) {
+// position (Config.DirectWrites). Only PostgreSQL has a decoding tracker:
+// a position with named lanes (MariaDB, MySQL) always sets the floor to
+// the primary's whole position.
+func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.Position, primaryOK bool) {
 	if !primaryOK {
-		ins = 0
+		ins = lsnstore.Position{}
 		if last := p.lastPrimary.Load(); last != nil {
-			ins = last.Main()
+			ins = *last
 		}
 	}
 	var decoded lsnstore.LSN
 	var err error
-	if ds, ok := p.cfg.Store.(lsnstore.DecodedStore); ok {
+	if ds, ok := p.cfg.Store.(lsnstore.DecodedStore); ok && !ins.HasLanes() {
 		decoded, err = ds.DecodedPosition(ctx)
 	}
-	if err != nil || decoded == 0 || (ins > decoded && uint64(ins-decoded) > p.cfg.MaxDecodeLag) {
-		p.directFloor.Store(uint64(ins))
+	head := ins.Main()
+	if ins.HasLanes() || err != nil || decoded == 0 || (head > decoded && uint64(head-decoded) > p.cfg.MaxDecodeLag) {
+		p.directFloor.Store(&ins)
 		return
 	}
-	p.directFloor.Store(0)
+	p.directFloor.Store(nil)
 }
 
 // idleCaughtUp reports whether flush and insert differ only by the page

@@ -182,8 +182,8 @@ func (p *Plugin) tablesPosition(ctx context.Context, tables []string) (lsnstore.
 	if err != nil {
 		return lsnstore.Position{}, err
 	}
-	if floor := lsnstore.LSN(p.directFloor.Load()); floor > 0 {
-		pos = pos.Merge(lsnstore.PositionOf(floor))
+	if floor := p.directFloor.Load(); floor != nil {
+		pos = pos.Merge(*floor)
 	}
 	return pos, nil
 }
