@@ -50,7 +50,7 @@ type Decision struct {
 	// Required is the position the replica had to have replayed: the
 	// merge of the write positions of Tables and of the caller's session.
 	Required lsnstore.Position
-	// ReplicaPosition is the chosen replica's replay position, or the best
-	// one when none was fresh enough.
+	// ReplicaPosition is the chosen replica's replay position or, when
+	// none was fresh enough, that of the least lagging usable replica.
 	ReplicaPosition lsnstore.Position
 }
