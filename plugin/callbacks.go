@@ -118,14 +118,8 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 		// The session classifies and publishes each statement it runs.
 	case gorm.TxCommitter:
 		// A transaction the plugin did not begin (db.Connection + Begin on a
-		// *sql.Conn): its commit cannot be observed. Keep this process on
-		// the primary until the write is published with a later position.
-		p.foreignTxWarning.Do(func() {
-			p.cfg.Logger.Warn("freshread: write inside a transaction not begun through the plugin's pool (db.Connection?); its position is published late")
-		})
-		var w writeSet
-		w.add(tables)
-		p.pending.add(w)
+		// *sql.Conn): held until the poller sees it end (foreign_tx.go).
+		p.holdForeignWrite(db, tables)
 	default:
 		var w writeSet
 		key := autocommitKey{db.Statement}
@@ -142,6 +136,11 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 // publishes even when the statement failed: a failure after the commit
 // (a lost connection, a timeout) may hide a write.
 func (p *Plugin) publishAutocommit(db *gorm.DB) {
+	if p.pending.holding.Load() > 0 {
+		if fw, ok := db.Statement.Settings.LoadAndDelete(foreignKey{db.Statement}); ok {
+			p.identifyForeignWrite(db, fw.(*foreignWrite))
+		}
+	}
 	v, ok := db.Statement.Settings.LoadAndDelete(autocommitKey{db.Statement})
 	if !ok {
 		return

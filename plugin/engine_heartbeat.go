@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
+	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -111,4 +114,40 @@ func (h *heartbeatEngine) writePosition(ctx context.Context, primary *sql.DB) (l
 
 func (h *heartbeatEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
 	return h.counter(ctx, replica)
+}
+
+// errUnsupportedByEngine: the base engine of a heartbeat engine cannot do
+// what was asked.
+var errUnsupportedByEngine = errors.New("plugin: not supported by the database engine")
+
+// The heartbeat changes how positions are read, not how foreign
+// transactions and replication threads are observed: those go to the base
+// engine when it can.
+
+func (h *heartbeatEngine) txID(ctx context.Context, q gorm.ConnPool) (string, error) {
+	if tw, ok := h.engine.(txWatcher); ok {
+		return tw.txID(ctx, q)
+	}
+	return "", errUnsupportedByEngine
+}
+
+func (h *heartbeatEngine) txEnded(ctx context.Context, primary *sql.DB, id string) (bool, error) {
+	if tw, ok := h.engine.(txWatcher); ok {
+		return tw.txEnded(ctx, primary, id)
+	}
+	return false, errUnsupportedByEngine
+}
+
+func (h *heartbeatEngine) txCheckInterval() time.Duration {
+	if tw, ok := h.engine.(txWatcher); ok {
+		return tw.txCheckInterval()
+	}
+	return 0
+}
+
+func (h *heartbeatEngine) replicationStatus(ctx context.Context, replica *sql.DB) (replicationStatus, error) {
+	if rr, ok := h.engine.(replicationReporter); ok {
+		return rr.replicationStatus(ctx, replica)
+	}
+	return replicationStatus{}, errUnsupportedByEngine
 }

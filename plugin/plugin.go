@@ -48,6 +48,9 @@ type Plugin struct {
 	samples       []primarySample
 	depsCheckedAt time.Time
 	lastPublished map[string]lsnstore.Position // replay positions last published
+	// foreignCheckedAt is when the poller last asked whether held foreign
+	// transactions ended (foreign_tx.go).
+	foreignCheckedAt time.Time
 	// replicationCheckedAt is when checkReplication last ran (poller only).
 	replicationCheckedAt time.Time
 	lastPublishedAt      time.Time

@@ -10,13 +10,49 @@ import (
 )
 
 // pendingWrites holds writes whose positions could not be published (store
-// down, or the position could not be read). While any are pending the store
-// is suspect and this process sends every read to the primary; the poller
-// publishes them with a fresh (higher, so still correct) position.
+// down, or the position could not be read), and writes held until a
+// transaction the plugin did not begin ends (foreign_tx.go). While any are
+// pending or held the store is suspect and this process sends every read to
+// the primary; the poller publishes them with a fresh (higher, so still
+// correct) position.
 type pendingWrites struct {
 	suspect atomic.Bool
+	// holding counts the held writes, so that statements check for one
+	// to confirm with an atomic load only.
+	holding atomic.Int32
 	mu      sync.Mutex
 	w       writeSet
+	held    []*foreignWrite
+}
+
+// hold adds a write held until its transaction ends.
+func (pw *pendingWrites) hold(fw *foreignWrite) {
+	pw.mu.Lock()
+	pw.held = append(pw.held, fw)
+	pw.holding.Add(1)
+	pw.suspect.Store(true)
+	pw.mu.Unlock()
+}
+
+// release turns a held write into a pending one.
+func (pw *pendingWrites) release(fw *foreignWrite) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	for i, h := range pw.held {
+		if h == fw {
+			pw.held = append(pw.held[:i], pw.held[i+1:]...)
+			pw.holding.Add(-1)
+			pw.w.merge(fw.w)
+			return
+		}
+	}
+}
+
+// heldWrites returns the held writes (a copy of the list).
+func (pw *pendingWrites) heldWrites() []*foreignWrite {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	return append([]*foreignWrite(nil), pw.held...)
 }
 
 func (pw *pendingWrites) add(w writeSet) {
@@ -103,11 +139,13 @@ func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) e
 	return p.cfg.Store.Raise(ctx, tables, pos)
 }
 
-// retryPending publishes pending writes with the current position.
+// retryPending publishes pending writes with the current position, after
+// releasing the held writes whose transactions ended.
 func (p *Plugin) retryPending(ctx context.Context) {
 	if !p.pending.suspect.Load() {
 		return
 	}
+	p.releaseEndedForeign(ctx)
 	w, ok := p.pending.take()
 	if ok {
 		pos, err := p.currentPosition(ctx)
@@ -120,7 +158,7 @@ func (p *Plugin) retryPending(ctx context.Context) {
 		}
 	}
 	p.pending.mu.Lock()
-	if p.pending.w.empty() {
+	if p.pending.w.empty() && len(p.pending.held) == 0 {
 		p.pending.suspect.Store(false)
 	}
 	p.pending.mu.Unlock()
