@@ -12,6 +12,7 @@ const (
 	cbMark    = "freshread:mark_write"
 	cbPublish = "freshread:publish_autocommit"
 	cbRetry   = "freshread:retry_on_primary"
+	cbSchema  = "freshread:relearn_after_ddl"
 )
 
 // autocommitKey keys, in Statement.Settings, the tables an autocommit write
@@ -28,7 +29,8 @@ type autocommitKey struct{ stmt *gorm.Statement }
 //     its default transaction (so the mark lands on the trackedTx that
 //     publishes after COMMIT), and publish at the end when there was no
 //     transaction (SkipDefaultTransaction).
-//   - Raw (Exec): always the primary; mark before, publish after.
+//   - Raw (Exec): always the primary; mark before, publish after, and
+//     after a schema change relearn the dependencies (MariaDB, MySQL).
 func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 	cb := db.Callback()
 	regs := []error{
@@ -47,6 +49,7 @@ func (p *Plugin) registerCallbacks(db *gorm.DB) error {
 
 		cb.Raw().Before("gorm:raw").Register(cbMark, p.markRawWrite),
 		cb.Raw().After("gorm:raw").Register(cbPublish, p.publishAutocommit),
+		cb.Raw().After(cbPublish).Register(cbSchema, p.relearnAfterDDL),
 	}
 	for _, err := range regs {
 		if err != nil {

@@ -79,7 +79,8 @@ type Config struct {
 	// store (lsnstore.DependentsStore) is merged in at start and whenever
 	// its version changes (checked every second). On MariaDB and MySQL the
 	// plugin also learns the database's triggers, cascading foreign keys
-	// and views from information_schema, at start and every 30 seconds
+	// and views from information_schema, at start, after each CREATE,
+	// ALTER, DROP or RENAME run through GORM, and every 30 seconds
 	// (docs/mariadb.md). Default: none.
 	Dependents map[string][]string
 

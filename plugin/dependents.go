@@ -2,7 +2,10 @@ package plugin
 
 import (
 	"context"
+	"strings"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -22,8 +25,8 @@ type depGraph struct {
 	unknown bool
 }
 
-// depSources are the graphs merged into depGraph (Initialize and the
-// poller goroutine only).
+// depSources are the graphs merged into depGraph (guarded by
+// Plugin.depMu).
 type depSources struct {
 	published    map[string][]string // the tracker's, from the store
 	version      string
@@ -41,6 +44,8 @@ const dependentsRefresh = time.Second
 // and relearns the database's own graph every dependentsLearnInterval. A
 // store without a graph (or an error) keeps the current one.
 func (p *Plugin) refreshDependents(ctx context.Context, now time.Time) {
+	p.depMu.Lock()
+	defer p.depMu.Unlock()
 	changed := false
 	if ds, ok := p.cfg.Store.(lsnstore.DependentsStore); ok {
 		if v, err := ds.DependentsVersion(ctx); err == nil && v != p.depSrc.version {
@@ -57,6 +62,56 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time) {
 	if changed {
 		p.installDependents()
 	}
+}
+
+// relearnAfterDDL: a CREATE, ALTER, DROP or RENAME run through the plugin
+// may add or remove a trigger, foreign key or view. On MariaDB and MySQL
+// the plugin relearns them before the statement returns, so a write
+// through a trigger the application has just created is never read stale
+// (a schema change made by another program waits for the 30-second
+// refresh).
+func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
+	if !p.depSrc.learnEnabled || !isSchemaChange(db.Statement.SQL.String()) {
+		return
+	}
+	p.depMu.Lock()
+	defer p.depMu.Unlock()
+	p.learnDependents(db.Statement.Context, time.Now())
+	p.installDependents()
+}
+
+// isSchemaChange reports whether sql starts with CREATE, ALTER, DROP or
+// RENAME (after spaces and comments).
+func isSchemaChange(sql string) bool {
+	for {
+		sql = strings.TrimLeft(sql, " \t\r\n;(")
+		switch {
+		case strings.HasPrefix(sql, "--"), strings.HasPrefix(sql, "#"):
+			i := strings.IndexByte(sql, '\n')
+			if i < 0 {
+				return false
+			}
+			sql = sql[i+1:]
+			continue
+		case strings.HasPrefix(sql, "/*"):
+			i := strings.Index(sql, "*/")
+			if i < 0 {
+				return false
+			}
+			sql = sql[i+2:]
+			continue
+		}
+		break
+	}
+	end := 0
+	for end < len(sql) && end < 8 && (sql[end]|0x20 >= 'a' && sql[end]|0x20 <= 'z') {
+		end++
+	}
+	switch strings.ToLower(sql[:end]) {
+	case "create", "alter", "drop", "rename":
+		return true
+	}
+	return false
 }
 
 // learnDependents reads the database's triggers, foreign keys and views.

@@ -26,6 +26,7 @@ type Plugin struct {
 	// deps is the dependency graph (dependents.go), and depSrc the graphs
 	// it merges.
 	deps   atomic.Pointer[depGraph]
+	depMu  sync.Mutex
 	depSrc depSources
 
 	engine     engine
