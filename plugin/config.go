@@ -77,11 +77,14 @@ type Config struct {
 	// with {"orders": {"order_totals"}} raises both. Transitive entries are
 	// followed; "*" means any table. The graph the tracker publishes in the
 	// store (lsnstore.DependentsStore) is merged in at start and whenever
-	// its version changes (checked every second). On MariaDB and MySQL the
-	// plugin also learns the database's triggers, cascading foreign keys
-	// and views from information_schema, at start, after each CREATE,
-	// ALTER, DROP or RENAME run through GORM, and every 30 seconds
-	// (docs/mariadb.md). Default: none.
+	// its version changes (checked every second). The plugin also learns
+	// the database's own graph (triggers, cascading foreign keys, views;
+	// rules on PostgreSQL) from the catalog: at start, after a CREATE,
+	// ALTER or RENAME run through GORM that can add a dependency, and
+	// every 30 seconds. On PostgreSQL it runs tracker.AnalyzeDependencies
+	// on a pgx connection of the primary pool (with another driver it
+	// logs that it cannot); on MariaDB and MySQL it reads
+	// information_schema (docs/mariadb.md). Default: none.
 	Dependents map[string][]string
 
 	// ReplayFromStore takes the replicas' replay positions from the store,

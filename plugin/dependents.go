@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 	"time"
 
@@ -28,12 +30,15 @@ type depGraph struct {
 // depSources are the graphs merged into depGraph (guarded by
 // Plugin.depMu).
 type depSources struct {
-	published    map[string][]string // the tracker's, from the store
-	version      string
-	learned      map[string][]string // from information_schema
-	learnFailed  bool
-	learnedAt    time.Time
-	learnEnabled bool // MariaDB and MySQL
+	published   map[string][]string // the tracker's, from the store
+	version     string
+	learned     map[string][]string // from information_schema
+	learnFailed bool
+	learnedAt   time.Time
+	// learn reads the database's own graph: pgDependents or
+	// mysqlDependents; nil when the plugin cannot (PostgreSQL through
+	// another driver than pgx).
+	learn func(ctx context.Context, db *sql.DB) (map[string][]string, error)
 }
 
 // dependentsRefresh is how often the poller checks the store graph's
@@ -55,7 +60,7 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time) {
 			}
 		}
 	}
-	if p.depSrc.learnEnabled && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval {
+	if p.depSrc.learn != nil && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval {
 		p.learnDependents(ctx, now)
 		changed = true
 	}
@@ -64,14 +69,14 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time) {
 	}
 }
 
-// relearnAfterDDL: a CREATE, ALTER, DROP or RENAME run through the plugin
-// may add or remove a trigger, foreign key or view. On MariaDB and MySQL
-// the plugin relearns them before the statement returns, so a write
-// through a trigger the application has just created is never read stale
-// (a schema change made by another program waits for the 30-second
-// refresh).
+// relearnAfterDDL: a schema change run through the plugin may add a
+// trigger, rule, foreign key or view, or rename a table. The plugin
+// relearns the graph before the statement returns, so a write through a
+// trigger the application has just created is never read stale (a schema
+// change made by another program waits for the 30-second refresh).
+// Dropping needs no relearning: a stale edge only raises one table more.
 func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
-	if !p.depSrc.learnEnabled || !isSchemaChange(db.Statement.SQL.String()) {
+	if p.depSrc.learn == nil || !addsDependency(db.Statement.SQL.String()) {
 		return
 	}
 	p.depMu.Lock()
@@ -80,23 +85,45 @@ func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
 	p.installDependents()
 }
 
-// isSchemaChange reports whether sql starts with CREATE, ALTER, DROP or
-// RENAME (after spaces and comments).
-func isSchemaChange(sql string) bool {
+// dependencyWords are the words of a CREATE or ALTER that can add a
+// dependency between tables.
+var dependencyWords = []string{"trigger", "view", "rule", "function", "procedure", "references", "foreign", "rename"}
+
+// addsDependency reports whether sql is a schema change that can add a
+// dependency or rename a table: RENAME, or CREATE or ALTER naming one of
+// dependencyWords.
+func addsDependency(sql string) bool {
+	switch schemaVerb(sql) {
+	case "rename":
+		return true
+	case "create", "alter":
+		lower := strings.ToLower(sql)
+		for _, w := range dependencyWords {
+			if strings.Contains(lower, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// schemaVerb returns the first word of sql in lower case when it is
+// CREATE, ALTER, DROP or RENAME (after spaces and comments), else "".
+func schemaVerb(sql string) string {
 	for {
 		sql = strings.TrimLeft(sql, " \t\r\n;(")
 		switch {
 		case strings.HasPrefix(sql, "--"), strings.HasPrefix(sql, "#"):
 			i := strings.IndexByte(sql, '\n')
 			if i < 0 {
-				return false
+				return ""
 			}
 			sql = sql[i+1:]
 			continue
 		case strings.HasPrefix(sql, "/*"):
 			i := strings.Index(sql, "*/")
 			if i < 0 {
-				return false
+				return ""
 			}
 			sql = sql[i+2:]
 			continue
@@ -107,18 +134,23 @@ func isSchemaChange(sql string) bool {
 	for end < len(sql) && end < 8 && (sql[end]|0x20 >= 'a' && sql[end]|0x20 <= 'z') {
 		end++
 	}
-	switch strings.ToLower(sql[:end]) {
+	switch w := strings.ToLower(sql[:end]); w {
 	case "create", "alter", "drop", "rename":
-		return true
+		return w
 	}
-	return false
+	return ""
 }
 
 // learnDependents reads the database's triggers, foreign keys and views.
 // When it cannot, every write is taken to write any table until it can.
 func (p *Plugin) learnDependents(ctx context.Context, now time.Time) {
 	p.depSrc.learnedAt = now
-	g, err := mysqlDependents(ctx, p.primaryDB)
+	g, err := p.depSrc.learn(ctx, p.primaryDB)
+	if errors.Is(err, errNotPgx) {
+		p.cfg.Logger.WarnContext(ctx, "freshread: dependencies between tables (triggers, cascades, views) are not learned: run the tracker or set Config.Dependents", "err", err)
+		p.depSrc.learn = nil
+		return
+	}
 	if err != nil {
 		if !p.depSrc.learnFailed {
 			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the database's triggers, foreign keys and views; every write now delays reads of every table until they can be read", "err", err)

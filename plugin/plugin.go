@@ -120,7 +120,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.engine = eng
-	p.depSrc.learnEnabled = eng.dialect() == classify.MySQL
+	p.depSrc.learn = pgDependents
+	if eng.dialect() == classify.MySQL {
+		p.depSrc.learn = mysqlDependents
+	}
 	p.installDependents()
 	p.classifier = classify.New(classify.Config{Dialect: eng.dialect(), ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})
 

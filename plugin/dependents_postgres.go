@@ -1,0 +1,42 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freshread/freshread/tracker"
+)
+
+// errNotPgx: the PostgreSQL pool's driver is not pgx, whose connection the
+// catalog analysis needs.
+var errNotPgx = errors.New("plugin: the PostgreSQL driver is not pgx (gorm.io/driver/postgres's default)")
+
+// pgDependents runs the tracker's catalog analysis (triggers and the
+// functions they call, cascading foreign keys, rules, views; see
+// tracker.AnalyzeDependencies) on one connection of the primary pool, so
+// the plugin knows the dependencies without a tracker daemon too.
+func pgDependents(ctx context.Context, db *sql.DB) (map[string][]string, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var edges map[string][]string
+	err = conn.Raw(func(dc any) error {
+		pc, ok := dc.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			return fmt.Errorf("%w: %T", errNotPgx, dc)
+		}
+		g, err := tracker.AnalyzeDependencies(ctx, pc.Conn())
+		if err != nil {
+			return err
+		}
+		edges = g.Edges
+		return nil
+	})
+	return edges, err
+}
