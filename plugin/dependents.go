@@ -32,7 +32,7 @@ type depGraph struct {
 type depSources struct {
 	published   map[string][]string // the tracker's, from the store
 	version     string
-	learned     map[string][]string // from information_schema
+	learned     map[string][]string // from the database's catalog
 	learnFailed bool
 	learnedAt   time.Time
 	// learn reads the database's own graph: pgDependents or
@@ -45,27 +45,49 @@ type depSources struct {
 // version.
 const dependentsRefresh = time.Second
 
-// refreshDependents rereads the store's graph when its version changed,
-// and relearns the database's own graph every dependentsLearnInterval. A
-// store without a graph (or an error) keeps the current one.
-func (p *Plugin) refreshDependents(ctx context.Context, now time.Time) {
+// learnTimeout bounds one learning of the database's graph by the
+// poller (a large catalog takes a while; the poller does not wait for it).
+const learnTimeout = 30 * time.Second
+
+// refreshDependents rereads the store's graph when its version changed. A
+// store without a graph (or an error) keeps the current one. It relearns
+// the database's own graph every dependentsLearnInterval: at once when
+// inBackground is false (Initialize), else in a goroutine of its own, so
+// that the poller is not held up by a large catalog.
+func (p *Plugin) refreshDependents(ctx context.Context, now time.Time, inBackground bool) {
 	p.depMu.Lock()
-	defer p.depMu.Unlock()
-	changed := false
 	if ds, ok := p.cfg.Store.(lsnstore.DependentsStore); ok {
 		if v, err := ds.DependentsVersion(ctx); err == nil && v != p.depSrc.version {
 			if d, err := ds.Dependents(ctx); err == nil {
 				p.depSrc.published, p.depSrc.version = d.Graph, d.Version
-				changed = true
+				p.installDependents()
 			}
 		}
 	}
-	if p.depSrc.learn != nil && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval {
-		p.learnDependents(ctx, now)
-		changed = true
+	due := p.depSrc.learn != nil && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval
+	if due {
+		p.depSrc.learnedAt = now // also: a background learning has started
 	}
-	if changed {
-		p.installDependents()
+	p.depMu.Unlock()
+	switch {
+	case !due:
+	case !inBackground:
+		p.learnNow(ctx)
+	default:
+		p.wg.Add(1) // the poller runs, so Close is not past its Wait yet
+		go func() {
+			defer p.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), learnTimeout)
+			defer cancel()
+			go func() {
+				select {
+				case <-p.stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			p.learnNow(ctx)
+		}()
 	}
 }
 
@@ -76,13 +98,9 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time) {
 // change made by another program waits for the 30-second refresh).
 // Dropping needs no relearning: a stale edge only raises one table more.
 func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
-	if p.depSrc.learn == nil || !addsDependency(db.Statement.SQL.String()) {
-		return
+	if addsDependency(db.Statement.SQL.String()) {
+		p.learnNow(db.Statement.Context)
 	}
-	p.depMu.Lock()
-	defer p.depMu.Unlock()
-	p.learnDependents(db.Statement.Context, time.Now())
-	p.installDependents()
 }
 
 // dependencyWords are the words of a CREATE or ALTER that can add a
@@ -141,24 +159,34 @@ func schemaVerb(sql string) string {
 	return ""
 }
 
-// learnDependents reads the database's triggers, foreign keys and views.
-// When it cannot, every write is taken to write any table until it can.
-func (p *Plugin) learnDependents(ctx context.Context, now time.Time) {
-	p.depSrc.learnedAt = now
-	g, err := p.depSrc.learn(ctx, p.primaryDB)
-	if errors.Is(err, errNotPgx) {
+// learnNow reads the database's triggers, foreign keys and views without
+// holding depMu (a large catalog takes a while), then records and installs
+// the graph under it. When it cannot read them, every write is taken to
+// write any table until it can.
+func (p *Plugin) learnNow(ctx context.Context) {
+	p.depMu.Lock()
+	learn := p.depSrc.learn
+	p.depMu.Unlock()
+	if learn == nil {
+		return
+	}
+	g, err := learn(ctx, p.primaryDB)
+	p.depMu.Lock()
+	defer p.depMu.Unlock()
+	switch {
+	case errors.Is(err, errNotPgx):
 		p.cfg.Logger.WarnContext(ctx, "freshread: dependencies between tables (triggers, cascades, views) are not learned: run the tracker or set Config.Dependents", "err", err)
 		p.depSrc.learn = nil
 		return
-	}
-	if err != nil {
+	case err != nil:
 		if !p.depSrc.learnFailed {
 			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the database's triggers, foreign keys and views; every write now delays reads of every table until they can be read", "err", err)
 		}
 		p.depSrc.learnFailed = true
-		return
+	default:
+		p.depSrc.learned, p.depSrc.learnFailed = g, false
 	}
-	p.depSrc.learned, p.depSrc.learnFailed = g, false
+	p.installDependents()
 }
 
 // installDependents merges Config.Dependents, the store's graph and the

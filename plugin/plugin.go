@@ -167,7 +167,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err := p.registerCallbacks(db); err != nil {
 		return err
 	}
-	p.refreshDependents(ctx, time.Now())
+	p.refreshDependents(ctx, time.Now(), false)
 	if p.cfg.Announce {
 		if err := p.announce(ctx, db); err != nil {
 			return err

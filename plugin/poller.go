@@ -125,7 +125,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	}
 	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
 		p.depsCheckedAt = now
-		p.refreshDependents(ctx, now)
+		p.refreshDependents(ctx, now, true)
 	}
 	// Wake waiters.
 	next := make(chan struct{})
