@@ -7,6 +7,7 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
@@ -144,7 +145,23 @@ func TestMariaDBDirectWritesFloor(t *testing.T) {
 	if err := direct.Exec("UPDATE items SET name = 'new' WHERE id = 1").Error; err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // many poll intervals (5 ms)
+	// Wait for a poll to see the write: the replica then lags the primary.
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(e.plug.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if lag, ok := gauge(t, reg, "freshread_replica_replay_lag_bytes"); ok && lag > 0 {
+			// The same poll sets the floor a moment later.
+			time.Sleep(50 * time.Millisecond)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no poll saw the direct write within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	got := e.readItem(e.db, 1)
 	if got.Name != "new" {
 		t.Fatalf("STALE READ of a direct write in domain 7 with DirectWrites: %+v", got)
