@@ -67,12 +67,9 @@ func (p *Plugin) holdForeignWrite(db *gorm.DB, tables []string) {
 // transaction is gone), the write is pending like an unpublished one.
 func (p *Plugin) identifyForeignWrite(db *gorm.DB, fw *foreignWrite) {
 	tw := p.engine.(txWatcher)
-	q, ok := db.Statement.ConnPool.(gorm.ConnPool)
-	if ok {
-		if id, err := tw.txID(db.Statement.Context, q); err == nil {
-			fw.id.Store(&id)
-			return
-		}
+	if id, err := tw.txID(db.Statement.Context, db.Statement.ConnPool); err == nil {
+		fw.id.Store(&id)
+		return
 	}
 	p.pending.release(fw)
 }
