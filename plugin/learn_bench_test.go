@@ -1,0 +1,90 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/freshread/freshread/internal/testcluster"
+)
+
+// learnSchemaSize is the size of the catalog the learning benchmarks read:
+// this many tables, each with a trigger writing an audit table, and half as
+// many views.
+const learnSchemaSize = 100
+
+func execAll(b *testing.B, db *sql.DB, qs []string) {
+	b.Helper()
+	for _, q := range qs {
+		if _, err := db.Exec(q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// BenchmarkLearnDependentsPostgres: one in-process learning of the graph
+// (tracker.AnalyzeDependencies on a pgx connection), as the plugin does at
+// start, after a schema change and every 30 s.
+//
+//	go test -run '^$' -bench LearnDependents -benchmem ./plugin/
+func BenchmarkLearnDependentsPostgres(b *testing.B) {
+	pg := testcluster.PostgresFor(b)
+	db, err := sql.Open("pgx", pg.PrimaryDSN(pg.CreateDatabase(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	qs := []string{"CREATE TABLE audit (id serial PRIMARY KEY, note text)"}
+	for i := range learnSchemaSize {
+		qs = append(qs,
+			fmt.Sprintf("CREATE TABLE t%d (id int PRIMARY KEY, name text)", i),
+			fmt.Sprintf(`CREATE FUNCTION t%d_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN IF NEW.name <> OLD.name THEN INSERT INTO audit (note) VALUES ('t%d'); END IF; RETURN NEW; END $$`, i, i),
+			fmt.Sprintf("CREATE TRIGGER t%d_audit AFTER UPDATE ON t%d FOR EACH ROW EXECUTE FUNCTION t%d_audit()", i, i, i))
+		if i%2 == 0 {
+			qs = append(qs, fmt.Sprintf("CREATE VIEW v%d AS SELECT id, name FROM t%d", i, i))
+		}
+	}
+	execAll(b, db, qs)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		g, err := pgDependents(ctx, db)
+		if err != nil || len(g) < learnSchemaSize {
+			b.Fatalf("%d tables with dependents, err %v", len(g), err)
+		}
+	}
+}
+
+// BenchmarkLearnDependentsMariaDB: one learning from information_schema.
+func BenchmarkLearnDependentsMariaDB(b *testing.B) {
+	m := testcluster.MariaDBFor(b)
+	db, err := sql.Open("mysql", m.PrimaryDSN(m.CreateDatabase(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	qs := []string{"CREATE TABLE audit (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(100))"}
+	for i := range learnSchemaSize {
+		qs = append(qs,
+			fmt.Sprintf("CREATE TABLE t%d (id INT PRIMARY KEY, name VARCHAR(100))", i),
+			fmt.Sprintf(`CREATE TRIGGER t%d_audit AFTER UPDATE ON t%d FOR EACH ROW
+BEGIN IF NEW.name <> OLD.name THEN INSERT INTO audit (note) VALUES ('t%d'); END IF; END`, i, i, i))
+		if i%2 == 0 {
+			qs = append(qs, fmt.Sprintf("CREATE VIEW v%d AS SELECT id, name FROM t%d", i, i))
+		}
+	}
+	execAll(b, db, qs)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		g, err := mysqlDependents(ctx, db)
+		if err != nil || len(g) < learnSchemaSize {
+			b.Fatalf("%d tables with dependents, err %v", len(g), err)
+		}
+	}
+}
