@@ -17,11 +17,25 @@ import (
 // many views.
 const learnSchemaSize = 100
 
-func execAll(b *testing.B, db *sql.DB, qs []string) {
-	b.Helper()
+// benchLearn creates the schema qs in a new database reached through
+// driver and dsn, then measures learn over it.
+func benchLearn(b *testing.B, driver, dsn string, qs []string, learn func(context.Context, *sql.DB) (map[string][]string, error)) {
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
 	for _, q := range qs {
 		if _, err := db.Exec(q); err != nil {
 			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		g, err := learn(ctx, db)
+		if err != nil || len(g) < learnSchemaSize {
+			b.Fatalf("%d tables with dependents, err %v", len(g), err)
 		}
 	}
 }
@@ -33,11 +47,6 @@ func execAll(b *testing.B, db *sql.DB, qs []string) {
 //	go test -run '^$' -bench LearnDependents -benchmem ./plugin/
 func BenchmarkLearnDependentsPostgres(b *testing.B) {
 	pg := testcluster.PostgresFor(b)
-	db, err := sql.Open("pgx", pg.PrimaryDSN(pg.CreateDatabase(b)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
 	qs := []string{"CREATE TABLE audit (id serial PRIMARY KEY, note text)"}
 	for i := range learnSchemaSize {
 		qs = append(qs,
@@ -49,25 +58,12 @@ BEGIN IF NEW.name <> OLD.name THEN INSERT INTO audit (note) VALUES ('t%d'); END 
 			qs = append(qs, fmt.Sprintf("CREATE VIEW v%d AS SELECT id, name FROM t%d", i, i))
 		}
 	}
-	execAll(b, db, qs)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		g, err := pgDependents(ctx, db)
-		if err != nil || len(g) < learnSchemaSize {
-			b.Fatalf("%d tables with dependents, err %v", len(g), err)
-		}
-	}
+	benchLearn(b, "pgx", pg.PrimaryDSN(pg.CreateDatabase(b)), qs, pgDependents)
 }
 
 // BenchmarkLearnDependentsMariaDB: one learning from information_schema.
 func BenchmarkLearnDependentsMariaDB(b *testing.B) {
 	m := testcluster.MariaDBFor(b)
-	db, err := sql.Open("mysql", m.PrimaryDSN(m.CreateDatabase(b)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
 	qs := []string{"CREATE TABLE audit (id INT AUTO_INCREMENT PRIMARY KEY, note VARCHAR(100))"}
 	for i := range learnSchemaSize {
 		qs = append(qs,
@@ -78,13 +74,5 @@ BEGIN IF NEW.name <> OLD.name THEN INSERT INTO audit (note) VALUES ('t%d'); END 
 			qs = append(qs, fmt.Sprintf("CREATE VIEW v%d AS SELECT id, name FROM t%d", i, i))
 		}
 	}
-	execAll(b, db, qs)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		g, err := mysqlDependents(ctx, db)
-		if err != nil || len(g) < learnSchemaSize {
-			b.Fatalf("%d tables with dependents, err %v", len(g), err)
-		}
-	}
+	benchLearn(b, "mysql", m.PrimaryDSN(m.CreateDatabase(b)), qs, mysqlDependents)
 }
