@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -18,8 +19,8 @@ import (
 const learnSchemaSize = 100
 
 // benchLearn creates the schema qs in a new database reached through
-// driver and dsn, then measures learn over it.
-func benchLearn(b *testing.B, driver, dsn string, qs []string, learn func(context.Context, *sql.DB) (map[string][]string, error)) {
+// driver and dsn, measures learn over it and returns the last graph.
+func benchLearn(b *testing.B, driver, dsn string, qs []string, learn func(context.Context, *sql.DB) (map[string][]string, error)) map[string][]string {
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		b.Fatal(err)
@@ -31,11 +32,27 @@ func benchLearn(b *testing.B, driver, dsn string, qs []string, learn func(contex
 		}
 	}
 	ctx := context.Background()
+	var g map[string][]string
 	b.ReportAllocs()
 	for b.Loop() {
-		g, err := learn(ctx, db)
-		if err != nil || len(g) < learnSchemaSize {
-			b.Fatalf("%d tables with dependents, err %v", len(g), err)
+		if g, err = learn(ctx, db); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return g
+}
+
+// checkLearnedSchema checks the graph of the benchmarks' schema: every
+// table tN raises audit (its trigger) and, for even N, the view vN.
+func checkLearnedSchema(b *testing.B, g map[string][]string) {
+	b.Helper()
+	for i := range learnSchemaSize {
+		t := fmt.Sprintf("t%d", i)
+		if !slices.Contains(g[t], "audit") {
+			b.Fatalf("%s -> %v: the trigger's audit table is missing", t, g[t])
+		}
+		if v := fmt.Sprintf("v%d", i); i%2 == 0 && !slices.Contains(g[t], v) {
+			b.Fatalf("%s -> %v: the view %s is missing", t, g[t], v)
 		}
 	}
 }
@@ -58,7 +75,8 @@ BEGIN IF NEW.name <> OLD.name THEN INSERT INTO audit (note) VALUES ('t%d'); END 
 			qs = append(qs, fmt.Sprintf("CREATE VIEW v%d AS SELECT id, name FROM t%d", i, i))
 		}
 	}
-	benchLearn(b, "pgx", pg.PrimaryDSN(pg.CreateDatabase(b)), qs, pgDependents)
+	g := benchLearn(b, "pgx", pg.PrimaryDSN(pg.CreateDatabase(b)), qs, pgDependents)
+	checkLearnedSchema(b, g)
 }
 
 // BenchmarkLearnDependentsMariaDB: one learning from information_schema.
@@ -74,5 +92,6 @@ BEGIN IF NEW.name <> OLD.name THEN INSERT INTO audit (note) VALUES ('t%d'); END 
 			qs = append(qs, fmt.Sprintf("CREATE VIEW v%d AS SELECT id, name FROM t%d", i, i))
 		}
 	}
-	benchLearn(b, "mysql", m.PrimaryDSN(m.CreateDatabase(b)), qs, mysqlDependents)
+	g := benchLearn(b, "mysql", m.PrimaryDSN(m.CreateDatabase(b)), qs, mysqlDependents)
+	checkLearnedSchema(b, g)
 }
