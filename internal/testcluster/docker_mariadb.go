@@ -37,20 +37,11 @@ type dockerMariaNode struct {
 // mariaServerArgs are the mariadbd options of a node; the image's
 // entrypoint passes arguments that start with "-" to mariadbd.
 func mariaServerArgs(serverID, port int) []string {
-	return []string{
+	return append([]string{
 		// The server listens inside the container on its host port too,
 		// so @@port reports the port the tests know it by.
 		"--port=" + strconv.Itoa(port),
-		"--server-id=" + strconv.Itoa(serverID),
-		"--log-bin=mysql-bin",
-		"--log-slave-updates",
-		"--binlog-format=ROW",
-		"--gtid-strict-mode=1",
-		"--skip-name-resolve",
-		"--innodb-buffer-pool-size=32M",
-		"--innodb-flush-log-at-trx-commit=2",
-		"--sync-binlog=0",
-	}
+	}, mariaReplicationArgs(serverID)...)
 }
 
 func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {

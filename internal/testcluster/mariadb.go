@@ -139,3 +139,20 @@ func dsnPort(dsn string) int {
 	n, _ := strconv.Atoi(port)
 	return n
 }
+
+// mariaReplicationArgs are the options every MariaDB node of a pair gets,
+// whichever provider starts it: GTID replication with row binlogs, and
+// small, fast (not durable) storage.
+func mariaReplicationArgs(serverID int) []string {
+	return []string{
+		"--server-id=" + strconv.Itoa(serverID),
+		"--log-bin=mysql-bin",
+		"--log-slave-updates",
+		"--binlog-format=ROW",
+		"--gtid-strict-mode=1",
+		"--skip-name-resolve",
+		"--innodb-buffer-pool-size=32M",
+		"--innodb-flush-log-at-trx-commit=2",
+		"--sync-binlog=0",
+	}
+}

@@ -130,16 +130,8 @@ func (m *localMariaDB) startNode(ctx context.Context, nd *mariaNode) error {
 		"--socket=" + filepath.Join(m.base, nd.name+".sock"),
 		"--pid-file=" + filepath.Join(m.base, nd.name+".pid"),
 		"--log-error=" + logPath,
-		"--server-id=" + strconv.Itoa(nd.serverID),
-		"--log-bin=mysql-bin",
-		"--log-slave-updates",
-		"--binlog-format=ROW",
-		"--gtid-strict-mode=1",
-		"--skip-name-resolve",
-		"--innodb-buffer-pool-size=32M",
-		"--innodb-flush-log-at-trx-commit=2",
-		"--sync-binlog=0",
 	}
+	args = append(args, mariaReplicationArgs(nd.serverID)...)
 	cmd, err := m.user.command(nil, filepath.Join(m.base, nd.name+".out"), m.bin, args...)
 	if err != nil {
 		return err
