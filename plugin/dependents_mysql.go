@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,8 +45,8 @@ func mysqlDependents(ctx context.Context, db *sql.DB) (map[string][]string, erro
 	}
 	edges := map[string][]string{}
 	add := func(from, to string) {
-		if from != to {
-			edges[from] = appendUnique(edges[from], to)
+		if from != to && !slices.Contains(edges[from], to) {
+			edges[from] = append(edges[from], to)
 		}
 	}
 
@@ -60,8 +61,8 @@ func mysqlDependents(ctx context.Context, db *sql.DB) (map[string][]string, erro
 		routine := false
 		for _, n := range names {
 			k := lsnstore.TableKey(n)
-			if tables[k] {
-				out = appendUnique(out, k)
+			if tables[k] && !slices.Contains(out, k) {
+				out = append(out, k)
 			}
 			if routines[k] || k == "call" {
 				routine = true
@@ -152,13 +153,4 @@ func eachRow(ctx context.Context, db *sql.DB, query string, f func(a, b string))
 		f(a.String, b.String)
 	}
 	return rows.Err()
-}
-
-func appendUnique(l []string, s string) []string {
-	for _, x := range l {
-		if x == s {
-			return l
-		}
-	}
-	return append(l, s)
 }

@@ -66,9 +66,9 @@ func engineFor(ctx context.Context, dialector string, primary *sql.DB) (engine, 
 			return nil, fmt.Errorf("plugin: read the server version: %w", err)
 		}
 		if strings.Contains(strings.ToLower(version), "mariadb") {
-			return &mariaEngine{}, nil
+			return &mariaEngine{mysqlFamily: mysqlFamily{mariadbReplication}}, nil
 		}
-		return &mysqlEngine{}, nil
+		return &mysqlEngine{mysqlFamily: mysqlFamily{mysqlReplication}}, nil
 	}
 	return nil, fmt.Errorf("%w: dialector %q is not supported (postgres, mysql)", ErrConfig, dialector)
 }

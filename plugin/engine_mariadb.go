@@ -3,18 +3,11 @@ package plugin
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
-	"net"
 	"strconv"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/position"
 )
@@ -25,12 +18,10 @@ import (
 // domain only grow, and a replica applies a domain's transactions in
 // order, so "has applied" is a comparison per domain (see docs/mariadb.md).
 type mariaEngine struct {
+	mysqlFamily
 	domain   uint32 // the primary's @@gtid_domain_id, for the cluster identity
 	serverID uint32 // the primary's @@server_id, for MASTER_GTID_WAIT
 }
-
-func (*mariaEngine) dialectorName() string     { return "mysql" }
-func (*mariaEngine) dialect() classify.Dialect { return classify.MySQL }
 
 func (m *mariaEngine) identify(ctx context.Context, primary *sql.DB) (uint64, error) {
 	if err := primary.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_domain_id, @@GLOBAL.server_id").Scan(&m.domain, &m.serverID); err != nil {
@@ -130,46 +121,3 @@ func (m *mariaEngine) waitApplied(ctx context.Context, replica *sql.DB, pos lsns
 	}
 	return r.Valid && r.Int64 == 0, nil
 }
-
-func (*mariaEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {
-	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	return rows.Next(), rows.Err()
-}
-
-func (*mariaEngine) retryable(ctx context.Context, err error) bool { return mysqlRetryable(ctx, err) }
-
-// mysqlRetryable: connection failures of go-sql-driver/mysql and server
-// shutdowns, for MariaDB and MySQL.
-func mysqlRetryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) {
-		switch myErr.Number {
-		case 1053, 1927, 1152: // server shutdown, connection killed, aborted connection
-			return true
-		}
-		return false
-	}
-	var netErr net.Error
-	return errors.As(err, &netErr)
-}
-
-func (*mariaEngine) readOnlyRefusal(err error) bool { return mysqlReadOnlyRefusal(err) }
-
-func mysqlReadOnlyRefusal(err error) bool {
-	var myErr *mysql.MySQLError
-	return errors.As(err, &myErr) && (myErr.Number == 1290 || myErr.Number == 1836) // --read-only, read-only mode
-}
-
-// readOnlyFunctions: MariaDB does not enforce READS SQL DATA, so no user
-// function is known to be read-only without Config.ReadOnlyFunctions.
-func (*mariaEngine) readOnlyFunctions(context.Context, *sql.DB) ([]string, error) { return nil, nil }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/position"
 )
@@ -20,11 +19,9 @@ import (
 // when a multi-threaded replica applies out of order). See
 // docs/mariadb.md.
 type mysqlEngine struct {
+	mysqlFamily
 	uuid string // the primary's server_uuid, for the cluster identity
 }
-
-func (*mysqlEngine) dialectorName() string     { return "mysql" }
-func (*mysqlEngine) dialect() classify.Dialect { return classify.MySQL }
 
 func (m *mysqlEngine) identify(ctx context.Context, primary *sql.DB) (uint64, error) {
 	var mode string
@@ -84,21 +81,6 @@ func (m *mysqlEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsns
 		return lsnstore.Position{}, err
 	}
 	return mysqlPosition(set.Prefixes())
-}
-
-func (*mysqlEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {
-	rows, err := db.QueryContext(ctx, "SHOW REPLICA STATUS")
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	return rows.Next(), rows.Err()
-}
-
-func (*mysqlEngine) retryable(ctx context.Context, err error) bool { return mysqlRetryable(ctx, err) }
-func (*mysqlEngine) readOnlyRefusal(err error) bool                { return mysqlReadOnlyRefusal(err) }
-func (*mysqlEngine) readOnlyFunctions(context.Context, *sql.DB) ([]string, error) {
-	return nil, nil
 }
 
 // mysqlWaitSet is the GTID set a replica must have executed to cover pos:

@@ -127,22 +127,6 @@ func (pgEngine) txEnded(ctx context.Context, primary *sql.DB, id string) (bool, 
 // then reads from the primary) until it stops.
 const mysqlTxCheckInterval = 250 * time.Millisecond
 
-func (*mariaEngine) txCheckInterval() time.Duration { return mysqlTxCheckInterval }
-func (*mysqlEngine) txCheckInterval() time.Duration { return mysqlTxCheckInterval }
-
-func (*mariaEngine) txID(ctx context.Context, q gorm.ConnPool) (string, error) {
-	return mysqlTxID(ctx, q)
-}
-func (*mariaEngine) txEnded(ctx context.Context, primary *sql.DB, id string) (bool, error) {
-	return mysqlTxEnded(ctx, primary, id)
-}
-func (*mysqlEngine) txID(ctx context.Context, q gorm.ConnPool) (string, error) {
-	return mysqlTxID(ctx, q)
-}
-func (*mysqlEngine) txEnded(ctx context.Context, primary *sql.DB, id string) (bool, error) {
-	return mysqlTxEnded(ctx, primary, id)
-}
-
 func mysqlTxID(ctx context.Context, q gorm.ConnPool) (string, error) {
 	var id string
 	err := q.QueryRowContext(ctx, "SELECT trx_id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()").Scan(&id)

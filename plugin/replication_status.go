@@ -80,14 +80,6 @@ func (c replicationColumns) read(ctx context.Context, db *sql.DB) (replicationSt
 	return st, nil
 }
 
-func (*mariaEngine) replicationStatus(ctx context.Context, replica *sql.DB) (replicationStatus, error) {
-	return mariadbReplication.read(ctx, replica)
-}
-
-func (*mysqlEngine) replicationStatus(ctx context.Context, replica *sql.DB) (replicationStatus, error) {
-	return mysqlReplication.read(ctx, replica)
-}
-
 // checkReplication asks each replica for its replication status (every
 // replicationCheckInterval, engines that report it only) and logs when a
 // replica stops or resumes replicating. Routing does not depend on it: a

@@ -1,0 +1,84 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/classify"
+)
+
+// mysqlFamily is what the MariaDB and MySQL engines share, embedded in
+// both: the driver and grammar, which errors are retried or mean
+// read-only, how a replica reports itself and its threads, and how a
+// foreign transaction is followed. Only positions differ.
+type mysqlFamily struct {
+	replication replicationColumns // SHOW SLAVE STATUS or SHOW REPLICA STATUS
+}
+
+func (mysqlFamily) dialectorName() string     { return "mysql" }
+func (mysqlFamily) dialect() classify.Dialect { return classify.MySQL }
+
+// isReplica: the status statement returns a row.
+func (f mysqlFamily) isReplica(ctx context.Context, db *sql.DB) (bool, error) {
+	rows, err := db.QueryContext(ctx, f.replication.statement)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	return rows.Next(), rows.Err()
+}
+
+func (f mysqlFamily) replicationStatus(ctx context.Context, replica *sql.DB) (replicationStatus, error) {
+	return f.replication.read(ctx, replica)
+}
+
+func (mysqlFamily) retryable(ctx context.Context, err error) bool { return mysqlRetryable(ctx, err) }
+func (mysqlFamily) readOnlyRefusal(err error) bool                { return mysqlReadOnlyRefusal(err) }
+
+// readOnlyFunctions: MariaDB and MySQL do not enforce READS SQL DATA, so no
+// user function is known to be read-only without Config.ReadOnlyFunctions.
+func (mysqlFamily) readOnlyFunctions(context.Context, *sql.DB) ([]string, error) { return nil, nil }
+
+func (mysqlFamily) txID(ctx context.Context, q gorm.ConnPool) (string, error) {
+	return mysqlTxID(ctx, q)
+}
+
+func (mysqlFamily) txEnded(ctx context.Context, primary *sql.DB, id string) (bool, error) {
+	return mysqlTxEnded(ctx, primary, id)
+}
+
+func (mysqlFamily) txCheckInterval() time.Duration { return mysqlTxCheckInterval }
+
+// mysqlRetryable: connection failures of go-sql-driver/mysql and server
+// shutdowns, for MariaDB and MySQL.
+func mysqlRetryable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1053, 1927, 1152: // server shutdown, connection killed, aborted connection
+			return true
+		}
+		return false
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+func mysqlReadOnlyRefusal(err error) bool {
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && (myErr.Number == 1290 || myErr.Number == 1836) // --read-only, read-only mode
+}
