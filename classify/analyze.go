@@ -576,6 +576,7 @@ name:
 		a.b.addTemp(n)
 	} else {
 		a.b.addWrite(n)
+		a.b.schemaChange()
 	}
 	return j
 }
@@ -610,6 +611,9 @@ func (a *tokAnalyzer) lockingClause(i int) int {
 // function classifies a call of name (lower case unless quoted) whose
 // argument list starts at the "(" at index open.
 func (a *tokAnalyzer) function(name string, open int) {
+	if isCatalogFunc(a.d, name) {
+		a.b.catalog = true
+	}
 	switch lookupFunc(a.d, name) {
 	case fnRead:
 		return

@@ -1,5 +1,7 @@
 package classify
 
+import "strings"
+
 // classifyPostgres lexes sql and classifies each statement.
 func (c *Classifier) classifyPostgres(sql string) Result {
 	var buf [64]token
@@ -13,6 +15,9 @@ func (c *Classifier) classifyPostgres(sql string) Result {
 		if err := a.pgStatement(st); err != nil {
 			return unparseable()
 		}
+	}
+	if hasRegType(toks) {
+		b.catalog = true
 	}
 	return b.result()
 }
@@ -134,7 +139,11 @@ func (a *tokAnalyzer) pgStatement(st []token) error {
 		return a.pgDrop(st)
 	case "alter", "truncate", "vacuum", "analyze", "analyse", "cluster", "reindex", "refresh":
 		return a.ddlTargets(st)
-	case "checkpoint", "grant", "revoke", "comment", "security", "import", "reassign", "load":
+	case "grant", "revoke", "comment", "security", "import", "reassign":
+		b.guess(kw+" statement", true)
+		b.schemaChange()
+		return nil
+	case "checkpoint", "load":
 		b.guess(kw+" statement", true)
 		return nil
 	}
@@ -277,6 +286,7 @@ func (a *tokAnalyzer) pgCreate(st []token) error {
 			b.addTemp(n)
 		} else {
 			b.addWrite(n)
+			b.schemaChange()
 		}
 		return nil
 	case obj.is("index"):
@@ -288,11 +298,15 @@ func (a *tokAnalyzer) pgCreate(st []token) error {
 				}
 				n, _ := a.name(i)
 				b.addWrite(n)
+				if !b.isTemp(n) {
+					b.schemaChange()
+				}
 				return nil
 			}
 		}
 	}
 	b.guess("CREATE "+obj.text, true)
+	b.schemaChange()
 	return nil
 }
 
@@ -304,6 +318,7 @@ func (a *tokAnalyzer) pgDrop(st []token) error {
 	i := 2
 	if !a.tok(1).is("table") && !a.tok(1).is("view") && !a.tok(1).is("sequence") {
 		b.guess("DROP "+a.tok(1).text, true)
+		b.schemaChange()
 		return nil
 	}
 	if a.tok(i).is("if") && a.tok(i+1).is("exists") {
@@ -312,11 +327,18 @@ func (a *tokAnalyzer) pgDrop(st []token) error {
 	for a.isName(i) {
 		n, j := a.name(i)
 		b.addWrite(n)
+		if !b.isTemp(n) {
+			b.schemaChange()
+		}
 		i = j
 		if !a.tok(i).op(",") {
 			break
 		}
 		i++
+	}
+	if a.tok(i).is("cascade") && b.ddl {
+		// Dependent views, constraints and defaults go too: not named here.
+		b.guess("DROP ... CASCADE", true)
 	}
 	return nil
 }
@@ -332,6 +354,7 @@ func (a *tokAnalyzer) ddlTargets(st []token) error {
 	case "alter":
 		if !a.tok(1).is("table") {
 			b.guess("ALTER "+a.tok(1).text, true)
+			b.schemaChange()
 			return nil
 		}
 		i = 2
@@ -341,8 +364,19 @@ func (a *tokAnalyzer) ddlTargets(st []token) error {
 		if a.tok(i).is("only") {
 			i++
 		}
-		n, _ := a.name(i)
+		n, j := a.name(i)
 		b.addWrite(n)
+		if !b.isTemp(n) {
+			b.schemaChange()
+		}
+		// ALTER TABLE old RENAME TO new: the new name is written too.
+		if a.tok(j).is("rename") && a.tok(j+1).is("to") && a.isName(j+2) {
+			nn, _ := a.name(j + 2)
+			if i := strings.LastIndexByte(n, '.'); i >= 0 && strings.IndexByte(nn, '.') < 0 {
+				nn = n[:i+1] + nn // the new name stays in the old schema
+			}
+			b.addWrite(nn)
+		}
 		return nil
 	case "refresh":
 		for i < len(st) && (st[i].is("materialized") || st[i].is("view") || st[i].is("concurrently")) {

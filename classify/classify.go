@@ -113,6 +113,20 @@ type Result struct {
 	// non-table objects, unparseable text); the caller should then use a
 	// database-wide position.
 	UnknownTables bool
+	// DDL reports a change of the persistent schema (CREATE, ALTER, DROP,
+	// RENAME, COMMENT, GRANT, REVOKE, SELECT INTO a new table; not
+	// TRUNCATE, and not temporary objects): reads of the catalog must see
+	// it. Writes then names the tables created, altered, renamed (old and
+	// new names) or dropped, or UnknownTables is set.
+	DDL bool
+	// Catalog reports a read of the system catalog, whose answer a schema
+	// change alters: a relation of information_schema, pg_catalog (or an
+	// unqualified pg_* relation), mysql, performance_schema or sys; a
+	// catalog function (to_regclass, pg_get_*, has_*_privilege,
+	// format_type, ...); a cast to an object identifier type
+	// ('t'::regclass); MySQL's SHOW. current_schema() and DATABASE() do not
+	// count. It is reported whatever Kind is.
+	Catalog bool
 	// Reason explains a Write that is a guess ("unknown function f",
 	// "unparseable", ...) or a policy decision ("transaction end"). It is
 	// empty otherwise.

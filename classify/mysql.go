@@ -350,6 +350,7 @@ func (c *Classifier) mysqlNode(b *builder, n ast.StmtNode) {
 			b.addTemp(myTableName(n.Table))
 		default:
 			b.addWrite(myTableName(n.Table))
+			b.schemaChange()
 		}
 	case *ast.DropTableStmt:
 		if !n.IsView && n.TemporaryKeyword == ast.TemporaryLocal {
@@ -357,25 +358,39 @@ func (c *Classifier) mysqlNode(b *builder, n ast.StmtNode) {
 			return
 		}
 		for _, t := range n.Tables {
-			b.addWrite(myTableName(t))
+			name := myTableName(t)
+			b.addWrite(name)
+			if !b.isTemp(name) {
+				b.schemaChange()
+			}
 		}
 	case *ast.TruncateTableStmt:
 		b.addWrite(myTableName(n.Table))
 	case *ast.AlterTableStmt:
 		b.addWrite(myTableName(n.Table))
+		for _, spec := range n.Specs {
+			if spec.Tp == ast.AlterTableRenameTable && spec.NewTable != nil {
+				b.addWrite(myTableName(spec.NewTable))
+			}
+		}
+		b.schemaChange()
 	case *ast.CreateIndexStmt:
 		b.addWrite(myTableName(n.Table))
+		b.schemaChange()
 	case *ast.DropIndexStmt:
 		b.addWrite(myTableName(n.Table))
+		b.schemaChange()
 	case *ast.RenameTableStmt:
 		for _, t := range n.TableToTables {
 			b.addWrite(myTableName(t.OldTable))
 			b.addWrite(myTableName(t.NewTable))
 		}
+		b.schemaChange()
 	case *ast.CreateViewStmt:
 		w.skip = mapAdd(w.skip, n.ViewName)
 		w.walk(n)
 		b.addWrite(myTableName(n.ViewName))
+		b.schemaChange()
 	case *ast.OptimizeTableStmt:
 		for _, t := range n.Tables {
 			b.addWrite(myTableName(t))
@@ -400,6 +415,7 @@ func (c *Classifier) mysqlNode(b *builder, n ast.StmtNode) {
 	case *ast.ShowStmt:
 		w.noReads = false
 		w.walk(n)
+		b.catalog = true
 	case *ast.ExplainStmt:
 		if n.Analyze {
 			c.mysqlNode(b, n.Stmt)
@@ -431,6 +447,13 @@ func (c *Classifier) mysqlNode(b *builder, n ast.StmtNode) {
 		b.guess("procedure call", true)
 	default:
 		b.guess("statement "+strings.TrimPrefix(typeName(n), "*ast."), true)
+		if _, ddl := n.(ast.DDLNode); ddl {
+			b.schemaChange() // databases, sequences, ...
+		} else if _, dcl := n.(*ast.GrantStmt); dcl {
+			b.schemaChange()
+		} else if _, dcl := n.(*ast.RevokeStmt); dcl {
+			b.schemaChange()
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ func (a *tokAnalyzer) myStatement(st []token) error {
 	case "select", "with", "values", "table", "insert", "replace", "update", "delete":
 		return a.run(st)
 	case "show", "desc", "describe":
+		b.catalog = true
 		return nil
 	case "explain":
 		i := 1
@@ -92,9 +93,13 @@ func (a *tokAnalyzer) myStatement(st []token) error {
 			if a.isName(i) {
 				n, _ := a.name(i)
 				b.addWrite(n)
+				b.schemaChange()
 				return nil
 			}
 		}
+		b.guess("unrecognized statement", true)
+		b.schemaChange() // CREATE TRIGGER, PROCEDURE, ...
+		return nil
 	case "drop":
 		if at(1).is("prepare") {
 			b.raise(Buffer)
@@ -112,6 +117,9 @@ func (a *tokAnalyzer) myStatement(st []token) error {
 			for a.isName(i) {
 				n, j := a.name(i)
 				b.addWrite(n)
+				if !b.isTemp(n) {
+					b.schemaChange()
+				}
 				i = j
 				if !at(i).op(",") {
 					break
@@ -120,6 +128,9 @@ func (a *tokAnalyzer) myStatement(st []token) error {
 			}
 			return nil
 		}
+		b.guess("unrecognized statement", true)
+		b.schemaChange() // DROP TRIGGER, VIEW, PROCEDURE, ...
+		return nil
 	case "truncate", "alter", "rename", "optimize", "analyze", "repair":
 		i := 1
 		for at(i).is("table") || at(i).is("tables") || at(i).is("no_write_to_binlog") || at(i).is("local") || at(i).is("ignore") || at(i).is("online") {
@@ -128,8 +139,14 @@ func (a *tokAnalyzer) myStatement(st []token) error {
 		if a.isName(i) {
 			n, _ := a.name(i)
 			b.addWrite(n)
-			if kw == "rename" {
-				b.unknown = true
+			switch kw {
+			case "alter", "rename":
+				b.schemaChange()
+				for _, t := range st {
+					if t.is("rename") {
+						b.unknown = true // the new names are not read here
+					}
+				}
 			}
 			return nil
 		}

@@ -12,8 +12,16 @@ type builder struct {
 	writes  []string
 	locks   bool
 	unknown bool
+	ddl     bool // a schema change (Result.DDL)
+	catalog bool // a catalog read (Result.Catalog)
 	reason  string
 	temps   []string // temporary tables created earlier in the text
+}
+
+// schemaChange records a change of the persistent schema.
+func (b *builder) schemaChange() {
+	b.raise(Write)
+	b.ddl = true
 }
 
 func (b *builder) raise(k Kind) {
@@ -53,6 +61,9 @@ func (b *builder) addRead(name string) {
 	if name == "" || b.isTemp(name) {
 		return
 	}
+	if isCatalogTable(name) {
+		b.catalog = true
+	}
 	b.reads = append(b.reads, name)
 }
 
@@ -72,25 +83,25 @@ func (b *builder) addWrite(name string) {
 }
 
 type builderMark struct {
-	kind            Kind
-	nwrites, ntemps int
-	locks, unknown  bool
-	reason          string
+	kind                Kind
+	nwrites, ntemps     int
+	locks, unknown, ddl bool
+	reason              string
 }
 
 func (b *builder) mark() builderMark {
-	return builderMark{b.kind, len(b.writes), len(b.temps), b.locks, b.unknown, b.reason}
+	return builderMark{b.kind, len(b.writes), len(b.temps), b.locks, b.unknown, b.ddl, b.reason}
 }
 
 // restoreEffects drops every effect recorded since m except the tables read
 // (used for plain EXPLAIN, which plans but does not execute).
 func (b *builder) restoreEffects(m builderMark) {
 	b.kind, b.writes, b.temps = m.kind, b.writes[:m.nwrites], b.temps[:m.ntemps]
-	b.locks, b.unknown, b.reason = m.locks, m.unknown, m.reason
+	b.locks, b.unknown, b.ddl, b.reason = m.locks, m.unknown, m.ddl, m.reason
 }
 
 func (b *builder) result() Result {
-	r := Result{Kind: b.kind, Locks: b.locks, UnknownTables: b.unknown}
+	r := Result{Kind: b.kind, Locks: b.locks, UnknownTables: b.unknown, DDL: b.ddl, Catalog: b.catalog}
 	if b.kind == Write {
 		r.Reason = b.reason
 	}
