@@ -81,3 +81,14 @@ func hasRegType(toks []token) bool {
 	}
 	return false
 }
+
+// IsCatalogTable reports whether a table name, as SQL or GORM spell it
+// (quoted or not, in any case, qualified or not), names a catalog relation
+// (see Result.Catalog). Allocation-free for plain lower-case names.
+func IsCatalogTable(name string) bool {
+	if strings.ContainsAny(name, "\"` ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		name = strings.NewReplacer(`"`, "", "`", "").Replace(name)
+	}
+	return isCatalogTable(name)
+}

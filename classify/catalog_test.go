@@ -130,3 +130,21 @@ func TestMySQLSchemaChangesAndCatalogReads(t *testing.T) {
 		{sql: "SELECT * FROM widgets"},
 	})
 }
+
+func TestIsCatalogTable(t *testing.T) {
+	for name, want := range map[string]bool{
+		"information_schema.tables":     true,
+		`"information_schema"."tables"`: true,
+		"Information_Schema.COLUMNS":    true,
+		"`mysql`.`proc`":                true,
+		"pg_class":                      true,
+		"pg_catalog.pg_class":           true,
+		"orders":                        false,
+		`"public"."orders"`:             false,
+		"shop.pg_orders":                false,
+	} {
+		if got := IsCatalogTable(name); got != want {
+			t.Errorf("IsCatalogTable(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -5,6 +5,15 @@ import (
 	"strings"
 )
 
+// Schema is the name under which a database's schema position is stored:
+// every schema change (CREATE, ALTER, DROP, RENAME, ...) raises it, and
+// every read of the system catalog (information_schema, pg_catalog,
+// catalog functions, SHOW) includes it, so a replica that has not replayed
+// the last schema change is not asked about the schema. Stored like a
+// table; TableKey never produces it from a table name unless the table is
+// literally named "#schema", which only sends more reads to the primary.
+const Schema = "#schema"
+
 // TableKey maps a table name, as SQL or GORM spell it, to the name its
 // position is stored under: quotes removed, the schema dropped, lower case.
 // Two distinct tables may share a key (sales.orders and public.orders,

@@ -37,6 +37,9 @@ func (p *Plugin) classify(sql string) rawClass {
 	case classify.Read:
 		c.kind = kindRead
 		c.reads, c.readsKnown = normalizeTables(r.Reads), !r.UnknownTables
+		if r.Catalog {
+			c.reads = withSchema(c.reads) // the catalog: wait for the last schema change
+		}
 	case classify.Buffer:
 		c.kind = kindBuffer
 	default:
@@ -46,6 +49,9 @@ func (p *Plugin) classify(sql string) rawClass {
 			c.writes = nil
 		case len(r.Writes) > 0:
 			c.writes = normalizeTables(r.Writes)
+			if r.DDL {
+				c.writes = withSchema(c.writes) // catalog reads wait for it
+			}
 		case r.Reason == classify.ReasonTxnEnd, r.Locks:
 			// Transaction control and locking reads change no table.
 			c.writes = noTables
@@ -70,4 +76,12 @@ func normalizeTables(names []string) []string {
 		}
 	}
 	return names
+}
+
+// withSchema returns a copy of tables with the schema position added. The
+// input may be the classifier's shared slice: it is never appended to.
+func withSchema(tables []string) []string {
+	out := make([]string, len(tables), len(tables)+1)
+	copy(out, tables)
+	return append(out, lsnstore.Schema)
 }

@@ -6,6 +6,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -33,6 +34,10 @@ func appendStatementTables(tables []string, stmt *gorm.Statement, depth int) ([]
 		return nil, false
 	}
 	tables = append(tables, name)
+	if catalogStatement(stmt) {
+		// db.Table("information_schema.tables"): the catalog.
+		tables = append(tables, lsnstore.Schema)
+	}
 	for _, j := range stmt.Joins {
 		t, ok := joinTable(stmt, j.Name)
 		if !ok {
@@ -67,6 +72,17 @@ func statementTable(stmt *gorm.Statement) (string, bool) {
 		return "", false // a subquery or a parameter
 	}
 	return tableFromExpr(stmt.TableExpr.SQL)
+}
+
+// catalogStatement reports whether the statement's table is a catalog
+// relation (information_schema.tables, pg_class): it depends on the
+// schema position too.
+func catalogStatement(stmt *gorm.Statement) bool {
+	if stmt.TableExpr == nil {
+		return classify.IsCatalogTable(stmt.Table)
+	}
+	fields := strings.Fields(stmt.TableExpr.SQL)
+	return len(fields) > 0 && classify.IsCatalogTable(fields[0])
 }
 
 // tableFromExpr accepts `"orders"`, `orders o`, `orders AS o` and

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"github.com/freshread/freshread/classify"
 	"reflect"
 	"sort"
 	"testing"
@@ -121,6 +122,9 @@ func TestStatementTables(t *testing.T) {
 		{"table name", func(d *gorm.DB) *gorm.DB { return d.Table("public.orders") }, []string{"orders"}},
 		{"table alias", func(d *gorm.DB) *gorm.DB { return d.Table("orders o") }, []string{"orders"}},
 		{"table subquery", func(d *gorm.DB) *gorm.DB { return d.Table("(?) AS x", d.Model(&Customer{})) }, nil},
+		// The catalog waits for the last schema change too.
+		{"catalog table", func(d *gorm.DB) *gorm.DB { return d.Table("information_schema.tables") }, []string{"tables", lsnstore.Schema}},
+		{"catalog table alias", func(d *gorm.DB) *gorm.DB { return d.Table(`"pg_catalog"."pg_class" c`) }, []string{"pg_class", lsnstore.Schema}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -177,6 +181,37 @@ func TestSessionTokenRoundTripAndErrors(t *testing.T) {
 	for _, bad := range []string{"v2.1=0/1", "v1.x=0/1", "v1.1", "v1.1=zz", "v1.1=0/1;x", "v1.1=0/1+", "v1.1=0/1+a=b"} {
 		if _, err := ParseToken(bad); err == nil {
 			t.Errorf("ParseToken(%q) accepted", bad)
+		}
+	}
+}
+
+// TestRawSchemaChangesAndCatalogReads: a schema change publishes the
+// schema position with its tables, a catalog read waits for it, and a
+// schema change whose objects are unknown raises everything.
+func TestRawSchemaChangesAndCatalogReads(t *testing.T) {
+	p := &Plugin{classifier: classify.New(classify.Config{Dialect: classify.Postgres})}
+	cases := []struct {
+		sql           string
+		reads, writes []string
+	}{
+		{sql: `CREATE TABLE "Widgets" (id int)`, writes: []string{"widgets", lsnstore.Schema}},
+		{sql: `ALTER TABLE widgets RENAME TO gizmos`, writes: []string{"gizmos", "widgets", lsnstore.Schema}},
+		{sql: `DROP INDEX idx_widgets_name`, writes: nil},
+		{sql: `INSERT INTO widgets (id) VALUES (1)`, writes: []string{"widgets"}},
+		{sql: `SELECT count(*) FROM information_schema.tables WHERE table_name = $1`, reads: []string{"tables", lsnstore.Schema}},
+		{sql: `SELECT to_regclass('widgets')`, reads: []string{lsnstore.Schema}},
+		{sql: `SELECT * FROM widgets`, reads: []string{"widgets"}},
+	}
+	for _, c := range cases {
+		got := p.classify(c.sql)
+		if c.reads != nil {
+			if got.kind != kindRead || !got.readsKnown || !reflect.DeepEqual(got.reads, c.reads) {
+				t.Errorf("%s: kind %v reads %q (known %v), want a read of %q", c.sql, got.kind, got.reads, got.readsKnown, c.reads)
+			}
+			continue
+		}
+		if got.kind != kindWrite || !reflect.DeepEqual(got.writes, c.writes) {
+			t.Errorf("%s: kind %v writes %q, want a write of %q", c.sql, got.kind, got.writes, c.writes)
 		}
 	}
 }
