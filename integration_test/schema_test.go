@@ -3,8 +3,12 @@ package integration_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/tracker"
 )
 
 // Widget is created, changed and dropped by the schema tests while every
@@ -213,4 +217,45 @@ func TestSchemaChangeSeenByAnotherProcess(t *testing.T) {
 
 func TestMariaDBSchemaChangeSeenByAnotherProcess(t *testing.T) {
 	checkSchemaChangeSeenElsewhere(t, newMariaEnv)
+}
+
+// TestTrackerSeesOutsideSchemaChange: a table created by another program
+// (a pgx connection, as psql or a migration tool would) while every
+// replica is paused is seen by the plugin's Migrator once the tracker has
+// decoded the DDL (its event trigger's message), and the catalog is read
+// from the primary.
+func TestTrackerSeesOutsideSchemaChange(t *testing.T) {
+	name := "ddl-" + t.Name()
+	store, _ := newRedisStore(t, name)
+	e := newEnv(t, withStore(store))
+	run := startTracker(e, name, tracker.ModeLogical)
+	t.Cleanup(func() { dropSlot(e, run) })
+	waitReady(t, run.tr, 20*time.Second)
+	raw := e.rawConn()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ok bool
+		if err := raw.QueryRow(e.ctx(), "SELECT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'freshread_ddl')").Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tracker did not install its event trigger; logs:\n%s", run.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.resumeAll()
+	e.pauseAll()
+
+	pos := rawWrite(t, raw, "CREATE TABLE made_by_psql (id int)")
+	took := waitRaised(t, store, []string{lsnstore.Schema}, pos, 30*time.Second)
+	t.Logf("outside DDL published %v after its commit", took)
+	if !e.db.Migrator().HasTable("made_by_psql") {
+		t.Fatal("STALE CATALOG: HasTable is false after another program created the table")
+	}
+	if c := e.tablesNamed(e.db, "made_by_psql"); c.N != 1 || c.Port != e.c.primaryPort() {
+		t.Fatalf("STALE CATALOG: %d rows from port %d for a table another program created", c.N, c.Port)
+	}
 }

@@ -97,6 +97,12 @@ type Config struct {
 	// Publication: created FOR ALL TABLES when missing. Default
 	// "freshread_tracker".
 	Publication string
+	// NoDDLTrigger: ModeLogical does not install the event trigger
+	// freshread_ddl (and its function public.freshread_ddl) that makes
+	// schema changes run by other programs visible to the decoding
+	// (docs/tracker.md). Default false: installed when missing, which needs
+	// a superuser; without one the tracker warns once and goes on.
+	NoDDLTrigger bool
 
 	// Logger receives the tracker's logs; secrets are redacted from them.
 	// Default slog.Default().

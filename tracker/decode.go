@@ -154,10 +154,22 @@ func (w *worker) decode(ctx context.Context) error {
 			return err
 		}
 	}
+	if !w.t.cfg.NoDDLTrigger && !w.ddlTrigger {
+		// Tried again at each new stream; logged once.
+		if err := w.ensureDDLTrigger(ctx); err != nil {
+			if !w.ddlWarned {
+				w.ddlWarned = true
+				w.log.Warn("schema changes made outside the plugin are not tracked", "err", w.t.secrets.err(err))
+			}
+		} else {
+			w.ddlTrigger = true
+		}
+	}
 	slot := w.slotName()
 	err = pglogrepl.StartReplication(ctx, repl, slot, 0, pglogrepl.StartReplicationOptions{
-		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + w.t.cfg.Publication + "'"},
+		Mode: pglogrepl.LogicalReplication,
+		// messages: the event trigger's DDL messages (ddl.go).
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + w.t.cfg.Publication + "'", "messages 'true'"},
 	})
 	if err != nil {
 		return fmt.Errorf("start replication on slot %s: %w", slot, err)
@@ -252,6 +264,14 @@ func (d *decoder) handle(ctx context.Context, data []byte) error {
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
 			d.touch(id)
+		}
+	case *pglogrepl.LogicalDecodingMessage:
+		if m.Transactional && m.Prefix == ddlMessagePrefix {
+			// A schema change (ddl.go): its tables are not named.
+			if d.tables == nil {
+				d.tables = map[string]struct{}{}
+			}
+			d.tables["\x00unknown"] = struct{}{}
 		}
 	case *pglogrepl.CommitMessage:
 		d.inTx = false

@@ -35,6 +35,9 @@ type worker struct {
 	streaming atomic.Bool
 	// decodeErr is the last decoding error, "" when streaming.
 	decodeErr atomic.Pointer[string]
+	// ddlTrigger: the DDL event trigger is in place; ddlWarned: its
+	// absence was logged. Touched by the decoding goroutine only.
+	ddlTrigger, ddlWarned bool
 }
 
 func newWorker(t *Tracker, e Entry) *worker {

@@ -134,6 +134,7 @@ func runTracker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	registryInterval := fs.Duration("registry-interval", envDuration("FRESHREAD_REGISTRY_INTERVAL", 5*time.Second), "how often the registry is reread [FRESHREAD_REGISTRY_INTERVAL]")
 	slotPrefix := fs.String("slot-prefix", envDefault("FRESHREAD_SLOT_PREFIX", "freshread_"), "replication slot of database d: <slot-prefix><d> [FRESHREAD_SLOT_PREFIX]")
 	publication := fs.String("publication", envDefault("FRESHREAD_PUBLICATION", "freshread_tracker"), "publication FOR ALL TABLES used by --mode logical [FRESHREAD_PUBLICATION]")
+	noDDLTrigger := fs.Bool("no-ddl-trigger", envBool("FRESHREAD_NO_DDL_TRIGGER"), "--mode logical: do not install the event trigger freshread_ddl that tracks schema changes made outside the plugin [FRESHREAD_NO_DDL_TRIGGER]")
 	dropSlot := fs.Bool("drop-slot", false, "drop the replication slot of every tracked database and exit (stop running trackers first)")
 	printGraph := fs.Bool("print-graph", false, "print the dependency graph of every tracked database as JSON and exit")
 	fs.Usage = func() {
@@ -206,7 +207,7 @@ func runTracker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	tr, err := tracker.New(tracker.Config{
 		Redis: rdb, Prefix: *prefix, DSN: dsn, Databases: dbs, NoRegistry: *noRegistry, Mode: m,
 		ReplayInterval: *replayInterval, DependencyInterval: *depInterval, StatsInterval: *statsInterval,
-		RegistryInterval: *registryInterval, SlotPrefix: *slotPrefix, Publication: *publication, Logger: logger,
+		RegistryInterval: *registryInterval, SlotPrefix: *slotPrefix, Publication: *publication, NoDDLTrigger: *noDDLTrigger, Logger: logger,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "freshread tracker: %v\n", err)
