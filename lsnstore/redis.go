@@ -31,6 +31,11 @@ type Redis struct {
 	replicasKey string
 
 	tableKeys sync.Map // table name -> key (a string in an any)
+
+	// anchorKey is the key whose value identifies the store's data
+	// (continuity.go).
+	anchorKey string
+	anchorArg any
 }
 
 // NewRedis returns a store over rdb, a *redis.Client, *redis.ClusterClient
@@ -53,6 +58,8 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	r.unknownArg = r.unknownKey
 	r.minKey = r.base + "replay_lsn"
 	r.replicasKey = r.base + "replicas"
+	r.anchorKey = r.base + "anchor"
+	r.anchorArg = r.anchorKey
 	return r
 }
 
@@ -86,12 +93,25 @@ func (r *Redis) WritePosition(ctx context.Context, tables []string) (Position, e
 	if r.err != nil {
 		return Position{}, r.err
 	}
-	var args []any
+	return r.writePosition(ctx, tables, nil)
+}
+
+// writePosition reads the positions with one MGET; with checkAnchor (a
+// RedisReader) the anchor is read first in the same MGET and checked.
+func (r *Redis) writePosition(ctx context.Context, tables []string, checkAnchor func(any) error) (Position, error) {
+	n := 1
+	if checkAnchor != nil {
+		n = 2
+	}
+	args := make([]any, n, len(tables)+n+1)
+	args[0] = "mget"
+	if checkAnchor != nil {
+		args[1] = r.anchorArg
+	}
 	if tables == nil {
-		args = []any{"mget", r.maxKeyArg}
+		args = append(args, r.maxKeyArg)
 	} else {
-		args = make([]any, 2, len(tables)+2)
-		args[0], args[1] = "mget", r.unknownArg
+		args = append(args, r.unknownArg)
 		for _, t := range tables {
 			args = append(args, r.tableKey(t))
 		}
@@ -102,8 +122,18 @@ func (r *Redis) WritePosition(ctx context.Context, tables []string) (Position, e
 	if err := r.rdb.Process(ctx, cmd); err != nil {
 		return Position{}, fmt.Errorf("lsnstore: redis MGET: %w", err)
 	}
+	vals := cmd.Val()
+	if checkAnchor != nil {
+		if len(vals) == 0 {
+			return Position{}, fmt.Errorf("%w: empty MGET reply", ErrDiscontinuity)
+		}
+		if err := checkAnchor(vals[0]); err != nil {
+			return Position{}, err
+		}
+		vals, args = vals[1:], args[1:]
+	}
 	var pos Position
-	for i, v := range cmd.Val() {
+	for i, v := range vals {
 		s, ok := v.(string)
 		if !ok {
 			continue // missing key: no recent write

@@ -5,16 +5,24 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
-	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/tracker"
 )
 
+// redisStore is the Redis store, or this plugin's reader of it
+// (lsnstore.RedisReader).
+type redisStore interface {
+	Client() redis.UniversalClient
+	Database() string
+	Prefix() string
+}
+
 // announce registers the database in the tracker's registry.
 func (p *Plugin) announce(ctx context.Context, db *gorm.DB) error {
-	store, ok := p.cfg.Store.(*lsnstore.Redis)
+	store, ok := p.cfg.Store.(redisStore)
 	if !ok {
 		return fmt.Errorf("%w: Announce needs the Redis store (the registry lives there)", ErrConfig)
 	}

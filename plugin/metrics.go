@@ -17,6 +17,8 @@ import (
 //	freshread_replica_up{replica}               1 when the replica is usable
 //	freshread_replica_replicating{replica}      MariaDB and MySQL: 1 when both replication threads run, 0 when not
 //	freshread_unpublished_writes                1 while writes wait to be published (this process reads from the primary)
+//	freshread_store_discontinuities_total       times the position store was found to have lost positions (restart, flush, failover, eviction)
+//	freshread_store_eviction_possible           1 when the store's Redis may evict position keys (maxmemory with an evicting policy), 0 when not; absent when unknown
 func (p *Plugin) Collector() prometheus.Collector { return collector{p} }
 
 var (
@@ -26,6 +28,8 @@ var (
 	descReplicating = prometheus.NewDesc("freshread_replica_replicating", "MariaDB and MySQL: 1 when the replica's I/O and SQL threads both run.", []string{"replica"}, nil)
 	descUp          = prometheus.NewDesc("freshread_replica_up", "1 when the replica is usable for reads.", []string{"replica"}, nil)
 	descPending     = prometheus.NewDesc("freshread_unpublished_writes", "1 while writes wait to be published to the store.", nil, nil)
+	descLosses      = prometheus.NewDesc("freshread_store_discontinuities_total", "Times the position store was found to have lost positions (restart, flush, failover, eviction).", nil, nil)
+	descEviction    = prometheus.NewDesc("freshread_store_eviction_possible", "1 when the position store's Redis may evict position keys (maxmemory with an evicting policy).", nil, nil)
 )
 
 type collector struct{ p *Plugin }
@@ -37,6 +41,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descUp
 	ch <- descReplicating
 	ch <- descPending
+	ch <- descLosses
+	ch <- descEviction
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -82,4 +88,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		pending = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, pending)
+	ch <- prometheus.MustNewConstMetric(descLosses, prometheus.CounterValue, float64(p.stats.discontinuities.Load()))
+	switch p.evictionRisk.Load() {
+	case evictionYes:
+		ch <- prometheus.MustNewConstMetric(descEviction, prometheus.GaugeValue, 1)
+	case evictionNo:
+		ch <- prometheus.MustNewConstMetric(descEviction, prometheus.GaugeValue, 0)
+	}
 }

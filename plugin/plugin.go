@@ -36,11 +36,24 @@ type Plugin struct {
 	stats   stats
 	// lastPrimary is the primary's insert position at the last poll.
 	lastPrimary atomic.Pointer[lsnstore.Position]
-	// directFloor is a position every Table read must wait for while the
-	// tracker's decoding of direct writes is missing or too far behind
-	// (Config.DirectWrites); nil otherwise.
-	directFloor atomic.Pointer[lsnstore.Position]
-	pending     pendingWrites
+	// floor is a position every Table read must wait for (floor.go); nil
+	// when none. directPart (while the tracker's decoding of direct writes
+	// is missing or too far behind, Config.DirectWrites) and lossPart
+	// (after a store discontinuity, continuity.go, set at lossAt) are its
+	// parts, owned by the poller.
+	floor      atomic.Pointer[lsnstore.Position]
+	directPart *lsnstore.Position
+	lossPart   *lsnstore.Position
+	lossAt     time.Time
+	// verifiedOnce: the store was verified and accepted once (a later
+	// change is a discontinuity worth a warning).
+	verifiedOnce bool
+	// evictionRisk is evictionUnknown, evictionNo or evictionYes
+	// (continuity.go), read by the metrics.
+	evictionRisk      atomic.Int32
+	evictionCheckedAt time.Time
+	evictionWarning   sync.Once
+	pending           pendingWrites
 	// tick is closed and replaced after every poll, waking MaxWait waiters.
 	tick atomic.Pointer[chan struct{}]
 
@@ -93,6 +106,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	if err := p.validate(db.Dialector.Name()); err != nil {
 		return err
+	}
+	if ls, ok := p.cfg.Store.(lsnstore.LossyStore); ok {
+		// This plugin's own view, which verifies the store's continuity
+		// (continuity.go).
+		p.cfg.Store = ls.NewReader()
 	}
 	// The primary's pool: a *sql.DB, or GORM's prepared-statement cache
 	// around one (gorm.Config.PrepareStmt).

@@ -58,6 +58,9 @@ const (
 )
 
 func (p *Plugin) pollOnce(ctx context.Context) {
+	// The store first (continuity.go): the primary's position read next
+	// is after the verification.
+	epoch, verified := p.verifyStore(ctx)
 	// Primary first: a replica that (polled afterwards) has replayed the
 	// primary's flush position has everything committed before this point.
 	ins, flush, err := p.engine.primaryPositions(ctx, p.primaryDB)
@@ -66,7 +69,12 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	if primaryOK {
 		p.samples = append(p.samples, primarySample{at: now, pos: ins})
 		p.lastPrimary.Store(&ins)
+		if verified {
+			p.acceptStore(ctx, epoch, ins, now)
+		}
 	}
+	p.expireLossFloor(now)
+	p.checkEviction(ctx, now)
 	// The threshold a replica must have replayed to be within MaxLag: the
 	// primary's position MaxLag ago, or the oldest sample when the process
 	// is younger than that (higher, so conservative).
@@ -151,10 +159,11 @@ func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.Position, prima
 	}
 	head := ins.Main()
 	if ins.HasLanes() || err != nil || decoded == 0 || (head > decoded && uint64(head-decoded) > p.cfg.MaxDecodeLag) {
-		p.directFloor.Store(&ins)
-		return
+		p.directPart = &ins
+	} else {
+		p.directPart = nil
 	}
-	p.directFloor.Store(nil)
+	p.storeFloor()
 }
 
 // idleCaughtUp reports whether flush and insert differ only by the page

@@ -174,15 +174,15 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 }
 
 // tablesPosition is the position a Table read of tables must wait for: the
-// tables' write positions (one store round trip) and, while the tracker's
-// decoding of direct writes is missing or behind (Config.DirectWrites),
-// the direct-write floor.
+// tables' write positions (one store round trip) and the floor (floor.go:
+// while the tracker's decoding of direct writes is missing or behind, and
+// after a store discontinuity).
 func (p *Plugin) tablesPosition(ctx context.Context, tables []string) (lsnstore.Position, error) {
 	pos, err := p.writePosition(ctx, tables)
 	if err != nil {
 		return lsnstore.Position{}, err
 	}
-	if floor := p.directFloor.Load(); floor != nil {
+	if floor := p.floor.Load(); floor != nil {
 		pos = pos.Merge(*floor)
 	}
 	return pos, nil
@@ -198,7 +198,9 @@ func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.P
 	pos, err := p.cfg.Store.WritePosition(ctx, tables)
 	p.stats.storeLatency(time.Now().Sub(now))
 	if err != nil {
-		p.breaker.failure(now, p.cfg.BreakerFailures)
+		if !lsnstore.IsDiscontinuity(err) { // the store answered: not an outage
+			p.breaker.failure(now, p.cfg.BreakerFailures)
+		}
 		return lsnstore.Position{}, err
 	}
 	p.breaker.success()

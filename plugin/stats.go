@@ -29,6 +29,9 @@ type stats struct {
 	storeCount   atomic.Uint64
 	storeSumNano atomic.Uint64
 	storeBuckets [len(storeBucketBounds)]atomic.Uint64
+	// discontinuities counts the store's losses seen after the first
+	// verification (continuity.go).
+	discontinuities atomic.Uint64
 }
 
 // storeBucketBounds are the upper bounds of the store latency buckets.

@@ -1,0 +1,287 @@
+package lsnstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store discontinuities. A store that keeps positions on another server
+// can lose what it was told: Redis restarted without persistence, FLUSHALL,
+// a Sentinel or Cluster failover to a replica that had not received the
+// last raises, eviction under maxmemory. A reader that trusted the store
+// afterwards would take a missing position for "nothing written" and read
+// stale. A Verifier lets its reader notice every such loss and be
+// conservative about it before it trusts the store again.
+
+// ErrDiscontinuity is returned (wrapped) by WritePosition of a verifying
+// store when it may have lost positions since the reader last accepted it
+// (Verifier); the reader must not trust the store until it has verified
+// and accepted it again. IsDiscontinuity reports it.
+var ErrDiscontinuity = errors.New("lsnstore: the store may have lost positions")
+
+// IsDiscontinuity reports whether err is, or wraps, ErrDiscontinuity.
+func IsDiscontinuity(err error) bool { return errors.Is(err, ErrDiscontinuity) }
+
+// Epoch is what Verify found: an identity of the store's data (Token) and
+// whether it differs from the one last accepted (Changed). The zero Epoch
+// is never accepted.
+type Epoch struct {
+	// Token identifies the store's data: it changes whenever data may
+	// have been lost.
+	Token string
+	// Changed: the store's data is not continuous with what the reader
+	// last accepted (always true before the first Accept).
+	Changed bool
+	suspect uint64
+}
+
+// Verifier is a view of a store for one reader that verifies the store's
+// continuity. The reader calls Verify periodically (the plugin: every
+// poll); after a changed Epoch it makes its reads conservative for
+// whatever the store may have lost (they wait for the primary's position
+// read after Verify), and only then calls Accept. Until the first Accept,
+// and whenever the store's data is no longer the accepted one,
+// WritePosition returns ErrDiscontinuity, in its own round trip; so it
+// does when, since the accepted Verify began, the client connected to a
+// server it had not connected to (a failover) or a command failed on the
+// network (a restart, a crash).
+type Verifier interface {
+	Store
+	Verify(ctx context.Context) (Epoch, error)
+	Accept(e Epoch)
+}
+
+// LossyStore is implemented by stores that can lose data (Redis):
+// NewReader returns a Verifier over the store. Each reader (each plugin)
+// needs its own: what one reader accepted says nothing of what another has
+// made conservative.
+type LossyStore interface {
+	Store
+	NewReader() Verifier
+}
+
+var (
+	_ LossyStore = (*Redis)(nil)
+	_ Verifier   = (*RedisReader)(nil)
+)
+
+// RedisReader is a Redis store seen by one reader that verifies its
+// continuity (Verifier). Every other method is the store's.
+type RedisReader struct {
+	*Redis
+	accepted atomic.Pointer[string] // the accepted token; nil: none yet
+	// acceptedS is the client's suspect count (clientWatch) when the
+	// accepted Verify started.
+	acceptedS atomic.Uint64
+	watch     *clientWatch
+}
+
+// NewReader implements LossyStore. The first reader of a client installs
+// a go-redis hook on it (clientWatch).
+func (r *Redis) NewReader() Verifier {
+	rr := &RedisReader{Redis: r}
+	if r.err == nil {
+		rr.watch = watchClient(r.rdb)
+	}
+	return rr
+}
+
+// WritePosition implements Store, checking the anchor in the same MGET.
+func (rr *RedisReader) WritePosition(ctx context.Context, tables []string) (Position, error) {
+	if rr.err != nil {
+		return Position{}, rr.err
+	}
+	if rr.accepted.Load() == nil {
+		return Position{}, fmt.Errorf("%w: not verified yet", ErrDiscontinuity)
+	}
+	return rr.writePosition(ctx, tables, rr.checkAnchor)
+}
+
+// anchorScript returns the anchor: "<run_id>:<evicted_keys>:<random>".
+// It replaces it with a new one (ARGV[1] random) when it is missing
+// (restart without persistence, FLUSHALL, eviction), when the server is
+// another (failover, restart: a new run_id) or when the server evicted
+// keys since it was written. Run where the anchor's slot lives, so it
+// speaks of the server that holds the positions.
+var anchorScript = redis.NewScript(`
+local a = redis.call('GET', KEYS[1])
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '?'
+local ev = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)') or '?'
+if a then
+  local r, e = string.match(a, '^([^:]*):([^:]*):')
+  if r == run and e == ev then return a end
+end
+local n = run .. ':' .. ev .. ':' .. ARGV[1]
+redis.call('SET', KEYS[1], n)
+return n
+`)
+
+// Verify implements Verifier with one script call.
+func (rr *RedisReader) Verify(ctx context.Context) (Epoch, error) {
+	r := rr.Redis
+	if r.err != nil {
+		return Epoch{}, r.err
+	}
+	suspect := rr.watch.suspect.Load()
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	tok, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey}, hex.EncodeToString(nonce[:])).Text()
+	if err != nil {
+		return Epoch{}, fmt.Errorf("lsnstore: redis verify: %w", err)
+	}
+	acc := rr.accepted.Load()
+	return Epoch{Token: tok, Changed: acc == nil || *acc != tok, suspect: suspect}, nil
+}
+
+// Accept implements Verifier.
+func (rr *RedisReader) Accept(e Epoch) {
+	if e.Token == "" {
+		return
+	}
+	rr.acceptedS.Store(e.suspect)
+	rr.accepted.Store(&e.Token)
+}
+
+// checkAnchor is WritePosition's check of the anchor value it read (nil:
+// missing).
+func (rr *RedisReader) checkAnchor(v any) error {
+	acc := rr.accepted.Load()
+	if acc == nil {
+		return fmt.Errorf("%w: not verified yet", ErrDiscontinuity)
+	}
+	if rr.watch.suspect.Load() != rr.acceptedS.Load() {
+		return fmt.Errorf("%w: connected to another server or failed on the network since the last verification", ErrDiscontinuity)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("%w: its anchor key is gone (restarted empty, flushed or evicted)", ErrDiscontinuity)
+	}
+	if s != *acc {
+		return fmt.Errorf("%w: its anchor changed (failover, restart or eviction)", ErrDiscontinuity)
+	}
+	return nil
+}
+
+// clientWatch counts, for one go-redis client, the events after which
+// the server may be another or may have lost data: a connection to a
+// server not connected to before (a failover), and a command failing on
+// the network (a restart, a crash before a failover; at the latest the
+// reader's periodic Verify fails so). One hook per client, shared by
+// every store on it.
+type clientWatch struct {
+	suspect atomic.Uint64
+	servers sync.Map // remote addresses connected to
+}
+
+var clientWatches sync.Map // redis.UniversalClient -> *clientWatch
+
+// watchClient returns the client's watch, installing its hook the first
+// time. The client's own address is known from the start (a plain
+// client); other servers count when first connected to.
+func watchClient(rdb redis.UniversalClient) *clientWatch {
+	if w, ok := clientWatches.Load(rdb); ok {
+		return w.(*clientWatch)
+	}
+	w := &clientWatch{}
+	if v, loaded := clientWatches.LoadOrStore(rdb, w); loaded {
+		return v.(*clientWatch)
+	}
+	h := suspectHook{w}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		if a := c.Options().Addr; a != "FailoverClient" {
+			w.servers.Store(a, struct{}{})
+		}
+	case *redis.ClusterClient:
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(h) })
+	}
+	rdb.AddHook(h)
+	return w
+}
+
+type suspectHook struct{ w *clientWatch }
+
+// DialHook counts a connection to a server not connected to before (by
+// the connection's remote address: a go-redis FailoverClient dials the
+// master under one placeholder address): a failover. New connections to
+// a known server (the pool growing) count nothing.
+func (h suspectHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			if ra := c.RemoteAddr(); ra != nil {
+				addr = ra.String()
+			}
+			if _, seen := h.w.servers.LoadOrStore(addr, struct{}{}); !seen {
+				h.w.suspect.Add(1)
+			}
+		}
+		return c, err
+	}
+}
+
+func (h suspectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(err)
+		return err
+	}
+}
+
+func (h suspectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(err)
+		return err
+	}
+}
+
+// check counts a failure that is not the server's answer (a Redis error
+// reply or a missing key): the connection broke, timed out or was
+// refused, so the server may have restarted or been replaced.
+// A command the caller canceled says nothing of the server.
+func (h suspectHook) check(err error) {
+	var re redis.Error
+	if err != nil && !errors.As(err, &re) && !errors.Is(err, context.Canceled) {
+		h.w.suspect.Add(1)
+	}
+}
+
+// EvictionChecker is implemented by stores whose server may evict keys
+// under memory pressure (Redis).
+type EvictionChecker interface {
+	// EvictionPolicy returns the server's eviction policy and whether it
+	// may evict position keys (a maxmemory limit with any policy but
+	// noeviction: position keys carry a TTL, the first candidates of the
+	// volatile-* policies). An error when the server refuses CONFIG GET
+	// (some managed services).
+	EvictionPolicy(ctx context.Context) (policy string, mayEvict bool, err error)
+}
+
+var _ EvictionChecker = (*Redis)(nil)
+
+// EvictionPolicy implements EvictionChecker with CONFIG GET (on a Redis
+// Cluster, of the node the client picks).
+func (r *Redis) EvictionPolicy(ctx context.Context) (string, bool, error) {
+	if r.err != nil {
+		return "", false, r.err
+	}
+	ctx, cancel := r.withTimeout(ctx)
+	defer cancel()
+	m, err := r.rdb.ConfigGet(ctx, "maxmemory*").Result()
+	if err != nil {
+		return "", false, fmt.Errorf("lsnstore: redis CONFIG GET maxmemory*: %w", err)
+	}
+	policy := m["maxmemory-policy"]
+	return policy, m["maxmemory"] != "0" && m["maxmemory"] != "" && policy != "noeviction", nil
+}

@@ -1,0 +1,240 @@
+package lsnstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/redis/go-redis/v9"
+)
+
+// verified returns a Redis store that has been verified and accepted once,
+// as the plugin's is before its first read.
+func verified(t *testing.T, rdb redis.UniversalClient) *RedisReader {
+	t.Helper()
+	s := reader(newTestRedis(rdb, RedisOptions{Database: uniqueDB("cont")}))
+	acceptNew(t, s)
+	return s
+}
+
+func reader(s *Redis) *RedisReader { return s.NewReader().(*RedisReader) }
+
+// acceptNew verifies s, expects a changed epoch and accepts it; then
+// verifies and accepts once more, as the plugin's next poll does, since
+// the first connection to a server after the first Verify is suspect too.
+func acceptNew(t *testing.T, s *RedisReader) Epoch {
+	t.Helper()
+	e, err := s.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Changed {
+		t.Fatalf("Verify after a loss: %+v, want Changed", e)
+	}
+	s.Accept(e)
+	wantContinuous(t, s, "verified again")
+	return e
+}
+
+// wantDiscontinuity checks that WritePosition refuses to answer.
+func wantDiscontinuity(t *testing.T, s *RedisReader, what string) {
+	t.Helper()
+	_, err := s.WritePosition(context.Background(), []string{"t"})
+	if !IsDiscontinuity(err) {
+		t.Fatalf("%s: WritePosition error %v, want a discontinuity", what, err)
+	}
+	if !strings.HasPrefix(err.Error(), "lsnstore: ") {
+		t.Fatalf("error %q lacks the package prefix", err)
+	}
+	t.Logf("%s: %v", what, err)
+}
+
+// wantContinuous checks that Verify finds nothing lost and accepts it.
+func wantContinuous(t *testing.T, s *RedisReader, what string) {
+	t.Helper()
+	e, err := s.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Changed {
+		t.Fatalf("%s: Verify reports a change: %+v", what, e)
+	}
+	s.Accept(e)
+}
+
+// TestRedisVerifiedConformance: a verifying store keeps the Store
+// semantics while nothing is lost.
+func TestRedisVerifiedConformance(t *testing.T) {
+	_, rdb := redisClient(t)
+	checkConformance(t, func(t *testing.T, db string) Store {
+		s := reader(newTestRedis(rdb, RedisOptions{Database: uniqueDB(db)}))
+		acceptNew(t, s)
+		return s
+	})
+}
+
+func TestRedisVerifyBeforeAccept(t *testing.T) {
+	_, rdb := redisClient(t)
+	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("cont")})
+	raiseOK(t, store, []string{"t"}, 5)
+	checkWrite(t, store, []string{"t"}, 5) // the store itself does not verify
+	s := reader(store)
+	wantDiscontinuity(t, s, "never verified")
+	e, err := s.Verify(context.Background())
+	if err != nil || !e.Changed {
+		t.Fatalf("first Verify: %+v, %v; want Changed", e, err)
+	}
+	wantDiscontinuity(t, s, "verified, not accepted")
+	s.Accept(e)
+	checkWrite(t, s, []string{"t"}, 5)
+	wantContinuous(t, s, "nothing happened")
+	checkWrite(t, s, nil, 5)
+	// Another reader of the same store shares the anchor, not the
+	// acceptance.
+	other := reader(store)
+	wantDiscontinuity(t, other, "another reader, never verified")
+	if e2 := acceptNew(t, other); e2.Token != e.Token {
+		t.Fatalf("two readers see different anchors: %q, %q", e.Token, e2.Token)
+	}
+}
+
+// TestRedisFlushIsADiscontinuity: FLUSHDB (or FLUSHALL) drops the anchor
+// with the positions: the next read says so, in its own round trip, for
+// every reader; Verify makes a new anchor.
+func TestRedisFlushIsADiscontinuity(t *testing.T) {
+	r := testcluster.RedisFor(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), DB: 7, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	s := verified(t, rdb)
+	other := reader(s.Redis)
+	acceptNew(t, other)
+	raiseOK(t, s, []string{"t"}, 9)
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantDiscontinuity(t, s, "after FLUSHDB")
+	wantDiscontinuity(t, other, "after FLUSHDB, another reader")
+	acceptNew(t, s)
+	checkWrite(t, s, []string{"t"}, 0) // lost: the reader must be conservative
+	wantDiscontinuity(t, other, "anchor replaced by another reader")
+	acceptNew(t, other)
+}
+
+// TestRedisRestartIsADiscontinuity: a server restarted without
+// persistence comes back empty with a new run_id.
+func TestRedisRestartIsADiscontinuity(t *testing.T) {
+	r, rdb := redisClient(t)
+	s := verified(t, rdb)
+	raiseOK(t, s, []string{"t"}, 9)
+	ctx := context.Background()
+	if err := r.Stop(ctx); errors.Is(err, testcluster.ErrUnsupported) {
+		t.Skipf("cannot restart this Redis server: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := s.WritePosition(ctx, []string{"t"})
+		if IsDiscontinuity(err) {
+			break
+		}
+		if err == nil {
+			t.Fatal("WritePosition answers after a restart without persistence")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("WritePosition after restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	acceptNew(t, s)
+	checkWrite(t, s, []string{"t"}, 0)
+}
+
+// TestRedisNetworkFailureNeedsVerification: a command failing on the
+// network (here a timeout while the server is paused; a restart or a
+// crash before a failover fail the same way) makes reads refuse until
+// Verify has looked at the server again. A reconnection to the same
+// server with the same data is not a discontinuity.
+func TestRedisNetworkFailureNeedsVerification(t *testing.T) {
+	_, rdb := redisClient(t)
+	s := verified(t, rdb)
+	raiseOK(t, s, []string{"t"}, 4)
+	checkWrite(t, s, []string{"t"}, 4)
+	admin := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
+	defer admin.Close()
+	ctx := context.Background()
+	if err := admin.Do(ctx, "CLIENT", "KILL", "SKIPME", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkWrite(t, s, []string{"t"}, 4) // reconnected to the same server
+	if err := admin.Do(ctx, "CLIENT", "PAUSE", "300", "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	_, err := s.WritePosition(short, []string{"t"})
+	cancel()
+	if err == nil || IsDiscontinuity(err) {
+		t.Fatalf("WritePosition on a paused server: %v, want a timeout", err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	wantDiscontinuity(t, s, "after a timeout")
+	wantContinuous(t, s, "same server, same data")
+	checkWrite(t, s, []string{"t"}, 4)
+}
+
+// TestRedisEvictionIsADiscontinuity: under maxmemory with a volatile
+// policy, position keys (which carry a TTL) can be evicted; the server's
+// evicted_keys moves, and Verify reports a change.
+func TestRedisEvictionIsADiscontinuity(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	s := verified(t, rdb)
+	raiseOK(t, s, []string{"t"}, 4)
+	used := func() int64 {
+		info, _ := rdb.Info(ctx, "memory").Result()
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	oldMax, _ := rdb.ConfigGet(ctx, "maxmemory").Result()
+	oldPolicy, _ := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	t.Cleanup(func() {
+		rdb.Do(ctx, "FLUSHDB")
+		rdb.ConfigSet(ctx, "maxmemory", oldMax["maxmemory"])
+		rdb.ConfigSet(ctx, "maxmemory-policy", oldPolicy["maxmemory-policy"])
+	})
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-random").Err(); err != nil {
+		t.Skipf("CONFIG SET not allowed: %v", err)
+	}
+	rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used()+(1<<20), 10))
+	val := strings.Repeat("x", 4096)
+	for i := 0; ; i++ {
+		if err := rdb.Set(ctx, "evict-junk-"+strconv.Itoa(i), val, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+		info, _ := rdb.Info(ctx, "stats").Result()
+		if !strings.Contains(info, "evicted_keys:0\r") {
+			break
+		}
+		if i > 100000 {
+			t.Fatal("nothing evicted")
+		}
+	}
+	e, err := s.Verify(ctx)
+	if err != nil || !e.Changed {
+		t.Fatalf("Verify after an eviction: %+v, %v; want Changed", e, err)
+	}
+	wantDiscontinuity(t, s, "anchor replaced after an eviction")
+	s.Accept(e)
+}

@@ -1,0 +1,93 @@
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Store discontinuities (lsnstore.Verifier): a position store that lost
+// data (Redis restarted empty, flushed, failed over, evicting) would make
+// missing positions look like "nothing written". Every poll verifies the
+// store first; after a change the poller reads the primary's position and
+// makes it the loss floor, which every Table read waits for (the same
+// floor as direct writes: floor.go), and only then accepts the store
+// again. Meanwhile the store refuses reads (lsnstore.ErrDiscontinuity),
+// which go to the primary. The floor is dropped after MaxLag: by then the
+// MaxLag threshold of usable replicas is past it.
+
+// evictionCheckInterval is how often the store's eviction policy is read.
+const evictionCheckInterval = time.Minute
+
+// verifyStore runs before the poll reads the primary: the position it
+// then reads is after the verification.
+func (p *Plugin) verifyStore(ctx context.Context) (lsnstore.Epoch, bool) {
+	v, ok := p.cfg.Store.(lsnstore.Verifier)
+	if !ok {
+		return lsnstore.Epoch{}, false
+	}
+	e, err := v.Verify(ctx)
+	if err != nil {
+		return lsnstore.Epoch{}, false // reads keep refusing; the next poll tries again
+	}
+	return e, true
+}
+
+// acceptStore accepts a verified epoch once the primary's position read
+// after it (ins) is the loss floor when the store changed.
+func (p *Plugin) acceptStore(ctx context.Context, e lsnstore.Epoch, ins lsnstore.Position, now time.Time) {
+	if e.Changed {
+		if p.lossPart != nil || p.verifiedOnce {
+			p.cfg.Logger.WarnContext(ctx, "freshread: the position store may have lost positions (restarted empty, flushed, failed over or evicting); table reads wait for replicas that have replayed the primary's current position", "position", ins.String())
+			p.stats.discontinuities.Add(1)
+		}
+		floor := ins
+		if p.lossPart != nil {
+			floor = floor.Merge(*p.lossPart)
+		}
+		p.lossPart, p.lossAt = &floor, now
+		p.storeFloor()
+	}
+	p.verifiedOnce = true
+	p.cfg.Store.(lsnstore.Verifier).Accept(e)
+}
+
+// expireLossFloor drops the loss floor once the MaxLag threshold covers
+// it.
+func (p *Plugin) expireLossFloor(now time.Time) {
+	if p.lossPart != nil && now.Sub(p.lossAt) > p.cfg.MaxLag {
+		p.lossPart = nil
+		p.storeFloor()
+	}
+}
+
+// checkEviction warns once, and sets the metric, when the store's server
+// may evict position keys (lsnstore.EvictionChecker).
+func (p *Plugin) checkEviction(ctx context.Context, now time.Time) {
+	ec, ok := p.cfg.Store.(lsnstore.EvictionChecker)
+	if !ok || now.Sub(p.evictionCheckedAt) < evictionCheckInterval {
+		return
+	}
+	p.evictionCheckedAt = now
+	policy, mayEvict, err := ec.EvictionPolicy(ctx)
+	if err != nil {
+		p.evictionRisk.Store(evictionUnknown)
+		return
+	}
+	if !mayEvict {
+		p.evictionRisk.Store(evictionNo)
+		return
+	}
+	p.evictionRisk.Store(evictionYes)
+	p.evictionWarning.Do(func() {
+		p.cfg.Logger.WarnContext(ctx, "freshread: the position store's Redis may evict keys (maxmemory with an evicting policy); evictions are detected at the next poll, but a read in between may be stale: use maxmemory-policy noeviction or a dedicated Redis", "maxmemory-policy", policy)
+	})
+}
+
+// Values of Plugin.evictionRisk.
+const (
+	evictionUnknown int32 = iota
+	evictionNo
+	evictionYes
+)
