@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -160,4 +161,93 @@ func TestMariaDBStoreLossNeverReadsStale(t *testing.T) {
 	for _, l := range storeLosses {
 		t.Run(l.name, func(t *testing.T) { checkStoreLoss(t, newMariaEnv, l) })
 	}
+}
+
+// checkSentinelFailover: the store lives on a Redis master watched by
+// three sentinels; its replica's replication is stalled, so the raise of
+// A's update reaches the master only. The master is killed and the
+// sentinels promote the replica, which lacks the raise. B (a process that
+// read through the failover) and C (started after it) must still read
+// the update fresh, while the database replicas are paused.
+func checkSentinelFailover(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
+	s := testcluster.RedisSentinelFor(t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster,
+		SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	store := lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "sentinel-" + t.Name()})
+	// A failover takes seconds: a MaxLag longer than the whole test keeps
+	// the paused replicas usable, so only the store's positions protect
+	// the read.
+	longLag := withConfig(func(c *plugin.Config) { c.MaxLag = 2 * time.Minute })
+	e := newEnv(t, withStore(store), longLag)
+	b, _ := e.open(withStore(store), longLag)
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	e.pauseAll()
+	ctx := e.ctx()
+	if err := rdb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil { // the anchor is on the replica
+		t.Fatal(err)
+	}
+	s.StallReplication(true)
+	if err := setName(e.db, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.readItem(b, 1); got.Name != "new" {
+		t.Fatalf("before the failover: STALE READ %+v", got)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.KillMaster(ctx); done <- err }()
+	// Read through the failover: every read that returns must be fresh.
+	reads := 0
+	for waiting := true; waiting; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting = false
+		default:
+		}
+		if got := e.readItem(b, 1); got.Name != "new" {
+			t.Fatalf("read %d during the failover: STALE READ %+v", reads, got)
+		}
+		reads++
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Read on for longer than the circuit breaker's longest backoff (5 s,
+	// opened by the failures during the failover): these reads consult the
+	// new master's store.
+	for i, end := 0, time.Now().Add(6*time.Second); time.Now().Before(end); i++ {
+		if got := e.readItem(b, 1); got.Name != "new" {
+			t.Fatalf("read %d after the failover: STALE READ %+v", i, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c, _ := e.open(withStore(store), longLag)
+	if got := e.readItem(c, 1); got.Name != "new" {
+		t.Fatalf("process started after the failover: STALE READ %+v", got)
+	}
+	t.Logf("%d reads during the failover, all fresh", reads)
+	e.resumeAll()
+	start := time.Now()
+	for !e.isReplica(e.readItem(b, 1).Port) {
+		if time.Since(start) > 3*time.Second {
+			e.mu.Lock()
+			t.Logf("DEBUG last decision %+v", e.decisions[len(e.decisions)-1])
+			e.mu.Unlock()
+			t.Fatal("reads not back on the replicas 3 s after they caught up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("reads back on the replicas %v after they caught up", time.Since(start).Round(time.Millisecond))
+}
+
+func TestSentinelFailoverNeverReadsStale(t *testing.T) {
+	checkSentinelFailover(t, newEnv)
+}
+
+func TestMariaDBSentinelFailoverNeverReadsStale(t *testing.T) {
+	checkSentinelFailover(t, newMariaEnv)
 }

@@ -31,6 +31,10 @@ func (p *Plugin) verifyStore(ctx context.Context) (lsnstore.Epoch, bool) {
 	if err != nil {
 		return lsnstore.Epoch{}, false // reads keep refusing; the next poll tries again
 	}
+	// The store answers: reads may consult it again at once, instead of
+	// waiting for the circuit breaker's next probe (up to 5 s after a
+	// long outage).
+	p.breaker.success()
 	return e, true
 }
 
