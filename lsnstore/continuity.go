@@ -246,15 +246,25 @@ func (h suspectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
-// check counts a failure that is not the server's answer (a Redis error
-// reply or a missing key): the connection broke, timed out or was
-// refused, so the server may have restarted or been replaced.
-// A command the caller canceled says nothing of the server.
+// check counts a connection that broke or was refused: the server may
+// have restarted or been replaced. The server's answers (a Redis error
+// reply, a missing key) count nothing, and neither do timeouts and
+// cancellations, which a loaded server or an impatient caller cause (a
+// server that is really gone also refuses or resets connections, and a
+// failover shows as a new address).
 func (h suspectHook) check(err error) {
-	var re redis.Error
-	if err != nil && !errors.As(err, &re) && !errors.Is(err, context.Canceled) {
-		h.w.suspect.Add(1)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
 	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return
+	}
+	h.w.suspect.Add(1)
 }
 
 // EvictionChecker is implemented by stores whose server may evict keys
