@@ -2,7 +2,7 @@
 GO ?= go
 export FRESHREAD_REQUIRE_INTEGRATION ?= 1
 
-.PHONY: test vet fmt-check build-nocgo check-deps deps demo bench
+.PHONY: test vet fmt-check build-nocgo check-deps deps demo bench soak
 
 ## test: vet, gofmt, the CGO_ENABLED=0 build, and every test with -race,
 ## including the integration tests against real servers (a missing server
@@ -40,3 +40,10 @@ demo:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./plugin/ ./classify/ ./lsnstore/
 	$(GO) run ./internal/workload/cmd/bench -rate 400
+
+## soak: the fault-injection soak with its independent checker, per engine
+## for FRESHREAD_SOAK_DURATION (default 5m; make test runs 20s); must
+## report 0 stale reads (docs/reliability.md).
+FRESHREAD_SOAK_DURATION ?= 5m
+soak: check-deps
+	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)$$' ./internal/soak/

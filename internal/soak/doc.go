@@ -1,0 +1,13 @@
+// Package soak is freshread's fault-injection soak: several plugin
+// instances run a mixed workload against a real primary and its replicas
+// while faults are injected on a schedule (the position store restarted
+// empty or flushed, replay paused, replication delayed, replicas stopped,
+// the primary restarted), and an independent checker (checker.go, which
+// knows nothing of positions or routing) flags every read that saw a
+// version older than one whose write had returned before the read began
+// (Table), or older than its session's own last write (Session).
+//
+// `make soak` runs it for a few minutes per engine
+// (FRESHREAD_SOAK_DURATION); `make test` runs a short one. Results and
+// the command are in docs/reliability.md.
+package soak

@@ -1,0 +1,495 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
+)
+
+// Cluster is the database side of a soak.
+type Cluster interface {
+	// Engine names it ("postgres", "mariadb").
+	Engine() string
+	// CreateDatabase creates a fresh replicated database for t.
+	CreateDatabase(t testing.TB) string
+	Primary(db string) gorm.Dialector
+	Replicas(db string) []plugin.Replica
+	// PortExpr is the SQL expression for the answering server's port.
+	PortExpr() string
+	ReplicaPorts() []int
+	WaitCaughtUp(ctx context.Context) error
+	// Faults are the engine's faults.
+	Faults() []Fault
+}
+
+// Fault is one kind of fault: Inject starts it, Heal ends it (nil: it
+// ends by itself when Inject returns). PrimaryDown marks faults during
+// which callers may get errors (the primary is away): errors are counted
+// apart.
+type Fault struct {
+	Name        string
+	Inject      func(ctx context.Context) error
+	Heal        func(ctx context.Context) error
+	PrimaryDown bool
+}
+
+// Config shapes a soak. Zero fields take the defaults in brackets.
+type Config struct {
+	Duration   time.Duration // [30s]
+	Processes  int           // plugin instances, each with its own Redis client and pools [3]
+	Writers    int           // [4]
+	Readers    int           // [8]
+	Sessions   int           // goroutines that write and read back in a session [2]
+	Keys       int           // rows the writers update [64]
+	FaultEvery time.Duration // from one fault's start to the next [3s]
+	FaultFor   time.Duration // how long a fault lasts [1s]
+	// Only, when set, restricts the faults to those named.
+	Only []string
+	// Plugin, when set, adjusts every instance's plugin.Config.
+	Plugin func(*plugin.Config)
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Processes, 3)
+	def(&c.Writers, 4)
+	def(&c.Readers, 8)
+	def(&c.Sessions, 2)
+	def(&c.Keys, 64)
+	if c.Duration <= 0 {
+		c.Duration = 30 * time.Second
+	}
+	if c.FaultEvery <= 0 {
+		c.FaultEvery = 3 * time.Second
+	}
+	if c.FaultFor <= 0 {
+		c.FaultFor = time.Second
+	}
+	return c
+}
+
+// FaultStats is what one kind of fault did.
+type FaultStats struct {
+	Injected int
+	// Recovery is, per injection, the time from the fault's end until
+	// the first read served by a replica that began after it (-1: none
+	// before the next fault or the end).
+	Recovery []time.Duration
+}
+
+// Report is a soak's outcome.
+type Report struct {
+	Engine          string
+	Duration        time.Duration
+	Writes, Reads   int
+	Stale           []Violation
+	Errors          int // errors returned to callers while the primary was up
+	ErrorsPrimaryOK int // errors while a PrimaryDown fault was on (allowed)
+	ReplicaReads    int
+	Faults          map[string]*FaultStats
+	FirstErrors     []string
+}
+
+// ReplicaShare is the share of reads served by a replica.
+func (r Report) ReplicaShare() float64 {
+	if r.Reads == 0 {
+		return 0
+	}
+	return float64(r.ReplicaReads) / float64(r.Reads)
+}
+
+// String is the report as printed by the soak.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak %s, %v: %d writes, %d reads, %d stale, %d errors (+%d while the primary was down), replica share %.1f%%\n",
+		r.Engine, r.Duration.Round(time.Second), r.Writes, r.Reads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
+	names := make([]string, 0, len(r.Faults))
+	for n := range r.Faults {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f := r.Faults[n]
+		var worst, sum time.Duration
+		ok := 0
+		for _, d := range f.Recovery {
+			if d < 0 {
+				continue
+			}
+			ok++
+			sum += d
+			worst = max(worst, d)
+		}
+		mean := time.Duration(0)
+		if ok > 0 {
+			mean = sum / time.Duration(ok)
+		}
+		fmt.Fprintf(&b, "  %-20s injected %d, back on replicas after the fault: mean %v, max %v (%d of %d measured)\n",
+			n, f.Injected, mean.Round(time.Millisecond), worst.Round(time.Millisecond), ok, len(f.Recovery))
+	}
+	for i, v := range r.Stale {
+		if i == 10 {
+			fmt.Fprintf(&b, "  ... %d more stale reads\n", len(r.Stale)-10)
+			break
+		}
+		fmt.Fprintf(&b, "  STALE (%s): key %d saw version %d from port %d, want >= %d (written %v before the read began)\n",
+			v.Kind, v.Read.Key, v.Read.Version, v.Read.Server, v.Want, v.Read.Started.Sub(v.Write.Returned))
+	}
+	for _, e := range r.FirstErrors {
+		fmt.Fprintf(&b, "  error: %s\n", e)
+	}
+	return b.String()
+}
+
+// recorder collects the history.
+type recorder struct {
+	mu            sync.Mutex
+	writes        []Write
+	sessionWrites []SessionWrite
+	reads         []Read
+	errs          []time.Time
+	firstErrors   []string
+}
+
+func (r *recorder) err(err error) {
+	r.mu.Lock()
+	r.errs = append(r.errs, time.Now())
+	if len(r.firstErrors) < 5 {
+		r.firstErrors = append(r.firstErrors, err.Error())
+	}
+	r.mu.Unlock()
+}
+
+// faultWindow is one injected fault.
+type faultWindow struct {
+	name        string
+	start, end  time.Time
+	primaryDown bool
+}
+
+// Run runs a soak on c with the store on r and returns its report. Faults
+// run one at a time on a schedule, every fault of c and the store's
+// (Redis restarted empty, FLUSHALL) in turn.
+func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
+	t.Helper()
+	cfg = cfg.withDefaults()
+	ctx := context.Background()
+	dbName := c.CreateDatabase(t)
+	setupDB(t, c, dbName, cfg.Keys+cfg.Sessions)
+
+	dbs := make([]*gorm.DB, cfg.Processes)
+	for i := range dbs {
+		dbs[i] = openProcess(t, c, r, dbName, cfg.Plugin)
+	}
+	port := c.PortExpr()
+	replicaPort := map[int]bool{}
+	for _, p := range c.ReplicaPorts() {
+		replicaPort[p] = true
+	}
+
+	rec := &recorder{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range cfg.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			writer(ctx, dbs[w%len(dbs)], rec, stop, w, cfg)
+		}()
+	}
+	for i := range cfg.Readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reader(ctx, dbs[i%len(dbs)], rec, stop, port, i, cfg.Keys)
+		}()
+	}
+	for s := range cfg.Sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessionWorker(ctx, dbs[s%len(dbs)], rec, stop, port, s+1, cfg.Keys+s)
+		}()
+	}
+
+	faults := append(c.Faults(), redisFaults(r)...)
+	if len(cfg.Only) > 0 {
+		faults = slices.DeleteFunc(faults, func(f Fault) bool { return !slices.Contains(cfg.Only, f.Name) })
+		if len(faults) == 0 {
+			t.Fatalf("soak: no fault named %q", cfg.Only)
+		}
+	}
+	start := time.Now()
+	var windows []faultWindow
+	for i := 0; time.Since(start)+cfg.FaultEvery <= cfg.Duration; i++ {
+		time.Sleep(cfg.FaultEvery - cfg.FaultFor)
+		f := faults[i%len(faults)]
+		w := faultWindow{name: f.Name, start: time.Now(), primaryDown: f.PrimaryDown}
+		if err := f.Inject(ctx); err != nil {
+			t.Errorf("fault %s: inject: %v", f.Name, err)
+		}
+		time.Sleep(cfg.FaultFor)
+		if f.Heal != nil {
+			if err := f.Heal(ctx); err != nil {
+				t.Errorf("fault %s: heal: %v", f.Name, err)
+			}
+		}
+		w.end = time.Now()
+		windows = append(windows, w)
+	}
+	time.Sleep(max(0, cfg.Duration-time.Since(start)))
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	rep := Report{Engine: c.Engine(), Duration: elapsed, Writes: len(rec.writes) + len(rec.sessionWrites),
+		Reads: len(rec.reads), Faults: map[string]*FaultStats{}, FirstErrors: rec.firstErrors}
+	rep.Stale = Check(rec.writes, rec.sessionWrites, rec.reads)
+	for _, rd := range rec.reads {
+		if replicaPort[rd.Server] {
+			rep.ReplicaReads++
+		}
+	}
+	for _, at := range rec.errs {
+		if inPrimaryDown(windows, at) {
+			rep.ErrorsPrimaryOK++
+		} else {
+			rep.Errors++
+		}
+	}
+	sort.Slice(rec.reads, func(i, j int) bool { return rec.reads[i].Started.Before(rec.reads[j].Started) })
+	for i, w := range windows {
+		fs := rep.Faults[w.name]
+		if fs == nil {
+			fs = &FaultStats{}
+			rep.Faults[w.name] = fs
+		}
+		fs.Injected++
+		until := start.Add(elapsed)
+		if i+1 < len(windows) {
+			until = windows[i+1].start
+		}
+		fs.Recovery = append(fs.Recovery, recovery(rec.reads, replicaPort, w.end, until))
+	}
+	return rep
+}
+
+// recovery is the time from healed until the first replica-served read
+// that began after it and before until; -1 if none.
+func recovery(reads []Read, replica map[int]bool, healed, until time.Time) time.Duration {
+	i := sort.Search(len(reads), func(i int) bool { return !reads[i].Started.Before(healed) })
+	for ; i < len(reads) && reads[i].Started.Before(until); i++ {
+		if replica[reads[i].Server] {
+			return reads[i].Started.Sub(healed)
+		}
+	}
+	return -1
+}
+
+// inPrimaryDown reports whether at falls in a PrimaryDown fault or the 3 s
+// after it (connections to a restarted primary fail once).
+func inPrimaryDown(ws []faultWindow, at time.Time) bool {
+	for _, w := range ws {
+		if w.primaryDown && !at.Before(w.start) && at.Before(w.end.Add(3*time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
+// setupDB creates soak_rows with n rows at version 0 through a plain
+// *gorm.DB (no plugin) and waits until the replicas have them.
+func setupDB(t testing.TB, c Cluster, dbName string, n int) {
+	t.Helper()
+	db, err := gorm.Open(c.Primary(dbName), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	}()
+	if err := db.Exec("CREATE TABLE soak_rows (id int PRIMARY KEY, version bigint NOT NULL)").Error; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if err := db.Exec("INSERT INTO soak_rows (id, version) VALUES (?, 0)", i).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openProcess opens one plugin instance with its own Redis client.
+func openProcess(t testing.TB, c Cluster, r *testcluster.Redis, dbName string, adjust func(*plugin.Config)) *gorm.DB {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
+	db, err := gorm.Open(c.Primary(dbName), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := plugin.Config{
+		Replicas: c.Replicas(dbName),
+		Store:    lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "soak-" + dbName}),
+		// Faults make every instance warn many times: keep errors only.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	if adjust != nil {
+		adjust(&pc)
+	}
+	p := plugin.New(pc)
+	if err := db.Use(p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Close()
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+		rdb.Close()
+	})
+	return db
+}
+
+// opTimeout bounds one statement of the workload.
+const opTimeout = 10 * time.Second
+
+// writer bumps the versions of the keys k with k % Writers == w, in turn.
+func writer(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, w int, cfg Config) {
+	version := map[int]int64{}
+	for k := w; ; k += cfg.Writers {
+		if k >= cfg.Keys {
+			k = w
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		v := version[k] + 1
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := db.WithContext(octx).Exec("UPDATE soak_rows SET version = ? WHERE id = ?", v, k).Error
+		cancel()
+		version[k] = v // on an error the write may have committed: never reuse v
+		if err != nil {
+			rec.err(fmt.Errorf("write: %w", err))
+			continue
+		}
+		rec.mu.Lock()
+		rec.writes = append(rec.writes, Write{Key: k, Version: v, Returned: time.Now()})
+		rec.mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+type row struct {
+	Version int64
+	Port    int
+}
+
+// reader reads random keys.
+func reader(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string, seed, keys int) {
+	rnd := rand.New(rand.NewPCG(uint64(seed), 42))
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		k := rnd.IntN(keys)
+		started := time.Now()
+		var r row
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := db.WithContext(octx).Table("soak_rows").Select("version, "+port+" AS port").Where("id = ?", k).Scan(&r).Error
+		cancel()
+		if err != nil {
+			rec.err(fmt.Errorf("read: %w", err))
+			continue
+		}
+		rec.mu.Lock()
+		rec.reads = append(rec.reads, Read{Key: k, Version: r.Version, Started: started, Server: r.Port})
+		rec.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sessionWorker writes its own key in a session and reads it back in the
+// same session.
+func sessionWorker(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string, session, key int) {
+	sctx := plugin.WithSession(ctx)
+	var v int64
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		v++
+		octx, cancel := context.WithTimeout(sctx, opTimeout)
+		err := db.WithContext(octx).Exec("UPDATE soak_rows SET version = ? WHERE id = ?", v, key).Error
+		cancel()
+		if err != nil {
+			rec.err(fmt.Errorf("session write: %w", err))
+			continue
+		}
+		rec.mu.Lock()
+		rec.sessionWrites = append(rec.sessionWrites, SessionWrite{Session: session, Write: Write{Key: key, Version: v, Returned: time.Now()}})
+		rec.mu.Unlock()
+		started := time.Now()
+		var r row
+		octx, cancel = context.WithTimeout(sctx, opTimeout)
+		err = db.WithContext(octx).Table("soak_rows").Select("version, "+port+" AS port").Where("id = ?", key).Scan(&r).Error
+		cancel()
+		if err != nil {
+			rec.err(fmt.Errorf("session read: %w", err))
+			continue
+		}
+		rec.mu.Lock()
+		rec.reads = append(rec.reads, Read{Key: key, Version: r.Version, Started: started, Session: session, Server: r.Port})
+		rec.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// redisFaults are the store's faults.
+func redisFaults(r *testcluster.Redis) []Fault {
+	admin := func(ctx context.Context, f func(*redis.Client) error) error {
+		c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+		defer c.Close()
+		return f(c)
+	}
+	return []Fault{
+		{Name: "redis-restart-empty",
+			Inject: func(ctx context.Context) error { return r.Stop(ctx) },
+			Heal:   func(ctx context.Context) error { return r.Start(ctx) }},
+		{Name: "redis-flushall",
+			Inject: func(ctx context.Context) error {
+				return admin(ctx, func(c *redis.Client) error { return c.FlushAll(ctx).Err() })
+			}},
+	}
+}

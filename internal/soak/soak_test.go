@@ -1,0 +1,66 @@
+package soak
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/plugin"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testcluster.Run(m, testcluster.Spec{}))
+}
+
+// duration is FRESHREAD_SOAK_DURATION (per engine), 20 s by default: the
+// short run of make test; make soak sets minutes.
+func duration(t *testing.T) time.Duration {
+	s := os.Getenv("FRESHREAD_SOAK_DURATION")
+	if s == "" {
+		return 20 * time.Second
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("FRESHREAD_SOAK_DURATION: %v", err)
+	}
+	return d
+}
+
+func checkReport(t *testing.T, rep Report) {
+	t.Helper()
+	t.Log("\n" + rep.String())
+	if len(rep.Stale) > 0 {
+		t.Errorf("%d STALE READS", len(rep.Stale))
+	}
+	if rep.Errors > 0 {
+		t.Errorf("%d errors returned to callers while the primary was up", rep.Errors)
+	}
+	if rep.Reads == 0 || rep.Writes == 0 {
+		t.Errorf("no work done: %d reads, %d writes", rep.Reads, rep.Writes)
+	}
+}
+
+func TestSoakPostgres(t *testing.T) {
+	c := Postgres{testcluster.PostgresFor(t)}
+	checkReport(t, Run(t, c, testcluster.RedisFor(t), Config{Duration: duration(t)}))
+}
+
+func TestSoakMariaDB(t *testing.T) {
+	c := MariaDB{testcluster.MariaDBFor(t)}
+	checkReport(t, Run(t, c, testcluster.RedisFor(t), Config{Duration: duration(t)}))
+}
+
+// TestSoakCatchesStaleReads: the harness and its checker do see stale
+// reads when there are some: with Eventual consistency (any replica,
+// fresh or not, as dbresolver does) and replay paused, they report them.
+func TestSoakCatchesStaleReads(t *testing.T) {
+	c := Postgres{testcluster.PostgresFor(t)}
+	rep := Run(t, c, testcluster.RedisFor(t), Config{Duration: 8 * time.Second, Only: []string{"replay-paused"},
+		FaultEvery: 4 * time.Second, FaultFor: 2 * time.Second,
+		Plugin: func(pc *plugin.Config) { pc.Consistency = plugin.Eventual }})
+	t.Log("\n" + rep.String())
+	if len(rep.Stale) == 0 {
+		t.Fatal("no stale read reported with Eventual consistency and replay paused: the soak cannot see them")
+	}
+}
