@@ -17,9 +17,17 @@ import (
 // streaming replicas.
 type Postgres struct{ *testcluster.Postgres }
 
-func (c Postgres) Engine() string                         { return "postgres" }
-func (c Postgres) CreateDatabase(t testing.TB) string     { return c.Postgres.CreateDatabase(t) }
-func (c Postgres) Primary(db string) gorm.Dialector       { return postgres.Open(c.PrimaryDSN(db)) }
+func (c Postgres) Engine() string                     { return "postgres" }
+func (c Postgres) CreateDatabase(t testing.TB) string { return c.Postgres.CreateDatabase(t) }
+func (c Postgres) Primary(db string) gorm.Dialector   { return postgres.Open(c.PrimaryDSN(db)) }
+
+func (c Postgres) DSNs(db string) (string, string, []string) {
+	var rs []string
+	for i := range c.Postgres.Replicas() {
+		rs = append(rs, c.ReplicaDSN(i, db))
+	}
+	return "postgres", c.PrimaryDSN(db), rs
+}
 func (c Postgres) PortExpr() string                       { return "inet_server_port()" }
 func (c Postgres) WaitCaughtUp(ctx context.Context) error { return c.Postgres.WaitCaughtUp(ctx) }
 
@@ -68,9 +76,13 @@ func (c Postgres) Faults() []Fault {
 // MariaDB is a soak Cluster over a testcluster MariaDB primary and replica.
 type MariaDB struct{ *testcluster.MariaDB }
 
-func (c MariaDB) Engine() string                         { return "mariadb" }
-func (c MariaDB) CreateDatabase(t testing.TB) string     { return c.MariaDB.CreateDatabase(t) }
-func (c MariaDB) Primary(db string) gorm.Dialector       { return mysql.Open(c.PrimaryDSN(db)) }
+func (c MariaDB) Engine() string                     { return "mariadb" }
+func (c MariaDB) CreateDatabase(t testing.TB) string { return c.MariaDB.CreateDatabase(t) }
+func (c MariaDB) Primary(db string) gorm.Dialector   { return mysql.Open(c.PrimaryDSN(db)) }
+
+func (c MariaDB) DSNs(db string) (string, string, []string) {
+	return "mysql", c.PrimaryDSN(db), []string{c.ReplicaDSN(db)}
+}
 func (c MariaDB) PortExpr() string                       { return "@@port" }
 func (c MariaDB) WaitCaughtUp(ctx context.Context) error { return c.MariaDB.WaitCaughtUp(ctx) }
 func (c MariaDB) ReplicaPorts() []int                    { return []int{c.ReplicaPort()} }

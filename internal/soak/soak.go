@@ -36,6 +36,9 @@ type Cluster interface {
 	WaitCaughtUp(ctx context.Context) error
 	// Faults are the engine's faults.
 	Faults() []Fault
+	// DSNs are the dialect ("postgres" or "mysql") and the connection
+	// strings of database db, for soak processes of their own (OSProcesses).
+	DSNs(db string) (dialect, primary string, replicas []string)
 }
 
 // Fault is one kind of fault: Inject starts it, Heal ends it (nil: it
@@ -59,10 +62,13 @@ type Config struct {
 	Keys       int           // rows the writers update [64]
 	FaultEvery time.Duration // from one fault's start to the next [3s]
 	FaultFor   time.Duration // how long a fault lasts [1s]
+	// OSProcesses runs each plugin instance in a process of its own (this
+	// test binary started again, see RunChild) instead of in this one.
+	OSProcesses bool
 	// Only, when set, restricts the faults to those named.
 	Only []string
 	// Plugin, when set, adjusts every instance's plugin.Config.
-	Plugin func(*plugin.Config)
+	Plugin func(*plugin.Config) `json:"-"`
 }
 
 func (c Config) withDefaults() Config {
@@ -196,11 +202,8 @@ func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
 	ctx := context.Background()
 	dbName := c.CreateDatabase(t)
 	setupDB(t, c, dbName, cfg.Keys+cfg.Sessions)
+	started := time.Now()
 
-	dbs := make([]*gorm.DB, cfg.Processes)
-	for i := range dbs {
-		dbs[i] = openProcess(t, c, r, dbName, cfg.Plugin)
-	}
 	port := c.PortExpr()
 	replicaPort := map[int]bool{}
 	for _, p := range c.ReplicaPorts() {
@@ -208,28 +211,23 @@ func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
 	}
 
 	rec := &recorder{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range cfg.Writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			writer(ctx, dbs[w%len(dbs)], rec, stop, w, cfg)
-		}()
-	}
-	for i := range cfg.Readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reader(ctx, dbs[i%len(dbs)], rec, stop, port, i, cfg.Keys)
-		}()
-	}
-	for s := range cfg.Sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sessionWorker(ctx, dbs[s%len(dbs)], rec, stop, port, s+1, cfg.Keys+s)
-		}()
+	var wait func()
+	if cfg.OSProcesses {
+		wait = startChildren(t, c, r, dbName, cfg, rec)
+	} else {
+		stop := make(chan struct{})
+		var waits []func()
+		for i := range cfg.Processes {
+			db := openProcess(t, c.Replicas(dbName), c.Primary(dbName), r.Addr(), dbName, cfg.Plugin)
+			waits = append(waits, runWorkers(ctx, db, rec, stop, port, shareOf(i, cfg), cfg))
+		}
+		wait = func() {
+			time.Sleep(max(0, cfg.Duration-time.Since(started)))
+			close(stop)
+			for _, w := range waits {
+				w()
+			}
+		}
 	}
 
 	faults := append(c.Faults(), redisFaults(r)...)
@@ -239,7 +237,7 @@ func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
 			t.Fatalf("soak: no fault named %q", cfg.Only)
 		}
 	}
-	start := time.Now()
+	start := started
 	var windows []faultWindow
 	for i := 0; time.Since(start)+cfg.FaultEvery <= cfg.Duration; i++ {
 		time.Sleep(cfg.FaultEvery - cfg.FaultFor)
@@ -257,9 +255,7 @@ func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
 		w.end = time.Now()
 		windows = append(windows, w)
 	}
-	time.Sleep(max(0, cfg.Duration-time.Since(start)))
-	close(stop)
-	wg.Wait()
+	wait()
 	elapsed := time.Since(start)
 
 	rep := Report{Engine: c.Engine(), Duration: elapsed, Writes: len(rec.writes) + len(rec.sessionWrites),
@@ -346,15 +342,15 @@ func setupDB(t testing.TB, c Cluster, dbName string, n int) {
 }
 
 // openProcess opens one plugin instance with its own Redis client.
-func openProcess(t testing.TB, c Cluster, r *testcluster.Redis, dbName string, adjust func(*plugin.Config)) *gorm.DB {
+func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector, redisAddr, dbName string, adjust func(*plugin.Config)) *gorm.DB {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
-	db, err := gorm.Open(c.Primary(dbName), &gorm.Config{Logger: logger.Discard})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	db, err := gorm.Open(primary, &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pc := plugin.Config{
-		Replicas: c.Replicas(dbName),
+		Replicas: replicas,
 		Store:    lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "soak-" + dbName}),
 		// Faults make every instance warn many times: keep errors only.
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
@@ -374,6 +370,62 @@ func openProcess(t testing.TB, c Cluster, r *testcluster.Redis, dbName string, a
 		rdb.Close()
 	})
 	return db
+}
+
+// share is the workers one plugin instance runs: writers by index (a
+// writer owns the keys k with k % Writers == index), readers by seed,
+// sessions by number (session s owns key Keys+s-1).
+type share struct {
+	Writers, Readers, Sessions []int
+}
+
+// shareOf deals the workers round-robin over the processes.
+func shareOf(i int, cfg Config) share {
+	var s share
+	for w := range cfg.Writers {
+		if w%cfg.Processes == i {
+			s.Writers = append(s.Writers, w)
+		}
+	}
+	for r := range cfg.Readers {
+		if r%cfg.Processes == i {
+			s.Readers = append(s.Readers, r)
+		}
+	}
+	for x := range cfg.Sessions {
+		if x%cfg.Processes == i {
+			s.Sessions = append(s.Sessions, x+1)
+		}
+	}
+	return s
+}
+
+// runWorkers starts sh's workers on db until stop closes; the returned
+// func waits for them.
+func runWorkers(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string, sh share, cfg Config) func() {
+	var wg sync.WaitGroup
+	for _, w := range sh.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			writer(ctx, db, rec, stop, w, cfg)
+		}()
+	}
+	for _, r := range sh.Readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reader(ctx, db, rec, stop, port, r, cfg.Keys)
+		}()
+	}
+	for _, s := range sh.Sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessionWorker(ctx, db, rec, stop, port, s, cfg.Keys+s-1)
+		}()
+	}
+	return wg.Wait
 }
 
 // opTimeout bounds one statement of the workload.

@@ -64,3 +64,18 @@ func TestSoakCatchesStaleReads(t *testing.T) {
 		t.Fatal("no stale read reported with Eventual consistency and replay paused: the soak cannot see them")
 	}
 }
+
+// TestSoakChild is a soak process's body (RunChild); a no-op otherwise.
+func TestSoakChild(t *testing.T) {
+	if os.Getenv(EnvChild) == "" {
+		t.Skip("not a soak process")
+	}
+	RunChild(t)
+}
+
+// TestSoakOSProcesses: the soak with each plugin instance in a process of
+// its own, sharing only the servers, on PostgreSQL.
+func TestSoakOSProcesses(t *testing.T) {
+	c := Postgres{testcluster.PostgresFor(t)}
+	checkReport(t, Run(t, c, testcluster.RedisFor(t), Config{Duration: duration(t) / 2, OSProcesses: true}))
+}

@@ -1,0 +1,156 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/plugin"
+)
+
+// Soak processes of their own (Config.OSProcesses): the test binary is
+// started again once per plugin instance with EnvChild naming a childSpec;
+// the child's test (RunChild) runs its share of the workers until the
+// parent creates the stop file, then writes what it recorded to its output
+// file, with wall-clock times (one clock for every process of the
+// machine).
+
+// EnvChild carries a child's specification (JSON).
+const EnvChild = "FRESHREAD_SOAK_CHILD"
+
+type childSpec struct {
+	Index    int
+	Share    share
+	Cfg      Config
+	Dialect  string
+	Primary  string
+	Replicas []string
+	Redis    string
+	DB       string
+	PortExpr string
+	StopFile string
+	OutFile  string
+}
+
+// history is what a child recorded.
+type history struct {
+	Writes        []Write
+	SessionWrites []SessionWrite
+	Reads         []Read
+	Errs          []time.Time
+	FirstErrors   []string
+}
+
+// startChildren starts one process per plugin instance; the returned func
+// waits until the soak's duration is over, stops them and merges their
+// histories into rec.
+func startChildren(t testing.TB, c Cluster, r *testcluster.Redis, dbName string, cfg Config, rec *recorder) func() {
+	t.Helper()
+	started := time.Now()
+	dir := t.TempDir()
+	dialect, primary, replicas := c.DSNs(dbName)
+	stopFile := filepath.Join(dir, "stop")
+	type child struct {
+		cmd *exec.Cmd
+		out string
+		log *strings.Builder
+	}
+	var children []child
+	for i := range cfg.Processes {
+		spec := childSpec{Index: i, Share: shareOf(i, cfg), Cfg: Config{Writers: cfg.Writers, Keys: cfg.Keys},
+			Dialect: dialect, Primary: primary, Replicas: replicas, Redis: r.Addr(), DB: dbName,
+			PortExpr: c.PortExpr(), StopFile: stopFile, OutFile: filepath.Join(dir, fmt.Sprintf("child%d.json", i))}
+		b, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSoakChild$", "-test.count=1", "-test.timeout=0")
+		cmd.Env = append(os.Environ(), EnvChild+"="+string(b))
+		log := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start soak process %d: %v", i, err)
+		}
+		children = append(children, child{cmd: cmd, out: spec.OutFile, log: log})
+	}
+	return func() {
+		time.Sleep(max(0, cfg.Duration-time.Since(started)))
+		if err := os.WriteFile(stopFile, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i, ch := range children {
+			if err := ch.cmd.Wait(); err != nil {
+				t.Errorf("soak process %d: %v\n%s", i, err, ch.log.String())
+				continue
+			}
+			b, err := os.ReadFile(ch.out)
+			if err != nil {
+				t.Errorf("soak process %d: %v\n%s", i, err, ch.log.String())
+				continue
+			}
+			var h history
+			if err := json.Unmarshal(b, &h); err != nil {
+				t.Errorf("soak process %d: %v", i, err)
+				continue
+			}
+			rec.writes = append(rec.writes, h.Writes...)
+			rec.sessionWrites = append(rec.sessionWrites, h.SessionWrites...)
+			rec.reads = append(rec.reads, h.Reads...)
+			rec.errs = append(rec.errs, h.Errs...)
+			rec.firstErrors = append(rec.firstErrors, h.FirstErrors...)
+		}
+	}
+}
+
+// RunChild is the body of a soak process: it does nothing unless EnvChild
+// is set (the test that calls it is then a no-op in a normal run).
+func RunChild(t *testing.T) {
+	raw := os.Getenv(EnvChild)
+	if raw == "" {
+		t.Skip("not a soak process")
+	}
+	var spec childSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	open := postgres.Open
+	if spec.Dialect == "mysql" {
+		open = mysql.Open
+	}
+	var replicas []plugin.Replica
+	for i, dsn := range spec.Replicas {
+		replicas = append(replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: open(dsn)})
+	}
+	var primary gorm.Dialector = open(spec.Primary)
+	db := openProcess(t, replicas, primary, spec.Redis, spec.DB, nil)
+	rec := &recorder{}
+	stop := make(chan struct{})
+	wait := runWorkers(context.Background(), db, rec, stop, spec.PortExpr, spec.Share, spec.Cfg)
+	for {
+		if _, err := os.Stat(spec.StopFile); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	wait()
+	b, err := json.Marshal(history{Writes: rec.writes, SessionWrites: rec.sessionWrites, Reads: rec.reads,
+		Errs: rec.errs, FirstErrors: rec.firstErrors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(spec.OutFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
