@@ -42,20 +42,21 @@ var storeLosses = []storeLoss{
 	{name: "Eviction", afterPoll: true, lose: evictEverything},
 }
 
-// evictEverything sets a small maxmemory with a volatile policy (restored
-// when the test ends) and writes keys with a TTL until the server has
-// evicted every key with a TTL it held before: the position keys.
+// evictEverything sets a small maxmemory with a volatile policy and writes
+// keys with a TTL until the server has evicted every key with a TTL it
+// held before (the position keys), then puts the memory settings back, as
+// an operator would.
 func evictEverything(t *testing.T, _ *testcluster.Redis, rdb *redis.Client) {
 	ctx := context.Background()
 	old, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	defer func() {
 		rdb.ConfigSet(ctx, "maxmemory", old["maxmemory"])
 		rdb.ConfigSet(ctx, "maxmemory-policy", old["maxmemory-policy"])
 		rdb.Do(ctx, "EVAL", "for _, k in ipairs(redis.call('KEYS', 'evict-junk-*')) do redis.call('DEL', k) end", "0")
-	})
+	}()
 	var before []string
 	for _, k := range rdb.Keys(ctx, "*write_lsn*").Val() {
 		if rdb.TTL(ctx, k).Val() > 0 {
@@ -114,19 +115,41 @@ func checkStoreLoss(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, loss 
 			t.Fatalf("read %d after the store lost its data: STALE READ %+v", i, got)
 		}
 	}
-	c, cp := e.open(withStore(store))
+	c, _ := e.open(withStore(store))
 	if got := e.readItem(c, 1); got.Name != "new" {
 		t.Fatalf("process started after the loss: STALE READ %+v", got)
-	}
-	if loss.name == "Eviction" {
-		if v := pluginMetric(t, cp, "freshread_store_eviction_possible"); v != 1 {
-			t.Fatalf("freshread_store_eviction_possible = %v under volatile-random with maxmemory, want 1", v)
-		}
 	}
 	e.resumeAll()
 	time.Sleep(100 * time.Millisecond)
 	e.mustReplica(e.readItem(b, 1), "after catch-up, the process that saw the loss")
 	e.mustReplica(e.readItem(c, 1), "after catch-up, the process started after the loss")
+}
+
+// TestEvictionPolicyMetric: a plugin whose store's Redis may evict keys
+// says so (freshread_store_eviction_possible, and a warning).
+func TestEvictionPolicyMetric(t *testing.T) {
+	store, r := newRedisStore(t, "policy-"+t.Name())
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	old, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rdb.ConfigSet(ctx, "maxmemory", old["maxmemory"])
+		rdb.ConfigSet(ctx, "maxmemory-policy", old["maxmemory-policy"])
+	})
+	e := newEnv(t, withStore(store))
+	if v := pluginMetric(t, e.plug, "freshread_store_eviction_possible"); v != 0 {
+		t.Fatalf("freshread_store_eviction_possible = %v with noeviction, want 0", v)
+	}
+	rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-lru")
+	rdb.ConfigSet(ctx, "maxmemory", "1gb")
+	_, p := e.open(withStore(store))
+	if v := pluginMetric(t, p, "freshread_store_eviction_possible"); v != 1 {
+		t.Fatalf("freshread_store_eviction_possible = %v with volatile-lru and maxmemory, want 1", v)
+	}
 }
 
 // pluginMetric returns the value of the plugin's unlabelled metric name
