@@ -77,6 +77,20 @@ func (r *Redis) replicaKey(replica string) string { return r.base + "replay_lsn-
 
 func noCancel() {}
 
+// mgetArgs recycles the argument slices of WritePosition's MGET (one
+// allocation less per read). A slice is put back once the command and its
+// reply are done with it.
+var mgetArgs = sync.Pool{New: func() any { s := make([]any, 0, 8); return &s }}
+
+func putMgetArgs(buf *[]any) {
+	if cap(*buf) > 256 {
+		return // an unusually wide read: let it go
+	}
+	clear((*buf)[:cap(*buf)])
+	*buf = (*buf)[:0]
+	mgetArgs.Put(buf)
+}
+
 // withTimeout adds the per-call timeout to ctx unless ctx ends sooner.
 func (r *Redis) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if r.timeout < 0 {
@@ -99,14 +113,11 @@ func (r *Redis) WritePosition(ctx context.Context, tables []string) (Position, e
 // writePosition reads the positions with one MGET; with checkAnchor (a
 // RedisReader) the anchor is read first in the same MGET and checked.
 func (r *Redis) writePosition(ctx context.Context, tables []string, checkAnchor func(any) error) (Position, error) {
-	n := 1
+	buf := mgetArgs.Get().(*[]any)
+	defer putMgetArgs(buf)
+	args := append((*buf)[:0], "mget")
 	if checkAnchor != nil {
-		n = 2
-	}
-	args := make([]any, n, len(tables)+n+1)
-	args[0] = "mget"
-	if checkAnchor != nil {
-		args[1] = r.anchorArg
+		args = append(args, r.anchorArg)
 	}
 	if tables == nil {
 		args = append(args, r.maxKeyArg)
@@ -116,6 +127,7 @@ func (r *Redis) writePosition(ctx context.Context, tables []string, checkAnchor 
 			args = append(args, r.tableKey(t))
 		}
 	}
+	*buf = args // a grown slice is kept for the next call
 	ctx, cancel := r.withTimeout(ctx)
 	defer cancel()
 	cmd := redis.NewSliceCmd(ctx, args...)
