@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/registry"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -26,11 +27,11 @@ BEGIN INSERT INTO tb(a_id, op) VALUES (NEW.id, TG_OP); RETURN NEW; END $$;
 CREATE TRIGGER ta_audit AFTER INSERT ON ta FOR EACH ROW EXECUTE FUNCTION ta_audit();`)
 	db, _ := e.open(withStore(store), withConfig(func(c *plugin.Config) { c.Announce = true }))
 
-	entries, _, err := tracker.Entries(context.Background(), store.Client(), store.Prefix())
+	entries, _, err := registry.Entries(context.Background(), store.Client(), store.Prefix())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found *tracker.Entry
+	var found *registry.Entry
 	for i := range entries {
 		if entries[i].Database == e.dbName {
 			found = &entries[i]

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freshread/freshread/registry"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -59,7 +60,7 @@ func TestTrackerNoPasswordAnywhere(t *testing.T) {
 	// The registry refuses anything that looks like a credential.
 	bad := run.entry
 	bad.Host = "postgres:" + trackerPassword + "@127.0.0.1"
-	if err := tracker.Announce(ctx, run.rdb, prefix, bad); err == nil {
+	if err := registry.Announce(ctx, run.rdb, prefix, bad); err == nil {
 		t.Fatal("Announce accepted a host holding a password")
 	} else if strings.Contains(err.Error(), trackerPassword) {
 		t.Fatalf("Announce's error holds the password: %v", err)
@@ -67,8 +68,8 @@ func TestTrackerNoPasswordAnywhere(t *testing.T) {
 	// The real entry, plus a replica that cannot be reached (errors get
 	// logged and reported by /readyz).
 	ent := run.entry
-	ent.Replicas = append(ent.Replicas, tracker.ReplicaEntry{Name: "gone", Host: "127.0.0.1", Port: 1})
-	if err := tracker.Announce(ctx, run.rdb, prefix, ent); err != nil {
+	ent.Replicas = append(ent.Replicas, registry.ReplicaEntry{Name: "gone", Host: "127.0.0.1", Port: 1})
+	if err := registry.Announce(ctx, run.rdb, prefix, ent); err != nil {
 		t.Fatal(err)
 	}
 	waitGraph(t, newStoreWithPrefix(t, run.rdb, ent.Store, prefix), "ta", "tdyn")
@@ -96,5 +97,5 @@ func TestTrackerNoPasswordAnywhere(t *testing.T) {
 			t.Errorf("the password appears in %s", what)
 		}
 	}
-	t.Logf("registry member: %s", run.rdb.SMembers(ctx, prefix+tracker.RegistryKey).Val())
+	t.Logf("registry member: %s", run.rdb.SMembers(ctx, prefix+registry.Key).Val())
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/registry"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -47,7 +48,7 @@ type trackerRun struct {
 	t      *testing.T
 	cfg    tracker.Config
 	tr     *tracker.Tracker
-	entry  tracker.Entry
+	entry  registry.Entry
 	rdb    *redis.Client
 	logs   *syncBuffer
 	cancel context.CancelFunc
@@ -57,15 +58,15 @@ type trackerRun struct {
 // trackerEntry returns the registry entry of e's database, with its
 // replicas named as newEnv's plugin names them and read through the
 // primary's pg_stat_replication (application_name replica0, replica1).
-func trackerEntry(e *env, storeName string) tracker.Entry {
+func trackerEntry(e *env, storeName string) registry.Entry {
 	u, err := url.Parse(e.pg.PrimaryDSN(e.dbName))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	port, _ := strconv.Atoi(u.Port())
-	ent := tracker.Entry{Host: u.Hostname(), Port: port, Database: e.dbName, Store: storeName}
+	ent := registry.Entry{Host: u.Hostname(), Port: port, Database: e.dbName, Store: storeName}
 	for i := 0; i < e.pg.Replicas(); i++ {
-		ent.Replicas = append(ent.Replicas, tracker.ReplicaEntry{Name: replicaName(i), Host: "127.0.0.1", Port: e.pg.ReplicaPort(i)})
+		ent.Replicas = append(ent.Replicas, registry.ReplicaEntry{Name: replicaName(i), Host: "127.0.0.1", Port: e.pg.ReplicaPort(i)})
 	}
 	return ent
 }
@@ -85,7 +86,7 @@ func startTracker(e *env, storeName string, mode tracker.Mode, tweak ...func(*tr
 	cfg := tracker.Config{
 		Redis:              rdb,
 		DSN:                dsn,
-		Databases:          []tracker.Entry{ent},
+		Databases:          []registry.Entry{ent},
 		NoRegistry:         true,
 		Mode:               mode,
 		ReplayInterval:     20 * time.Millisecond,

@@ -9,7 +9,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
-	"github.com/freshread/freshread/tracker"
+	"github.com/freshread/freshread/registry"
 )
 
 // redisStore is the Redis store, or this plugin's reader of it
@@ -33,15 +33,15 @@ func (p *Plugin) announce(ctx context.Context, db *gorm.DB) error {
 	if err != nil {
 		return fmt.Errorf("%w: Announce: primary: %w", ErrConfig, err)
 	}
-	e := tracker.Entry{Host: host, Port: port, Database: database, Store: store.Database(), Prefix: store.Prefix()}
+	e := registry.Entry{Host: host, Port: port, Database: database, Store: store.Database(), Prefix: store.Prefix()}
 	for _, r := range p.cfg.Replicas {
 		rh, rp, _, err := pgAddress(r.Dialector)
 		if err != nil {
 			return fmt.Errorf("%w: Announce: replica %q: %w", ErrConfig, r.Name, err)
 		}
-		e.Replicas = append(e.Replicas, tracker.ReplicaEntry{Name: r.Name, Host: rh, Port: rp})
+		e.Replicas = append(e.Replicas, registry.ReplicaEntry{Name: r.Name, Host: rh, Port: rp})
 	}
-	if err := tracker.Announce(ctx, store.Client(), store.Prefix(), e); err != nil {
+	if err := registry.Announce(ctx, store.Client(), store.Prefix(), e); err != nil {
 		return fmt.Errorf("plugin: %w", err)
 	}
 	return nil

@@ -81,7 +81,7 @@ type Config struct {
 	// the database's own graph (triggers, cascading foreign keys, views;
 	// rules on PostgreSQL) from the catalog: at start, after a CREATE,
 	// ALTER or RENAME run through GORM that can add a dependency, and
-	// every 30 seconds. On PostgreSQL it runs tracker.AnalyzeDependencies
+	// every 30 seconds. On PostgreSQL it runs depgraph.AnalyzePostgres
 	// on a pgx connection of the primary pool (with another driver it
 	// logs that it cannot); on MariaDB and MySQL it reads
 	// information_schema (docs/mariadb.md). Default: none.

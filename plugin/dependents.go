@@ -15,7 +15,7 @@ import (
 // depGraph is the dependency graph in use: table -> the tables a write to
 // it also writes (closed transitively), from Config.Dependents merged with
 // the graph the tracker publishes in the store and, on MariaDB and MySQL,
-// the graph the plugin learns from information_schema (dependents_mysql.go).
+// the graph the plugin learns from information_schema (depgraph.AnalyzeMySQL).
 // lsnstore.Everything ("*") among the dependents means "any table": the
 // unknown-tables position is raised too.
 type depGraph struct {
@@ -36,7 +36,7 @@ type depSources struct {
 	learnFailed bool
 	learnedAt   time.Time
 	// learn reads the database's own graph: pgDependents or
-	// mysqlDependents; nil when the plugin cannot (PostgreSQL through
+	// depgraph.AnalyzeMySQL; nil when the plugin cannot (PostgreSQL through
 	// another driver than pgx).
 	learn func(ctx context.Context, db *sql.DB) (map[string][]string, error)
 }

@@ -5,20 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/freshread/freshread/tracker"
+	"github.com/freshread/freshread/depgraph"
 )
 
 // errNotPgx: the PostgreSQL pool's driver is not pgx, whose connection the
 // catalog analysis needs.
 var errNotPgx = errors.New("plugin: the PostgreSQL driver is not pgx (gorm.io/driver/postgres's default)")
 
-// pgDependents runs the tracker's catalog analysis (triggers and the
-// functions they call, cascading foreign keys, rules, views; see
-// tracker.AnalyzeDependencies) on one connection of the primary pool, so
-// the plugin knows the dependencies without a tracker daemon too.
+// pgDependents runs the catalog analysis the tracker runs too (triggers
+// and the functions they call, cascading foreign keys, rules, views; see
+// depgraph.AnalyzePostgres) on one connection of the primary pool, so the
+// plugin knows the dependencies without a tracker daemon too.
 func pgDependents(ctx context.Context, db *sql.DB) (map[string][]string, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -31,7 +32,7 @@ func pgDependents(ctx context.Context, db *sql.DB) (map[string][]string, error) 
 		if !ok {
 			return fmt.Errorf("%w: %T", errNotPgx, dc)
 		}
-		g, err := tracker.AnalyzeDependencies(ctx, pc.Conn())
+		g, err := depgraph.AnalyzePostgres(ctx, pc.Conn())
 		if err != nil {
 			return err
 		}
@@ -40,3 +41,7 @@ func pgDependents(ctx context.Context, db *sql.DB) (map[string][]string, error) 
 	})
 	return edges, err
 }
+
+// dependentsLearnInterval is how often the plugin rereads its database's
+// dependency graph (the tracker refreshes its own as often).
+const dependentsLearnInterval = 30 * time.Second

@@ -10,6 +10,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/freshread/freshread/depgraph"
 	"github.com/freshread/freshread/internal/testcluster"
 )
 
@@ -58,7 +59,7 @@ func checkLearnedSchema(b *testing.B, g map[string][]string) {
 }
 
 // BenchmarkLearnDependentsPostgres: one in-process learning of the graph
-// (tracker.AnalyzeDependencies on a pgx connection), as the plugin does at
+// (depgraph.AnalyzePostgres on a pgx connection), as the plugin does at
 // start, after a schema change and every 30 s.
 //
 //	go test -run '^$' -bench LearnDependents -benchmem ./plugin/
@@ -92,6 +93,6 @@ BEGIN IF NEW.name <> OLD.name THEN INSERT INTO audit (note) VALUES ('t%d'); END 
 			qs = append(qs, fmt.Sprintf("CREATE VIEW v%d AS SELECT id, name FROM t%d", i, i))
 		}
 	}
-	g := benchLearn(b, "mysql", m.PrimaryDSN(m.CreateDatabase(b)), qs, mysqlDependents)
+	g := benchLearn(b, "mysql", m.PrimaryDSN(m.CreateDatabase(b)), qs, depgraph.AnalyzeMySQL)
 	checkLearnedSchema(b, g)
 }

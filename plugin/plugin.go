@@ -12,6 +12,7 @@ import (
 	"gorm.io/plugin/dbresolver"
 
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/depgraph"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -140,7 +141,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	p.engine = eng
 	p.depSrc.learn = pgDependents
 	if eng.dialect() == classify.MySQL {
-		p.depSrc.learn = mysqlDependents
+		p.depSrc.learn = depgraph.AnalyzeMySQL
 	}
 	p.installDependents()
 	p.classifier = classify.New(classify.Config{Dialect: eng.dialect(), ReadOnlyFunctions: p.cfg.ReadOnlyFunctions})

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/registry"
 )
 
 // Mode says how the tracker learns of writes made outside the plugin.
@@ -61,7 +63,7 @@ type Config struct {
 	// credentials. Required. DSNTemplate builds one from a template.
 	DSN func(Target) (string, error)
 	// Databases are tracked in addition to the registry's.
-	Databases []Entry
+	Databases []registry.Entry
 	// NoRegistry: track Databases only, never read the registry.
 	NoRegistry bool
 	// Mode of direct-write tracking. Default ModeNone.

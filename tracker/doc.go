@@ -2,7 +2,7 @@
 // itself, for every database announced in the registry: each replica's
 // replay position (with a short TTL, so a dead tracker is noticed), the
 // dependency graph between tables (triggers, cascading foreign keys, rules,
-// views; see AnalyzeDependencies and lsnstore.DependentsStore) and, by
+// views; see depgraph.AnalyzePostgres and lsnstore.DependentsStore) and, by
 // Mode, the write positions of writes made outside the application:
 // ModeLogical decodes the WAL through a replication slot (exact),
 // ModeStats polls pg_stat_user_tables (cheap, seconds late).

@@ -6,12 +6,15 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/freshread/freshread/depgraph"
+	"github.com/freshread/freshread/registry"
 )
 
 // forEachPrimary connects to the primary of every database the tracker
 // would track (static and registry), one at a time, and runs f; errors are
 // collected (redacted), not fatal.
-func (t *Tracker) forEachPrimary(ctx context.Context, f func(e Entry, c *pgx.Conn) error) error {
+func (t *Tracker) forEachPrimary(ctx context.Context, f func(e registry.Entry, c *pgx.Conn) error) error {
 	entries, err := t.entries(ctx)
 	if err != nil {
 		return err
@@ -42,7 +45,7 @@ func (t *Tracker) forEachPrimary(ctx context.Context, f func(e Entry, c *pgx.Con
 // A slot that a running tracker is streaming from cannot be dropped: stop
 // it first. The publication is kept (it costs nothing without a slot).
 func (t *Tracker) DropSlots(ctx context.Context) error {
-	return t.forEachPrimary(ctx, func(e Entry, c *pgx.Conn) error {
+	return t.forEachPrimary(ctx, func(e registry.Entry, c *pgx.Conn) error {
 		slot := SlotName(t.cfg.SlotPrefix, e.Database)
 		var n int
 		if err := c.QueryRow(ctx, "SELECT count(pg_drop_replication_slot(slot_name)) FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&n); err != nil {
@@ -59,10 +62,10 @@ func (t *Tracker) DropSlots(ctx context.Context) error {
 
 // Graphs analyses the dependencies of every database the tracker would
 // track, once, without publishing: for `freshread tracker --print-graph`.
-func (t *Tracker) Graphs(ctx context.Context) (map[string]*Graph, error) {
-	out := map[string]*Graph{}
-	err := t.forEachPrimary(ctx, func(e Entry, c *pgx.Conn) error {
-		g, err := AnalyzeDependencies(ctx, c)
+func (t *Tracker) Graphs(ctx context.Context) (map[string]*depgraph.Graph, error) {
+	out := map[string]*depgraph.Graph{}
+	err := t.forEachPrimary(ctx, func(e registry.Entry, c *pgx.Conn) error {
+		g, err := depgraph.AnalyzePostgres(ctx, c)
 		if err != nil {
 			return err
 		}

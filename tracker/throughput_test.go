@@ -17,6 +17,7 @@ import (
 
 	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/registry"
 )
 
 // TestDecodeThroughput measures how many committed transactions per second
@@ -49,9 +50,9 @@ func TestDecodeThroughput(t *testing.T) {
 	defer rdb.Close()
 	u, _ := url.Parse(pg.PrimaryDSN(db))
 	port, _ := strconv.Atoi(u.Port())
-	entry := Entry{Host: u.Hostname(), Port: port, Database: db, Store: "tp-" + db}
+	entry := registry.Entry{Host: u.Hostname(), Port: port, Database: db, Store: "tp-" + db}
 	dsn, _ := DSNTemplate("postgres://postgres@{host}:{port}/{database}?sslmode=disable")
-	cfg := Config{Redis: rdb, DSN: dsn, Databases: []Entry{entry}, NoRegistry: true, Mode: ModeLogical,
+	cfg := Config{Redis: rdb, DSN: dsn, Databases: []registry.Entry{entry}, NoRegistry: true, Mode: ModeLogical,
 		SlotPrefix: "tp_", StatusInterval: 100 * time.Millisecond, DependencyInterval: time.Hour,
 		Logger: slog.New(slog.DiscardHandler)}
 	run := func() (context.CancelFunc, chan struct{}) {

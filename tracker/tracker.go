@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/freshread/freshread/registry"
 )
 
 // Tracker publishes, for every registered database, its replicas' replay
@@ -25,7 +27,7 @@ type Tracker struct {
 	gather  prometheus.Gatherer
 
 	mu      sync.Mutex
-	workers map[string]*worker // by Entry.ID()
+	workers map[string]*worker // by registry.Entry.ID()
 	started bool
 }
 
@@ -112,14 +114,14 @@ func (t *Tracker) Run(ctx context.Context) error {
 	}
 }
 
-func (t *Tracker) entries(ctx context.Context) ([]Entry, error) {
+func (t *Tracker) entries(ctx context.Context) ([]registry.Entry, error) {
 	entries := slices.Clone(t.cfg.Databases)
 	if t.cfg.NoRegistry {
 		return entries, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.RedisTimeout)
 	defer cancel()
-	reg, bad, err := Entries(ctx, t.cfg.Redis, t.cfg.Prefix)
+	reg, bad, err := registry.Entries(ctx, t.cfg.Redis, t.cfg.Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ func (t *Tracker) entries(ctx context.Context) ([]Entry, error) {
 		t.log.Warn("registry members skipped: not a valid entry", "count", bad)
 	}
 	for _, e := range reg {
-		if !slices.ContainsFunc(entries, func(x Entry) bool { return x.ID() == e.ID() }) {
+		if !slices.ContainsFunc(entries, func(x registry.Entry) bool { return x.ID() == e.ID() }) {
 			entries = append(entries, e)
 		}
 	}
@@ -136,15 +138,15 @@ func (t *Tracker) entries(ctx context.Context) ([]Entry, error) {
 
 // reconcile starts workers for new entries, restarts those whose entry
 // changed and stops those that left.
-func (t *Tracker) reconcile(ctx context.Context, entries []Entry, wg *sync.WaitGroup) {
+func (t *Tracker) reconcile(ctx context.Context, entries []registry.Entry, wg *sync.WaitGroup) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	want := map[string]Entry{}
+	want := map[string]registry.Entry{}
 	for _, e := range entries {
 		want[e.ID()] = e
 	}
 	for id, w := range t.workers {
-		if e, ok := want[id]; !ok || e.canonical() != w.entry.canonical() {
+		if e, ok := want[id]; !ok || e.Canonical() != w.entry.Canonical() {
 			t.log.Info("stopping database", "database", id)
 			w.cancel()
 			delete(t.workers, id)

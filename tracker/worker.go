@@ -11,7 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/freshread/freshread/depgraph"
 	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/registry"
 )
 
 // worker tracks one database. Its loops share lazily connecting pools,
@@ -19,7 +21,7 @@ import (
 // own tick.
 type worker struct {
 	t      *Tracker
-	entry  Entry
+	entry  registry.Entry
 	id     string
 	log    *slog.Logger
 	cancel context.CancelFunc
@@ -40,7 +42,7 @@ type worker struct {
 	ddlTrigger, ddlWarned bool
 }
 
-func newWorker(t *Tracker, e Entry) *worker {
+func newWorker(t *Tracker, e registry.Entry) *worker {
 	prefix := e.Prefix
 	if prefix == "" {
 		prefix = t.cfg.Prefix
@@ -291,7 +293,7 @@ func (w *worker) depsOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g, err := AnalyzeDependencies(ctx, p)
+	g, err := depgraph.AnalyzePostgres(ctx, p)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freshread/freshread/registry"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -76,7 +77,7 @@ func envBool(name string) bool {
 }
 
 // databaseFlags collects --database values.
-type databaseFlags []tracker.Entry
+type databaseFlags []registry.Entry
 
 func (d *databaseFlags) String() string { return fmt.Sprint(len(*d)) }
 
@@ -90,9 +91,9 @@ func (d *databaseFlags) Set(v string) error {
 	return nil
 }
 
-func parseDatabase(v string) (tracker.Entry, error) {
+func parseDatabase(v string) (registry.Entry, error) {
 	v = strings.TrimSpace(v)
-	var e tracker.Entry
+	var e registry.Entry
 	if strings.HasPrefix(v, "{") {
 		if err := json.Unmarshal([]byte(v), &e); err != nil {
 			return e, fmt.Errorf("--database: %v", err)

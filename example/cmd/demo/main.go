@@ -24,6 +24,7 @@ import (
 	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/registry"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -159,8 +160,8 @@ CREATE TRIGGER order_event AFTER UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION 
 	if err != nil {
 		return err
 	}
-	entry := tracker.Entry{Host: "127.0.0.1", Port: d.pg.PrimaryPort(), Database: d.name}
-	tr, err := tracker.New(tracker.Config{Redis: rdb, DSN: dsn, Databases: []tracker.Entry{entry}, NoRegistry: true,
+	entry := registry.Entry{Host: "127.0.0.1", Port: d.pg.PrimaryPort(), Database: d.name}
+	tr, err := tracker.New(tracker.Config{Redis: rdb, DSN: dsn, Databases: []registry.Entry{entry}, NoRegistry: true,
 		Mode: tracker.ModeNone, DependencyInterval: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

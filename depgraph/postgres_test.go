@@ -1,4 +1,4 @@
-package tracker
+package depgraph
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func pgConn(t *testing.T, dsn string) *pgx.Conn {
 	return c
 }
 
-func TestAnalyzeDependencies(t *testing.T) {
+func TestAnalyzePostgres(t *testing.T) {
 	pg := testcluster.PostgresFor(t)
 	db := pg.CreateDatabase(t)
 	conn := pgConn(t, pg.PrimaryDSN(db))
@@ -88,7 +88,7 @@ func TestAnalyzeDependencies(t *testing.T) {
 	if _, err := conn.Exec(ctx, depsSchema); err != nil {
 		t.Fatal(err)
 	}
-	g, err := AnalyzeDependencies(ctx, conn)
+	g, err := AnalyzePostgres(ctx, conn)
 	if err != nil {
 		t.Fatal(err)
 	}

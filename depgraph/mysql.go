@@ -1,4 +1,4 @@
-package plugin
+package depgraph
 
 import (
 	"context"
@@ -6,20 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// dependentsLearnInterval is how often the plugin rereads a MariaDB or
-// MySQL database's triggers, foreign keys and views (the PostgreSQL
-// tracker refreshes its graph as often).
-const dependentsLearnInterval = 30 * time.Second
-
-// mysqlDependents reads the current database's dependency edges from
-// information_schema (MariaDB and MySQL), the counterpart of the
-// PostgreSQL tracker's analysis, which MariaDB has no daemon for:
+// AnalyzeMySQL reads the current database's dependency edges from
+// information_schema (MariaDB and MySQL), the counterpart of
+// AnalyzePostgres:
 //
 //   - a trigger: its table -> every table of the database its body
 //     mentions, or lsnstore.Everything when the body mentions a stored
@@ -34,14 +28,14 @@ const dependentsLearnInterval = 30 * time.Second
 //     the view -> each of those tables (a write through the view).
 //
 // Table names are normalised as the plugin does (lsnstore.TableKey).
-func mysqlDependents(ctx context.Context, db *sql.DB) (map[string][]string, error) {
+func AnalyzeMySQL(ctx context.Context, db *sql.DB) (map[string][]string, error) {
 	tables, err := queryNames(ctx, db, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()")
 	if err != nil {
-		return nil, fmt.Errorf("plugin: read information_schema.TABLES: %w", err)
+		return nil, fmt.Errorf("depgraph: read information_schema.TABLES: %w", err)
 	}
 	routines, err := queryNames(ctx, db, "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
 	if err != nil {
-		return nil, fmt.Errorf("plugin: read information_schema.ROUTINES: %w", err)
+		return nil, fmt.Errorf("depgraph: read information_schema.ROUTINES: %w", err)
 	}
 	edges := map[string][]string{}
 	add := func(from, to string) {
@@ -86,13 +80,13 @@ func mysqlDependents(ctx context.Context, db *sql.DB) (map[string][]string, erro
 				add(from, lsnstore.Everything)
 			}
 		}); err != nil {
-		return nil, fmt.Errorf("plugin: read information_schema.TRIGGERS: %w", err)
+		return nil, fmt.Errorf("depgraph: read information_schema.TRIGGERS: %w", err)
 	}
 	if err := eachRow(ctx, db, `SELECT REFERENCED_TABLE_NAME, TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS
 WHERE CONSTRAINT_SCHEMA = DATABASE()
   AND (UPDATE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT') OR DELETE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT'))`,
 		func(parent, child string) { add(lsnstore.TableKey(parent), lsnstore.TableKey(child)) }); err != nil {
-		return nil, fmt.Errorf("plugin: read information_schema.REFERENTIAL_CONSTRAINTS: %w", err)
+		return nil, fmt.Errorf("depgraph: read information_schema.REFERENTIAL_CONSTRAINTS: %w", err)
 	}
 	if err := eachRow(ctx, db, "SELECT TABLE_NAME, CONCAT(IS_UPDATABLE, ' ', COALESCE(VIEW_DEFINITION, '')) FROM information_schema.VIEWS WHERE TABLE_SCHEMA = DATABASE()",
 		func(view, def string) {
@@ -115,7 +109,7 @@ WHERE CONSTRAINT_SCHEMA = DATABASE()
 				}
 			}
 		}); err != nil {
-		return nil, fmt.Errorf("plugin: read information_schema.VIEWS: %w", err)
+		return nil, fmt.Errorf("depgraph: read information_schema.VIEWS: %w", err)
 	}
 	return edges, nil
 }

@@ -1,4 +1,4 @@
-package tracker
+package depgraph
 
 import (
 	"context"
@@ -84,7 +84,7 @@ type analyzer struct {
 	classifier *classify.Classifier
 }
 
-// AnalyzeDependencies reads the catalog of the database q is connected to
+// AnalyzePostgres reads the catalog of the database q is connected to
 // and returns its dependency graph:
 //
 //   - triggers (pg_trigger, not internal): the table of the trigger ->
@@ -103,7 +103,7 @@ type analyzer struct {
 // Writes of a trigger's function to the trigger's own table are dropped
 // (self edges). Table names are normalised as the plugin does (schema
 // dropped, lower case).
-func AnalyzeDependencies(ctx context.Context, q Querier) (*Graph, error) {
+func AnalyzePostgres(ctx context.Context, q Querier) (*Graph, error) {
 	a := &analyzer{funcs: map[uint32]*userFunc{}, byName: map[string][]uint32{}}
 	if err := a.loadFunctions(ctx, q); err != nil {
 		return nil, err
@@ -151,10 +151,10 @@ func (a *analyzer) loadFunctions(ctx context.Context, q Querier) error {
 	var version int
 	rows, err := q.Query(ctx, "SELECT current_setting('server_version_num')::int")
 	if err != nil {
-		return fmt.Errorf("tracker: server version: %w", err)
+		return fmt.Errorf("depgraph: server version: %w", err)
 	}
 	if _, err := pgx.ForEachRow(rows, []any{&version}, func() error { return nil }); err != nil {
-		return fmt.Errorf("tracker: server version: %w", err)
+		return fmt.Errorf("depgraph: server version: %w", err)
 	}
 	query := functionsQuery
 	if version < 140000 {
@@ -162,7 +162,7 @@ func (a *analyzer) loadFunctions(ctx context.Context, q Querier) error {
 	}
 	rows, err = q.Query(ctx, query)
 	if err != nil {
-		return fmt.Errorf("tracker: read pg_proc: %w", err)
+		return fmt.Errorf("depgraph: read pg_proc: %w", err)
 	}
 	var (
 		oid                      int64
@@ -182,7 +182,7 @@ func (a *analyzer) loadFunctions(ctx context.Context, q Querier) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("tracker: read pg_proc: %w", err)
+		return fmt.Errorf("depgraph: read pg_proc: %w", err)
 	}
 	// The classifier takes unknown functions to write anything: declare the
 	// user functions read-only (they are followed instead) and the
@@ -194,7 +194,7 @@ func (a *analyzer) loadFunctions(ctx context.Context, q Querier) error {
 	}
 	rows, err = q.Query(ctx, "SELECT DISTINCT proname::text FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace")
 	if err != nil {
-		return fmt.Errorf("tracker: read pg_proc: %w", err)
+		return fmt.Errorf("depgraph: read pg_proc: %w", err)
 	}
 	_, err = pgx.ForEachRow(rows, []any{&name}, func() error {
 		if ro, listed := catalogReadOnly[name]; ro || !listed {
@@ -203,7 +203,7 @@ func (a *analyzer) loadFunctions(ctx context.Context, q Querier) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("tracker: read pg_proc: %w", err)
+		return fmt.Errorf("depgraph: read pg_proc: %w", err)
 	}
 	a.classifier = classify.New(classify.Config{Dialect: classify.Postgres, ReadOnlyFunctions: readOnly, CacheSize: -1})
 	return nil
@@ -276,7 +276,7 @@ WHERE NOT t.tgisinternal AND n.nspname NOT IN ('pg_catalog', 'information_schema
 func (a *analyzer) triggers(ctx context.Context, q Querier, g *Graph) error {
 	rows, err := q.Query(ctx, triggersQuery)
 	if err != nil {
-		return fmt.Errorf("tracker: read pg_trigger: %w", err)
+		return fmt.Errorf("depgraph: read pg_trigger: %w", err)
 	}
 	var (
 		rel, name string
@@ -291,7 +291,7 @@ func (a *analyzer) triggers(ctx context.Context, q Querier, g *Graph) error {
 		trigs = append(trigs, trig{rel, name, uint32(foid)})
 		return nil
 	}); err != nil {
-		return fmt.Errorf("tracker: read pg_trigger: %w", err)
+		return fmt.Errorf("depgraph: read pg_trigger: %w", err)
 	}
 	for _, t := range trigs {
 		f := a.funcs[t.foid]
@@ -327,14 +327,14 @@ WHERE k.contype = 'f' AND (k.confupdtype IN ('c', 'n', 'd') OR k.confdeltype IN 
 func foreignKeys(ctx context.Context, q Querier, g *Graph) error {
 	rows, err := q.Query(ctx, foreignKeysQuery)
 	if err != nil {
-		return fmt.Errorf("tracker: read pg_constraint: %w", err)
+		return fmt.Errorf("depgraph: read pg_constraint: %w", err)
 	}
 	var parent, child string
 	if _, err := pgx.ForEachRow(rows, []any{&parent, &child}, func() error {
 		g.add(lsnstore.TableKey(parent), lsnstore.TableKey(child))
 		return nil
 	}); err != nil {
-		return fmt.Errorf("tracker: read pg_constraint: %w", err)
+		return fmt.Errorf("depgraph: read pg_constraint: %w", err)
 	}
 	return nil
 }
@@ -349,7 +349,7 @@ WHERE r.ev_type <> '1' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 func (a *analyzer) rules(ctx context.Context, q Querier, g *Graph) error {
 	rows, err := q.Query(ctx, rulesQuery)
 	if err != nil {
-		return fmt.Errorf("tracker: read pg_rewrite: %w", err)
+		return fmt.Errorf("depgraph: read pg_rewrite: %w", err)
 	}
 	var rel, name, def string
 	type rule struct{ rel, name, def string }
@@ -358,7 +358,7 @@ func (a *analyzer) rules(ctx context.Context, q Querier, g *Graph) error {
 		rules = append(rules, rule{rel, name, def})
 		return nil
 	}); err != nil {
-		return fmt.Errorf("tracker: read pg_rewrite: %w", err)
+		return fmt.Errorf("depgraph: read pg_rewrite: %w", err)
 	}
 	for _, r := range rules {
 		from := lsnstore.TableKey(r.rel)
@@ -440,7 +440,7 @@ WHERE v.relkind = 'v' AND r.ev_type = '1' AND t.oid <> v.oid
 func views(ctx context.Context, q Querier, g *Graph) error {
 	rows, err := q.Query(ctx, viewsQuery)
 	if err != nil {
-		return fmt.Errorf("tracker: read views: %w", err)
+		return fmt.Errorf("depgraph: read views: %w", err)
 	}
 	var view, table string
 	var updatable bool
@@ -455,7 +455,7 @@ func views(ctx context.Context, q Querier, g *Graph) error {
 		count[lsnstore.TableKey(view)]++
 		return nil
 	}); err != nil {
-		return fmt.Errorf("tracker: read views: %w", err)
+		return fmt.Errorf("depgraph: read views: %w", err)
 	}
 	for _, d := range deps {
 		g.add(d.table, d.view)

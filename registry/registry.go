@@ -1,4 +1,4 @@
-package tracker
+package registry
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// RegistryKey is the Redis set of announced databases, under the prefix
+// Key is the Redis set of announced databases, under the prefix
 // (lsnstore.DefaultPrefix by default): "freshread:database_names". Members
 // are Entry values in JSON.
-const RegistryKey = "database_names"
+const Key = "database_names"
 
 // Entry is one database in the registry: where it is and what its
 // replicas are called, never how to log in. The tracker takes credentials
@@ -72,12 +72,12 @@ var errCredentials = errors.New("looks like it holds credentials; the registry m
 func (e Entry) Validate() error {
 	var errs []error
 	if e.Host == "" || e.Port <= 0 || e.Port > 65535 || e.Database == "" {
-		errs = append(errs, fmt.Errorf("tracker: entry %q: host, port and database are required", e.ID()))
+		errs = append(errs, fmt.Errorf("registry: entry %q: host, port and database are required", e.ID()))
 	}
 	check := func(field, v string) {
 		l := strings.ToLower(v)
 		if strings.ContainsAny(v, "@ ") || strings.Contains(l, "://") || strings.Contains(l, "password=") || strings.Contains(l, "=") {
-			errs = append(errs, fmt.Errorf("tracker: entry field %s %w", field, errCredentials))
+			errs = append(errs, fmt.Errorf("registry: entry field %s %w", field, errCredentials))
 		}
 	}
 	check("host", e.Host)
@@ -90,22 +90,22 @@ func (e Entry) Validate() error {
 	names := map[string]bool{}
 	for i, r := range e.Replicas {
 		if r.Name == "" || names[r.Name] || r.Name == "primary" {
-			errs = append(errs, fmt.Errorf("tracker: entry %q: replica %d: empty, duplicate or reserved (\"primary\") name", e.ID(), i))
+			errs = append(errs, fmt.Errorf("registry: entry %q: replica %d: empty, duplicate or reserved (\"primary\") name", e.ID(), i))
 		}
 		names[r.Name] = true
 		check("replica name", r.Name)
 		check("replica host", r.Host)
 		check("replica application_name", r.ApplicationName)
 		if (r.Host == "") != (r.Port == 0) {
-			errs = append(errs, fmt.Errorf("tracker: entry %q: replica %q: give both host and port, or neither", e.ID(), r.Name))
+			errs = append(errs, fmt.Errorf("registry: entry %q: replica %q: give both host and port, or neither", e.ID(), r.Name))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// canonical returns the entry's JSON with replicas sorted, so that two
+// Canonical returns the entry's JSON with replicas sorted, so that two
 // announcements of the same database are one set member.
-func (e Entry) canonical() string {
+func (e Entry) Canonical() string {
 	e.Replicas = slices.Clone(e.Replicas)
 	slices.SortFunc(e.Replicas, func(a, b ReplicaEntry) int { return strings.Compare(a.Name, b.Name) })
 	b, _ := json.Marshal(e)
@@ -116,7 +116,7 @@ func registryKey(prefix string) string {
 	if prefix == "" {
 		prefix = lsnstore.DefaultPrefix
 	}
-	return prefix + RegistryKey
+	return prefix + Key
 }
 
 // Announce adds e to the registry under prefix ("" for
@@ -127,16 +127,16 @@ func Announce(ctx context.Context, rdb redis.UniversalClient, prefix string, e E
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	if err := rdb.SAdd(ctx, registryKey(prefix), e.canonical()).Err(); err != nil {
-		return fmt.Errorf("tracker: announce %s: %w", e.ID(), err)
+	if err := rdb.SAdd(ctx, registryKey(prefix), e.Canonical()).Err(); err != nil {
+		return fmt.Errorf("registry: announce %s: %w", e.ID(), err)
 	}
 	return nil
 }
 
 // Withdraw removes e from the registry.
 func Withdraw(ctx context.Context, rdb redis.UniversalClient, prefix string, e Entry) error {
-	if err := rdb.SRem(ctx, registryKey(prefix), e.canonical()).Err(); err != nil {
-		return fmt.Errorf("tracker: withdraw %s: %w", e.ID(), err)
+	if err := rdb.SRem(ctx, registryKey(prefix), e.Canonical()).Err(); err != nil {
+		return fmt.Errorf("registry: withdraw %s: %w", e.ID(), err)
 	}
 	return nil
 }
@@ -147,7 +147,7 @@ func Withdraw(ctx context.Context, rdb redis.UniversalClient, prefix string, e E
 func Entries(ctx context.Context, rdb redis.UniversalClient, prefix string) (entries []Entry, bad int, err error) {
 	members, err := rdb.SMembers(ctx, registryKey(prefix)).Result()
 	if err != nil {
-		return nil, 0, fmt.Errorf("tracker: read registry: %w", err)
+		return nil, 0, fmt.Errorf("registry: read registry: %w", err)
 	}
 	seen := map[string]bool{}
 	for _, m := range members {
