@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/plugin/dbresolver"
 
+	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/depgraph"
 	"github.com/freshread/freshread/lsnstore"
@@ -183,7 +184,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		db.Config.ConnPool = pool
 		db.Statement.ConnPool = pool
 	}
-	if err := p.registerCallbacks(db); err != nil {
+	if err := callbacks.RegisterFreshness(db, hooks{p}); err != nil {
 		return err
 	}
 	p.refreshDependents(ctx, time.Now(), false)

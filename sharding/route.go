@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 )
 
@@ -28,38 +29,27 @@ var opNames = [...]string{"create", "query", "row", "update", "delete", "raw"}
 
 func (o opKind) String() string { return opNames[o] }
 
-const (
-	cbRoute  = "sharding:route"
-	cbFinish = "sharding:finish"
-)
-
-// registerCallbacks installs, on every chain, the router first (it runs the
-// statement on its shard's own *gorm.DB, so the shard's freshread plugin
-// routes it, and then parks the default chain with a marker error) and a
-// finisher last (it replaces the marker with the shard's result).
-func (s *Sharding) registerCallbacks(db *gorm.DB) error {
-	cb := db.Callback()
-	regs := []error{
-		cb.Create().Before("*").Register(cbRoute, s.router(opCreate)),
-		cb.Query().Before("*").Register(cbRoute, s.router(opQuery)),
-		cb.Row().Before("*").Register(cbRoute, s.router(opRow)),
-		cb.Update().Before("*").Register(cbRoute, s.router(opUpdate)),
-		cb.Delete().Before("*").Register(cbRoute, s.router(opDelete)),
-		cb.Raw().Before("*").Register(cbRoute, s.router(opRaw)),
-		cb.Create().After("*").Register(cbFinish, finish),
-		cb.Query().After("*").Register(cbFinish, finish),
-		cb.Row().After("*").Register(cbFinish, finish),
-		cb.Update().After("*").Register(cbFinish, finish),
-		cb.Delete().After("*").Register(cbFinish, finish),
-		cb.Raw().After("*").Register(cbFinish, finish),
-	}
-	for _, err := range regs {
-		if err != nil {
-			return fmt.Errorf("sharding: register callbacks: %w", err)
-		}
-	}
-	return nil
+// shardHooks is the sharding plugin's side of callbacks.Sharding:
+// package callbacks registers it, on every chain, the router first (it
+// runs the statement on its shard's own *gorm.DB, so the shard's freshread
+// plugin routes it, and then parks the default chain with a marker error)
+// and the finisher last (it replaces the marker with the shard's result).
+type shardHooks struct {
+	routers [len(opNames)]func(*gorm.DB) // by opKind, which follows callbacks.Chain
 }
+
+var _ callbacks.Sharding = (*shardHooks)(nil)
+
+func newShardHooks(s *Sharding) *shardHooks {
+	h := &shardHooks{}
+	for op := range h.routers {
+		h.routers[op] = s.router(opKind(op))
+	}
+	return h
+}
+
+func (h *shardHooks) Route(c callbacks.Chain, db *gorm.DB) { h.routers[c](db) }
+func (h *shardHooks) Finish(db *gorm.DB)                   { finish(db) }
 
 // handled parks the default chain: every GORM callback skips work when
 // db.Error is set. finish replaces it with the shard's outcome.

@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/plugin"
 )
@@ -68,7 +69,7 @@ func (s *Sharding) Initialize(db *gorm.DB) error {
 		return err
 	}
 	s.classifier = classify.New(classify.Config{Dialect: classify.Postgres})
-	return s.registerCallbacks(db)
+	return callbacks.RegisterSharding(db, newShardHooks(s))
 }
 
 func (s *Sharding) setup(db *gorm.DB) error {

@@ -1,18 +1,9 @@
 package plugin
 
 import (
-	"fmt"
-
 	"gorm.io/gorm"
-)
 
-// Callback names.
-const (
-	cbRoute   = "freshread:route"
-	cbMark    = "freshread:mark_write"
-	cbPublish = "freshread:publish_autocommit"
-	cbRetry   = "freshread:retry_on_primary"
-	cbSchema  = "freshread:relearn_after_ddl"
+	"github.com/freshread/freshread/callbacks"
 )
 
 // autocommitKey keys, in Statement.Settings, the tables an autocommit write
@@ -20,44 +11,18 @@ const (
 // allocation on the read path's Load.
 type autocommitKey struct{ stmt *gorm.Statement }
 
-// registerCallbacks installs the plugin's callbacks:
-//
-//   - Query and Row (reads, and writes that arrive as Raw(...).Scan): route
-//     first, before every other callback; publish an autocommit write at
-//     the end.
-//   - Create, Update, Delete: mark the written table right after GORM begins
-//     its default transaction (so the mark lands on the trackedTx that
-//     publishes after COMMIT), and publish at the end when there was no
-//     transaction (SkipDefaultTransaction).
-//   - Raw (Exec): always the primary; mark before, publish after, and
-//     after a schema change relearn the dependencies (MariaDB, MySQL).
-func (p *Plugin) registerCallbacks(db *gorm.DB) error {
-	cb := db.Callback()
-	regs := []error{
-		cb.Query().Before("*").Register(cbRoute, p.routeRead),
-		cb.Row().Before("*").Register(cbRoute, p.routeRead),
-		cb.Query().After("gorm:after_query").Register(cbPublish, p.publishAutocommit),
-		cb.Query().After("gorm:query").Before("gorm:preload").Register(cbRetry, p.retryOnPrimary),
-		cb.Row().After("gorm:row").Register(cbPublish, p.publishAutocommit),
+// hooks is the plugin's side of callbacks.Freshness: package callbacks
+// registers it on GORM's chains (where each runs: its documentation).
+type hooks struct{ p *Plugin }
 
-		cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register(cbMark, p.markModelWrite),
-		cb.Update().After("gorm:begin_transaction").Before("gorm:before_update").Register(cbMark, p.markModelWrite),
-		cb.Delete().After("gorm:begin_transaction").Before("gorm:before_delete").Register(cbMark, p.markModelWrite),
-		cb.Create().After("gorm:commit_or_rollback_transaction").Register(cbPublish, p.publishAutocommit),
-		cb.Update().After("gorm:commit_or_rollback_transaction").Register(cbPublish, p.publishAutocommit),
-		cb.Delete().After("gorm:commit_or_rollback_transaction").Register(cbPublish, p.publishAutocommit),
+var _ callbacks.Freshness = hooks{}
 
-		cb.Raw().Before("gorm:raw").Register(cbMark, p.markRawWrite),
-		cb.Raw().After("gorm:raw").Register(cbPublish, p.publishAutocommit),
-		cb.Raw().After(cbPublish).Register(cbSchema, p.relearnAfterDDL),
-	}
-	for _, err := range regs {
-		if err != nil {
-			return fmt.Errorf("plugin: register callbacks: %w", err)
-		}
-	}
-	return nil
-}
+func (h hooks) RouteRead(db *gorm.DB)         { h.p.routeRead(db) }
+func (h hooks) MarkModelWrite(db *gorm.DB)    { h.p.markModelWrite(db) }
+func (h hooks) MarkRawWrite(db *gorm.DB)      { h.p.markRawWrite(db) }
+func (h hooks) PublishAutocommit(db *gorm.DB) { h.p.publishAutocommit(db) }
+func (h hooks) RetryOnPrimary(db *gorm.DB)    { h.p.retryOnPrimary(db) }
+func (h hooks) RelearnAfterDDL(db *gorm.DB)   { h.p.relearnAfterDDL(db) }
 
 // retryOnPrimary runs a Query statement again on the primary when it failed
 // on a replica with a connection error or a recovery conflict, also when

@@ -1,0 +1,45 @@
+// Package callbacks is where freshread meets GORM's callback chains: which
+// callbacks the freshness plugin (package plugin) and the sharding plugin
+// (package sharding) register, where each sits in each chain, and what it
+// reads from and writes to the Statement. The plugins implement the small
+// interfaces Freshness and Sharding; this package registers them.
+//
+// # The freshness plugin on one *gorm.DB
+//
+//	Query:  freshread:route ─ gorm:query ─ freshread:retry_on_primary ─ gorm:preload ─ gorm:after_query ─ freshread:publish_autocommit
+//	Row:    freshread:route ─ gorm:row ─ freshread:publish_autocommit
+//	Create: gorm:begin_transaction ─ freshread:mark_write ─ gorm:before_create … gorm:commit_or_rollback_transaction ─ freshread:publish_autocommit
+//	Update, Delete: as Create
+//	Raw:    freshread:mark_write ─ gorm:raw ─ freshread:publish_autocommit ─ freshread:relearn_after_ddl
+//
+// What each does to the Statement:
+//
+//   - route (first in Query and Row) sets Statement.ConnPool to a replica
+//     or the primary; for raw SQL that writes it records the write.
+//   - mark_write records the tables written on the transaction GORM just
+//     began (Statement.ConnPool, a transaction whose Commit publishes), or,
+//     outside one, in Statement.Settings for publish_autocommit.
+//   - retry_on_primary runs a read again on the primary when a replica
+//     failed it (Statement.ConnPool back to the primary).
+//   - publish_autocommit (last) publishes what an autocommit statement
+//     wrote, now that it has committed.
+//   - relearn_after_ddl relearns the dependency graph after a schema change
+//     that can add a dependency.
+//
+// # With sharding
+//
+// The sharding plugin is installed on the application's *gorm.DB (the
+// router); every shard is a *gorm.DB of its own with its own freshness
+// plugin. On the router, every chain is
+//
+//	sharding:route ─ (GORM's callbacks, skipped) ─ sharding:finish
+//
+// sharding:route runs the statement on its shard's *gorm.DB (that chain,
+// above, with the shard's freshness callbacks: routing, marking,
+// publishing happen there), then sets db.Error to a marker, so every GORM
+// callback of the router's chain skips its work; sharding:finish, last,
+// replaces the marker with the shard's result. A freshness plugin installed
+// on the router too would see only statements for unsharded tables: for a
+// sharded one its callbacks find db.Error set and return.
+// TestOrderOnOneStatement pins these orders.
+package callbacks
