@@ -136,24 +136,29 @@ func (s *RedisSentinel) startNode(ctx context.Context, name string) (*sentinelNo
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
-	u := osUser{asSelf: true}
-	cmd, err := u.command(nil, filepath.Join(d, "redis.log"), s.bin,
+	err = s.launch(ctx, n, filepath.Join(d, "redis.log"),
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", d, "--daemonize", "no", "--protected-mode", "no",
 		"--replica-announce-ip", "127.0.0.1", "--repl-timeout", "5")
+	return n, err
+}
+
+// launch starts redis-server with args as n and waits for its port.
+func (s *RedisSentinel) launch(ctx context.Context, n *sentinelNode, logPath string, args ...string) error {
+	cmd, err := osUser{asSelf: true}.command(nil, logPath, s.bin, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := n.srv.start(cmd); err != nil {
-		return nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := waitPort(ctx, &n.srv, port); err != nil {
+	if err := waitPort(ctx, &n.srv, n.port); err != nil {
 		n.srv.stop(time.Second)
-		return nil, err
+		return err
 	}
-	return n, nil
+	return nil
 }
 
 func (s *RedisSentinel) startSentinel(ctx context.Context, i int) (*sentinelNode, error) {
@@ -180,21 +185,7 @@ sentinel parallel-syncs %s 1
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
-	u := osUser{asSelf: true}
-	cmd, err := u.command(nil, filepath.Join(d, "sentinel.log"), s.bin, conf, "--sentinel")
-	if err != nil {
-		return nil, err
-	}
-	if err := n.srv.start(cmd); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := waitPort(ctx, &n.srv, port); err != nil {
-		n.srv.stop(time.Second)
-		return nil, err
-	}
-	return n, nil
+	return n, s.launch(ctx, n, filepath.Join(d, "sentinel.log"), conf, "--sentinel")
 }
 
 // SentinelAddrs are the sentinels' addresses, for redis.FailoverOptions.
