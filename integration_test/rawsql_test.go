@@ -64,14 +64,7 @@ func withMaxWait(c *plugin.Config) { c.MaxWait = 10 * time.Second }
 // is served, fresh, by a replica.
 func checkWaitedRead(t *testing.T, e *env) {
 	t.Helper()
-	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.resumeAll()
-	e.pauseAll()
-	if err := setName(e.db, 1); err != nil {
-		t.Fatal(err)
-	}
+	e.staleOnReplicas()
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		for i := 0; i < e.c.replicas(); i++ {

@@ -302,3 +302,18 @@ func newRedisStore(t *testing.T, database string) (*lsnstore.Redis, *testcluster
 	t.Cleanup(func() { rdb.Close() })
 	return lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: database}), r
 }
+
+// staleOnReplicas leaves item 1 "old" on every replica and "new" on the
+// primary: created and replicated, replay paused (resumed when the test
+// ends), then updated through the plugin.
+func (e *env) staleOnReplicas() {
+	e.t.Helper()
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	e.resumeAll()
+	e.pauseAll()
+	if err := setName(e.db, 1); err != nil {
+		e.t.Fatal(err)
+	}
+}

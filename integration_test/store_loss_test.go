@@ -93,14 +93,7 @@ func checkStoreLoss(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, loss 
 	store, r := newRedisStore(t, "loss-"+t.Name())
 	e := newEnv(t, withStore(store))
 	b, _ := e.open(withStore(store))
-	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.resumeAll()
-	e.pauseAll()
-	if err := setName(e.db, 1); err != nil {
-		t.Fatal(err)
-	}
+	e.staleOnReplicas()
 	if got := e.readItem(b, 1); got.Name != "new" {
 		t.Fatalf("before the loss: STALE READ %+v", got)
 	}
