@@ -91,12 +91,14 @@ func (c MariaDB) Replicas(db string) []plugin.Replica {
 	return []plugin.Replica{{Name: "r0", Dialector: mysql.Open(c.ReplicaDSN(db))}}
 }
 
-// Faults: the SQL thread stopped, an apply delay through the relay.
+// Faults: the SQL thread stopped, an apply delay through the relay, the
+// primary restarted.
 func (c MariaDB) Faults() []Fault {
 	return []Fault{
 		{Name: "apply-stopped", Inject: c.StopApply, Heal: c.StartApply},
 		{Name: "apply-delay-200ms",
 			Inject: func(ctx context.Context) error { return c.SetApplyDelay(ctx, 200*time.Millisecond) },
 			Heal:   func(ctx context.Context) error { return c.SetApplyDelay(ctx, 0) }},
+		{Name: "primary-restart", PrimaryDown: true, Inject: c.RestartPrimary},
 	}
 }

@@ -60,6 +60,17 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	return m, nil
 }
 
+// RestartPrimary stops the primary (a clean shutdown) and starts it again
+// on the same port; the replica reconnects by itself (MASTER_CONNECT_RETRY
+// 1 s). ErrUnsupported for servers the tests did not start.
+func (m *MariaDB) RestartPrimary(ctx context.Context) error {
+	r, ok := m.backend.(interface{ restartPrimary(context.Context) error })
+	if !ok {
+		return ErrUnsupported
+	}
+	return r.restartPrimary(ctx)
+}
+
 // PrimaryDSN is a go-sql-driver/mysql DSN for database db on the primary.
 func (m *MariaDB) PrimaryDSN(db string) string { return m.backend.primaryDSN(db) }
 

@@ -169,6 +169,11 @@ func (m *localMariaDB) dsn(nd *mariaNode, db string) string {
 func (m *localMariaDB) primaryDSN(db string) string { return m.dsn(m.primary, db) }
 func (m *localMariaDB) replicaDSN(db string) string { return m.dsn(m.replica, db) }
 
+func (m *localMariaDB) restartPrimary(ctx context.Context) error {
+	m.primary.srv.stop(30 * time.Second)
+	return m.startNode(ctx, m.primary)
+}
+
 func (m *localMariaDB) close() error {
 	for _, nd := range []*mariaNode{m.replica, m.primary} {
 		if nd != nil {

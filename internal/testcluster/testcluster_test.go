@@ -209,6 +209,33 @@ func TestMariaDBStopApplyHidesWrite(t *testing.T) {
 	}
 }
 
+// TestMariaDBRestartPrimary: after a primary restart on the same port the
+// replica reconnects by itself and replays what was written before and
+// after it.
+func TestMariaDBRestartPrimary(t *testing.T) {
+	m := testcluster.MariaDBFor(t)
+	ctx := ctxT(t)
+	name := m.CreateDatabase(t)
+	primary := open(t, "mysql", m.PrimaryDSN(name))
+	mustExec(t, primary, "CREATE TABLE kv (k int PRIMARY KEY, v varchar(10))")
+	mustExec(t, primary, "INSERT INTO kv VALUES (1, 'before')")
+	port := m.PrimaryPort()
+	if err := m.RestartPrimary(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.PrimaryPort() != port {
+		t.Fatalf("port changed: %d -> %d", port, m.PrimaryPort())
+	}
+	mustExec(t, primary, "INSERT INTO kv VALUES (2, 'after')") // the pool reconnects
+	if err := m.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	replica := open(t, "mysql", m.ReplicaDSN(name))
+	if got := readValue(t, replica, "SELECT GROUP_CONCAT(v ORDER BY k) FROM kv"); got != "before,after" {
+		t.Fatalf("replica after the restart: %q, want before,after", got)
+	}
+}
+
 func TestRedisStopStartSamePort(t *testing.T) {
 	r := testcluster.RedisFor(t)
 	ctx := ctxT(t)
