@@ -29,8 +29,17 @@ func (p *Plugin) verifyStore(ctx context.Context) (lsnstore.Epoch, bool) {
 	}
 	e, err := v.Verify(ctx)
 	if err != nil {
-		return lsnstore.Epoch{}, false // reads keep refusing; the next poll tries again
+		// Reads keep refusing; the next poll tries again. Said once per
+		// failing spell: a store that never verifies (a user not allowed
+		// INFO or EVAL, a read-only replica) sends every read to the
+		// primary.
+		if !p.verifyFailing {
+			p.verifyFailing = true
+			p.cfg.Logger.WarnContext(ctx, "freshread: cannot verify the position store; table reads go to the primary until it can", "err", err)
+		}
+		return lsnstore.Epoch{}, false
 	}
+	p.verifyFailing = false
 	// The store answers: reads may consult it again at once, instead of
 	// waiting for the circuit breaker's next probe (up to 5 s after a
 	// long outage).

@@ -48,8 +48,9 @@ type Plugin struct {
 	lossPart   *lsnstore.Position
 	lossAt     time.Time
 	// verifiedOnce: the store was verified and accepted once (a later
-	// change is a discontinuity worth a warning).
-	verifiedOnce bool
+	// change is a discontinuity worth a warning); verifyFailing: the last
+	// verification failed (warned once per failing spell).
+	verifiedOnce, verifyFailing bool
 	// evictionRisk is evictionUnknown, evictionNo or evictionYes
 	// (continuity.go), read by the metrics.
 	evictionRisk      atomic.Int32
