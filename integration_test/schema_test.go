@@ -8,7 +8,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/lsnstore"
-	"github.com/freshread/freshread/tracker"
 )
 
 // Widget is created, changed and dropped by the schema tests while every
@@ -228,9 +227,7 @@ func TestTrackerSeesOutsideSchemaChange(t *testing.T) {
 	name := "ddl-" + t.Name()
 	store, _ := newRedisStore(t, name)
 	e := newEnv(t, withStore(store))
-	run := startTracker(e, name, tracker.ModeLogical)
-	t.Cleanup(func() { dropSlot(e, run) })
-	waitReady(t, run.tr, 20*time.Second)
+	run := startLogicalTracker(e, name)
 	raw := e.rawConn()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -192,9 +192,7 @@ func TestTrackerRestartNoWriteMissed(t *testing.T) {
 	for i := 0; i < n; i++ {
 		e.exec(fmt.Sprintf("CREATE TABLE w%d (id int PRIMARY KEY)", i))
 	}
-	run := startTracker(e, name, tracker.ModeLogical)
-	t.Cleanup(func() { dropSlot(e, run) })
-	waitReady(t, run.tr, 20*time.Second)
+	run := startLogicalTracker(e, name)
 	time.Sleep(200 * time.Millisecond)
 	e.resumeAll()
 	e.pauseAll()

@@ -105,6 +105,16 @@ func startTracker(e *env, storeName string, mode tracker.Mode, tweak ...func(*tr
 	return run
 }
 
+// startLogicalTracker starts a ModeLogical tracker of e's database, drops
+// its replication slot when the test ends, and waits until it is ready.
+func startLogicalTracker(e *env, storeName string) *trackerRun {
+	e.t.Helper()
+	run := startTracker(e, storeName, tracker.ModeLogical)
+	e.t.Cleanup(func() { dropSlot(e, run) })
+	waitReady(e.t, run.tr, 20*time.Second)
+	return run
+}
+
 // start starts a new tracker (a new process, as far as the servers can
 // tell) with the run's configuration.
 func (r *trackerRun) start() {

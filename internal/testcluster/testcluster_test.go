@@ -13,7 +13,9 @@ import (
 	"github.com/freshread/freshread/internal/testcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.Run(m, testcluster.Spec{PostgresReplicas: 2})) }
+func TestMain(m *testing.M) {
+	os.Exit(testcluster.Run(m, testcluster.Spec{PostgresReplicas: 2}))
+}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
