@@ -133,8 +133,8 @@ func (rr *RedisReader) Verify(ctx context.Context) (Epoch, error) {
 	suspect := rr.watch.suspect.Load()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	tok, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey}, hex.EncodeToString(nonce[:])).Text()
 	if err != nil {
 		return Epoch{}, fmt.Errorf("lsnstore: redis verify: %w", err)
@@ -286,8 +286,8 @@ func (r *Redis) EvictionPolicy(ctx context.Context) (string, bool, error) {
 	if r.err != nil {
 		return "", false, r.err
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	m, err := r.rdb.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {
 		return "", false, fmt.Errorf("lsnstore: redis CONFIG GET maxmemory*: %w", err)

@@ -33,8 +33,8 @@ func (r *Redis) PublishDecoded(ctx context.Context, pos LSN) error {
 	if r.err != nil {
 		return r.err
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	if err := r.rdb.Set(ctx, r.decodedKey(), pos.String(), r.KeyTTL()).Err(); err != nil {
 		return fmt.Errorf("lsnstore: redis publish decoded position: %w", err)
 	}
@@ -46,8 +46,8 @@ func (r *Redis) DecodedPosition(ctx context.Context) (LSN, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	s, err := r.rdb.Get(ctx, r.decodedKey()).Result()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil

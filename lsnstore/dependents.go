@@ -166,8 +166,8 @@ func (r *Redis) PublishDependents(ctx context.Context, graph map[string][]string
 		return r.err
 	}
 	g, v := normalizeGraph(graph)
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	old, err := r.rdb.Get(ctx, r.graphVersionKey()).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -214,8 +214,8 @@ func (r *Redis) Dependents(ctx context.Context) (Dependents, error) {
 	if r.err != nil {
 		return Dependents{}, r.err
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	var (
 		hall *redis.MapStringStringCmd
 		meta *redis.SliceCmd
@@ -257,8 +257,8 @@ func (r *Redis) DependentsVersion(ctx context.Context) (string, error) {
 	if r.err != nil {
 		return "", r.err
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	v, err := r.rdb.Get(ctx, r.graphVersionKey()).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil

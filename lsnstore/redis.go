@@ -75,8 +75,6 @@ func (r *Redis) tableKey(table string) any {
 
 func (r *Redis) replicaKey(replica string) string { return r.base + "replay_lsn-" + replica }
 
-func noCancel() {}
-
 // mgetArgs recycles the argument slices of WritePosition's MGET (one
 // allocation less per read). A slice is put back once the command and its
 // reply are done with it.
@@ -91,15 +89,18 @@ func putMgetArgs(buf *[]any) {
 	mgetArgs.Put(buf)
 }
 
-// withTimeout adds the per-call timeout to ctx unless ctx ends sooner.
-func (r *Redis) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if r.timeout < 0 {
-		return ctx, noCancel
+// withTimeout bounds a call by the per-call timeout unless ctx ends
+// sooner (then ctx is used as it is, and call is nil). The caller
+// releases call when the call and its reply are done (nil-safe).
+func (r *Redis) withTimeout(ctx context.Context) (_ context.Context, call *callCtx) {
+	if r.timeout < 0 || ctx.Err() != nil {
+		return ctx, nil
 	}
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= r.timeout {
-		return ctx, noCancel
+		return ctx, nil
 	}
-	return context.WithTimeout(ctx, r.timeout)
+	c := newCallCtx(ctx, r.timeout)
+	return c, c
 }
 
 // WritePosition implements Store with one MGET.
@@ -128,8 +129,8 @@ func (r *Redis) writePosition(ctx context.Context, tables []string, checkAnchor 
 		}
 	}
 	*buf = args // a grown slice is kept for the next call
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	cmd := redis.NewSliceCmd(ctx, args...)
 	if err := r.rdb.Process(ctx, cmd); err != nil {
 		return Position{}, fmt.Errorf("lsnstore: redis MGET: %w", err)
@@ -176,8 +177,8 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 		keys = append(keys, r.tableKey(t).(string))
 	}
 	keys = append(keys, r.maxKey)
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	if err := raiseScript.Run(ctx, r.rdb, keys, pos.String(), r.ttl).Err(); err != nil {
 		return fmt.Errorf("lsnstore: redis raise: %w", err)
 	}
@@ -200,8 +201,8 @@ func (r *Redis) PublishReplay(ctx context.Context, replicas map[string]Position)
 		keys = append(keys, r.replicaKey(name))
 		args = append(args, name, pos.String())
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	if err := publishScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("lsnstore: redis publish replay: %w", err)
 	}
@@ -213,8 +214,8 @@ func (r *Redis) ReplayPositions(ctx context.Context) (map[string]Position, error
 	if r.err != nil {
 		return nil, r.err
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	m, err := r.rdb.HGetAll(ctx, r.replicasKey).Result()
 	if err != nil {
 		return nil, fmt.Errorf("lsnstore: redis HGETALL: %w", err)
@@ -237,8 +238,8 @@ func (r *Redis) ReplayPosition(ctx context.Context) (Position, error) {
 	if r.err != nil {
 		return Position{}, r.err
 	}
-	ctx, cancel := r.withTimeout(ctx)
-	defer cancel()
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
 	s, err := r.rdb.Get(ctx, r.minKey).Result()
 	if errors.Is(err, redis.Nil) {
 		return Position{}, nil

@@ -1,0 +1,67 @@
+package lsnstore
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// callCtx bounds one store call by the store's per-call timeout without
+// the allocations of context.WithTimeout (a context, a timer and a
+// channel per call, five allocations on every read): it is recycled with
+// its channel and timer while the timer has not fired.
+//
+// Its Done channel closes when the timeout passes, which is what go-redis
+// waits on (a free pooled connection) besides the deadline it gives the
+// socket. A cancellation of the parent during the call is not seen: the
+// call is short by construction (it ends by the timeout at the latest);
+// a parent already ended is refused before the call starts.
+type callCtx struct {
+	parent   context.Context
+	deadline time.Time
+	done     chan struct{}
+	timer    *time.Timer
+}
+
+var callCtxs sync.Pool
+
+func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *callCtx) Done() <-chan struct{}       { return c.done }
+func (c *callCtx) Value(key any) any           { return c.parent.Value(key) }
+
+func (c *callCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return c.parent.Err()
+	}
+}
+
+// newCallCtx returns a context that ends timeout from now (parent's
+// values, parent's error if it ended already).
+func newCallCtx(parent context.Context, timeout time.Duration) *callCtx {
+	c, _ := callCtxs.Get().(*callCtx)
+	if c == nil {
+		c = &callCtx{done: make(chan struct{})}
+		done := c.done
+		c.timer = time.AfterFunc(timeout, func() { close(done) })
+	} else {
+		c.timer.Reset(timeout)
+	}
+	c.parent = parent
+	c.deadline = time.Now().Add(timeout)
+	return c
+}
+
+// release ends the call: the context is recycled unless its timer fired
+// (its channel is closed for good). Nil-safe.
+func (c *callCtx) release() {
+	if c == nil {
+		return
+	}
+	c.parent = nil
+	if c.timer.Stop() {
+		callCtxs.Put(c)
+	}
+}
