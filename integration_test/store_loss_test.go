@@ -19,9 +19,16 @@ import (
 type storeLoss struct {
 	name string
 	lose func(t *testing.T, r *testcluster.Redis, rdb *redis.Client)
-	// afterPoll: the loss is only visible to the poller (eviction): the
-	// read waits for one poll before it must be fresh.
+	// afterPoll: the loss is only visible to the poller (eviction on a
+	// server whose policy was noeviction when the plugins last read it):
+	// the read waits for one poll before it must be fresh.
 	afterPoll bool
+	// setup, when set, prepares the Redis before the processes start.
+	setup func(t *testing.T, rdb *redis.Client)
+	// pollOnce: the processes poll once, at start, and never again, so
+	// the loss must be noticed by the reads themselves (and the reads
+	// never go back to the replicas).
+	pollOnce bool
 }
 
 var storeLosses = []storeLoss{
@@ -40,6 +47,26 @@ var storeLosses = []storeLoss{
 		}
 	}},
 	{name: "Eviction", afterPoll: true, lose: evictEverything},
+	// The server evicts by configuration: the plugins read the policy at
+	// start and guard every read, so a read after the eviction is fresh
+	// although no poll comes to notice it.
+	{name: "EvictionUnderPolicy", setup: evictingPolicy, lose: evictEverything, pollOnce: true},
+}
+
+// evictingPolicy configures the server to evict (maxmemory far above what
+// it uses, volatile-random) until the test ends.
+func evictingPolicy(t *testing.T, rdb *redis.Client) {
+	ctx := context.Background()
+	old, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rdb.ConfigSet(ctx, "maxmemory", old["maxmemory"])
+		rdb.ConfigSet(ctx, "maxmemory-policy", old["maxmemory-policy"])
+	})
+	rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-random")
+	rdb.ConfigSet(ctx, "maxmemory", "1gb")
 }
 
 // evictEverything sets a small maxmemory with a volatile policy and writes
@@ -91,14 +118,21 @@ func evictEverything(t *testing.T, _ *testcluster.Redis, rdb *redis.Client) {
 // them.
 func checkStoreLoss(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, loss storeLoss) {
 	store, r := newRedisStore(t, "loss-"+t.Name())
-	e := newEnv(t, withStore(store))
-	b, _ := e.open(withStore(store))
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	if loss.setup != nil {
+		loss.setup(t, rdb)
+	}
+	opts := []envOpt{withStore(store)}
+	if loss.pollOnce {
+		opts = append(opts, withConfig(func(c *plugin.Config) { c.PollInterval = time.Hour }))
+	}
+	e := newEnv(t, opts...)
+	b, _ := e.open(opts...)
 	e.staleOnReplicas()
 	if got := e.readItem(b, 1); got.Name != "new" {
 		t.Fatalf("before the loss: STALE READ %+v", got)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
-	defer rdb.Close()
 	loss.lose(t, r, rdb)
 	if loss.afterPoll {
 		time.Sleep(100 * time.Millisecond) // 20 polls
@@ -108,9 +142,12 @@ func checkStoreLoss(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, loss 
 			t.Fatalf("read %d after the store lost its data: STALE READ %+v", i, got)
 		}
 	}
-	c, _ := e.open(withStore(store))
+	c, _ := e.open(opts...)
 	if got := e.readItem(c, 1); got.Name != "new" {
 		t.Fatalf("process started after the loss: STALE READ %+v", got)
+	}
+	if loss.pollOnce {
+		return
 	}
 	e.resumeAll()
 	time.Sleep(100 * time.Millisecond)

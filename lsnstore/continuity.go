@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -69,8 +70,9 @@ type LossyStore interface {
 }
 
 var (
-	_ LossyStore = (*Redis)(nil)
-	_ Verifier   = (*RedisReader)(nil)
+	_ LossyStore    = (*Redis)(nil)
+	_ Verifier      = (*RedisReader)(nil)
+	_ EvictionGuard = (*RedisReader)(nil)
 )
 
 // RedisReader is a Redis store seen by one reader that verifies its
@@ -82,12 +84,16 @@ type RedisReader struct {
 	// accepted Verify started.
 	acceptedS atomic.Uint64
 	watch     *clientWatch
+	// guardEvictions: reads check the server's eviction count
+	// (EvictionGuard).
+	guardEvictions atomic.Bool
 }
 
 // NewReader implements LossyStore. The first reader of a client installs
 // a go-redis hook on it (clientWatch).
 func (r *Redis) NewReader() Verifier {
 	rr := &RedisReader{Redis: r}
+	rr.guardEvictions.Store(true)
 	if r.err == nil {
 		rr.watch = watchClient(r.rdb)
 	}
@@ -102,7 +108,7 @@ func (rr *RedisReader) WritePosition(ctx context.Context, tables []string) (Posi
 	if rr.accepted.Load() == nil {
 		return Position{}, fmt.Errorf("%w: not verified yet", ErrDiscontinuity)
 	}
-	return rr.writePosition(ctx, tables, rr.checkAnchor)
+	return rr.writePosition(ctx, tables, rr)
 }
 
 // anchorScript returns the anchor: "<run_id>:<evicted_keys>:<random>".
@@ -153,8 +159,9 @@ func (rr *RedisReader) Accept(e Epoch) {
 }
 
 // checkAnchor is WritePosition's check of the anchor value it read (nil:
-// missing).
-func (rr *RedisReader) checkAnchor(v any) error {
+// missing) and, when the read guards evictions, of the server's eviction
+// count read with it (evicted; "" when not guarded).
+func (rr *RedisReader) checkAnchor(v any, evicted string) error {
 	acc := rr.accepted.Load()
 	if acc == nil {
 		return fmt.Errorf("%w: not verified yet", ErrDiscontinuity)
@@ -169,7 +176,28 @@ func (rr *RedisReader) checkAnchor(v any) error {
 	if s != *acc {
 		return fmt.Errorf("%w: its anchor changed (failover, restart or eviction)", ErrDiscontinuity)
 	}
+	if evicted != "" {
+		// The anchor is "<run_id>:<evicted_keys>:<random>".
+		if _, rest, ok := strings.Cut(s, ":"); !ok || !strings.HasPrefix(rest, evicted+":") {
+			return fmt.Errorf("%w: the server evicted keys since the last verification", ErrDiscontinuity)
+		}
+	}
 	return nil
+}
+
+// GuardEvictions implements EvictionGuard.
+func (rr *RedisReader) GuardEvictions(on bool) { rr.guardEvictions.Store(on) }
+
+// EvictionGuard is implemented by readers whose store may evict
+// positions (Redis under maxmemory with an evicting policy). Evictions
+// are a discontinuity that the periodic Verify notices; with the guard
+// on, every read also notices one in its own round trip, so no read
+// between an eviction and the next Verify trusts the store. The guard
+// costs the server more per read (Redis: the read's MGET runs in a script
+// that also reads INFO stats, about 19 µs of server time instead of
+// 0.5 µs). A new reader guards until told otherwise.
+type EvictionGuard interface {
+	GuardEvictions(on bool)
 }
 
 // clientWatch counts, for one go-redis client, the events after which

@@ -3,6 +3,7 @@ package lsnstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,14 +68,20 @@ func wantContinuous(t *testing.T, s *RedisReader, what string) {
 }
 
 // TestRedisVerifiedConformance: a verifying store keeps the Store
-// semantics while nothing is lost.
+// semantics while nothing is lost, reading with a plain MGET and with the
+// eviction-guarded script.
 func TestRedisVerifiedConformance(t *testing.T) {
 	_, rdb := redisClient(t)
-	checkConformance(t, func(t *testing.T, db string) Store {
-		s := reader(newTestRedis(rdb, RedisOptions{Database: uniqueDB(db)}))
-		acceptNew(t, s)
-		return s
-	})
+	for _, guard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("guardEvictions=%v", guard), func(t *testing.T) {
+			checkConformance(t, func(t *testing.T, db string) Store {
+				s := reader(newTestRedis(rdb, RedisOptions{Database: uniqueDB(db)}))
+				s.GuardEvictions(guard)
+				acceptNew(t, s)
+				return s
+			})
+		})
+	}
 }
 
 func TestRedisVerifyBeforeAccept(t *testing.T) {
@@ -219,8 +226,12 @@ func TestRedisNetworkFailureNeedsVerification(t *testing.T) {
 func TestRedisEvictionIsADiscontinuity(t *testing.T) {
 	_, rdb := redisClient(t)
 	ctx := context.Background()
-	s := verified(t, rdb)
+	s := verified(t, rdb) // guards evictions, as every new reader
 	raiseOK(t, s, []string{"t"}, 4)
+	// A reader told that the server does not evict reads with a plain MGET.
+	plain := reader(s.Redis)
+	plain.GuardEvictions(false)
+	acceptNew(t, plain)
 	used := func() int64 {
 		info, _ := rdb.Info(ctx, "memory").Result()
 		for _, l := range strings.Split(info, "\r\n") {
@@ -255,10 +266,19 @@ func TestRedisEvictionIsADiscontinuity(t *testing.T) {
 			t.Fatal("nothing evicted")
 		}
 	}
+	// Before any Verify: the guarded read notices the eviction in its own
+	// round trip; the plain MGET cannot (the window the guard closes).
+	wantDiscontinuity(t, s, "a guarded read after an eviction, before any verification")
+	if _, err := plain.WritePosition(ctx, []string{"t"}); err != nil {
+		t.Fatalf("unguarded read after an eviction: %v (expected to trust the store until the next Verify)", err)
+	}
 	e, err := s.Verify(ctx)
 	if err != nil || !e.Changed {
 		t.Fatalf("Verify after an eviction: %+v, %v; want Changed", e, err)
 	}
 	wantDiscontinuity(t, s, "anchor replaced after an eviction")
 	s.Accept(e)
+	if _, err := s.WritePosition(ctx, []string{"t"}); err != nil && !IsDiscontinuity(err) {
+		t.Fatalf("guarded read after accepting: %v", err)
+	}
 }

@@ -111,13 +111,24 @@ func (r *Redis) WritePosition(ctx context.Context, tables []string) (Position, e
 	return r.writePosition(ctx, tables, nil)
 }
 
-// writePosition reads the positions with one MGET; with checkAnchor (a
-// RedisReader) the anchor is read first in the same MGET and checked.
-func (r *Redis) writePosition(ctx context.Context, tables []string, checkAnchor func(any) error) (Position, error) {
+// guardedRead is MGET in a script that also returns the server's
+// evicted_keys (last element): a RedisReader guarding evictions compares
+// it with the accepted anchor's in the same round trip.
+var guardedRead = redis.NewScript(`
+local v = redis.call('MGET', unpack(KEYS))
+v[#KEYS + 1] = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)') or '?'
+return v
+`)
+
+// writePosition reads the positions with one MGET; for a RedisReader
+// (rr) the anchor is read first in the same MGET and checked, and when rr
+// guards evictions the MGET runs in a script that also returns the
+// server's eviction count (guardedRead).
+func (r *Redis) writePosition(ctx context.Context, tables []string, rr *RedisReader) (Position, error) {
 	buf := mgetArgs.Get().(*[]any)
 	defer putMgetArgs(buf)
 	args := append((*buf)[:0], "mget")
-	if checkAnchor != nil {
+	if rr != nil {
 		args = append(args, r.anchorArg)
 	}
 	if tables == nil {
@@ -131,19 +142,39 @@ func (r *Redis) writePosition(ctx context.Context, tables []string, checkAnchor 
 	*buf = args // a grown slice is kept for the next call
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	cmd := redis.NewSliceCmd(ctx, args...)
-	if err := r.rdb.Process(ctx, cmd); err != nil {
-		return Position{}, fmt.Errorf("lsnstore: redis MGET: %w", err)
-	}
-	vals := cmd.Val()
-	if checkAnchor != nil {
-		if len(vals) == 0 {
-			return Position{}, fmt.Errorf("%w: empty MGET reply", ErrDiscontinuity)
+	var vals []any
+	if rr != nil && rr.guardEvictions.Load() {
+		keys := make([]string, len(args)-1)
+		for i, a := range args[1:] {
+			keys[i] = a.(string)
 		}
-		if err := checkAnchor(vals[0]); err != nil {
+		v, err := guardedRead.Run(ctx, r.rdb, keys).Slice()
+		if err != nil {
+			return Position{}, fmt.Errorf("lsnstore: redis MGET (eviction-guarded script): %w", err)
+		}
+		if len(v) != len(keys)+1 {
+			return Position{}, fmt.Errorf("%w: a reply of %d values to %d keys", ErrDiscontinuity, len(v), len(keys))
+		}
+		ev, _ := v[len(keys)].(string)
+		if err := rr.checkAnchor(v[0], ev); err != nil {
 			return Position{}, err
 		}
-		vals, args = vals[1:], args[1:]
+		vals, args = v[1:len(keys)], args[1:]
+	} else {
+		cmd := redis.NewSliceCmd(ctx, args...)
+		if err := r.rdb.Process(ctx, cmd); err != nil {
+			return Position{}, fmt.Errorf("lsnstore: redis MGET: %w", err)
+		}
+		vals = cmd.Val()
+		if rr != nil {
+			if len(vals) == 0 {
+				return Position{}, fmt.Errorf("%w: empty MGET reply", ErrDiscontinuity)
+			}
+			if err := rr.checkAnchor(vals[0], ""); err != nil {
+				return Position{}, err
+			}
+			vals, args = vals[1:], args[1:]
+		}
 	}
 	var pos Position
 	for i, v := range vals {

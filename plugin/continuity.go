@@ -61,6 +61,8 @@ func (p *Plugin) acceptStore(ctx context.Context, e lsnstore.Epoch, ins lsnstore
 		}
 		p.lossPart, p.lossAt = &floor, now
 		p.storeFloor()
+		// A failover may have brought a server configured otherwise.
+		p.evictionCheckedAt = time.Time{}
 	}
 	p.verifiedOnce = true
 	p.cfg.Store.(lsnstore.Verifier).Accept(e)
@@ -75,28 +77,47 @@ func (p *Plugin) expireLossFloor(now time.Time) {
 	}
 }
 
-// checkEviction warns once, and sets the metric, when the store's server
-// may evict position keys (lsnstore.EvictionChecker).
+// checkEviction reads the store's eviction policy (at the first poll,
+// every evictionCheckInterval and at the poll after a discontinuity, which
+// may be a failover to a server configured otherwise), sets the metric,
+// warns once when the server may evict position keys, and makes reads
+// check for evictions in their own round trip unless the server is known
+// not to evict (lsnstore.EvictionGuard).
 func (p *Plugin) checkEviction(ctx context.Context, now time.Time) {
 	ec, ok := p.cfg.Store.(lsnstore.EvictionChecker)
 	if !ok || now.Sub(p.evictionCheckedAt) < evictionCheckInterval {
 		return
 	}
 	p.evictionCheckedAt = now
+	guard, _ := p.cfg.Store.(lsnstore.EvictionGuard)
 	policy, mayEvict, err := ec.EvictionPolicy(ctx)
-	if err != nil {
+	switch {
+	case err != nil:
+		// Refused (a managed service) or unreachable: reads keep
+		// guarding; asked again sooner than usual.
 		p.evictionRisk.Store(evictionUnknown)
-		return
-	}
-	if !mayEvict {
+		p.evictionCheckedAt = now.Add(evictionRetry - evictionCheckInterval)
+		if guard != nil {
+			guard.GuardEvictions(true)
+		}
+	case !mayEvict:
 		p.evictionRisk.Store(evictionNo)
-		return
+		if guard != nil {
+			guard.GuardEvictions(false)
+		}
+	default:
+		p.evictionRisk.Store(evictionYes)
+		if guard != nil {
+			guard.GuardEvictions(true)
+		}
+		p.evictionWarning.Do(func() {
+			p.cfg.Logger.WarnContext(ctx, "freshread: the position store's Redis may evict keys (maxmemory with an evicting policy); every read now also checks the server's eviction count, which costs the server more: use maxmemory-policy noeviction or a dedicated Redis", "maxmemory-policy", policy)
+		})
 	}
-	p.evictionRisk.Store(evictionYes)
-	p.evictionWarning.Do(func() {
-		p.cfg.Logger.WarnContext(ctx, "freshread: the position store's Redis may evict keys (maxmemory with an evicting policy); evictions are detected at the next poll, but a read in between may be stale: use maxmemory-policy noeviction or a dedicated Redis", "maxmemory-policy", policy)
-	})
 }
+
+// evictionRetry is how soon a failed eviction-policy check is retried.
+const evictionRetry = 5 * time.Second
 
 // Values of Plugin.evictionRisk.
 const (
