@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -528,6 +529,12 @@ func sessionWorker(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan 
 	}
 }
 
+// RedisArgs configure the soak's Redis (testcluster.RedisWithArgsFor):
+// a server that may evict keys with a TTL, nearest expiry first, as a
+// shared cache is often configured; far from full until the eviction
+// fault. The plugins see the policy at start and guard every read.
+var RedisArgs = []string{"--maxmemory", "1gb", "--maxmemory-policy", "volatile-ttl"}
+
 // redisFaults are the store's faults.
 func redisFaults(r *testcluster.Redis) []Fault {
 	admin := func(ctx context.Context, f func(*redis.Client) error) error {
@@ -535,6 +542,8 @@ func redisFaults(r *testcluster.Redis) []Fault {
 		defer c.Close()
 		return f(c)
 	}
+	var stopJunk func()
+	var evictedBefore int64
 	return []Fault{
 		{Name: "redis-restart-empty",
 			Inject: func(ctx context.Context) error { return r.Stop(ctx) },
@@ -543,5 +552,73 @@ func redisFaults(r *testcluster.Redis) []Fault {
 			Inject: func(ctx context.Context) error {
 				return admin(ctx, func(c *redis.Client) error { return c.FlushAll(ctx).Err() })
 			}},
+		// Memory pressure: maxmemory just above what the server uses, and
+		// a client filling it with keys of a long TTL, so the server keeps
+		// evicting, the position keys first (volatile-ttl).
+		{Name: "redis-eviction",
+			Inject: func(ctx context.Context) error {
+				c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+				used, err := infoField(ctx, c, "memory", "used_memory")
+				if err == nil {
+					evictedBefore, err = infoField(ctx, c, "stats", "evicted_keys")
+				}
+				if err != nil {
+					c.Close()
+					return err
+				}
+				if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+(256<<10), 10)).Err(); err != nil {
+					c.Close()
+					return err
+				}
+				done := make(chan struct{})
+				stopped := make(chan struct{})
+				go func() {
+					defer close(stopped)
+					val := strings.Repeat("x", 4096)
+					for i := 0; ; i++ {
+						select {
+						case <-done:
+							return
+						default:
+						}
+						c.Set(ctx, "soak-junk-"+strconv.Itoa(i%4096), val, time.Hour)
+					}
+				}()
+				stopJunk = func() { close(done); <-stopped; c.Close() }
+				return nil
+			},
+			Heal: func(ctx context.Context) error {
+				if stopJunk != nil {
+					stopJunk()
+					stopJunk = nil
+				}
+				return admin(ctx, func(c *redis.Client) error {
+					if err := c.Eval(ctx, "for _, k in ipairs(redis.call('KEYS', 'soak-junk-*')) do redis.call('DEL', k) end return 0", nil).Err(); err != nil {
+						return err
+					}
+					if err := c.ConfigSet(ctx, "maxmemory", "1gb").Err(); err != nil {
+						return err
+					}
+					// The fault must have evicted something.
+					if ev, err := infoField(ctx, c, "stats", "evicted_keys"); err != nil || ev == evictedBefore {
+						return fmt.Errorf("soak: no key evicted during the eviction fault (evicted_keys %d, %v)", ev, err)
+					}
+					return nil
+				})
+			}},
 	}
+}
+
+// infoField is a numeric field of the server's INFO section.
+func infoField(ctx context.Context, c *redis.Client, section, field string) (int64, error) {
+	info, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("soak: no %s in INFO %s", field, section)
 }

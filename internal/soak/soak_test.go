@@ -2,6 +2,7 @@ package soak
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,16 @@ func duration(t *testing.T) time.Duration {
 	return d
 }
 
+// soakConfig is the main soaks' configuration: FRESHREAD_SOAK_DURATION,
+// and FRESHREAD_SOAK_FAULTS (comma-separated fault names; all when empty).
+func soakConfig(t *testing.T) Config {
+	c := Config{Duration: duration(t)}
+	if f := os.Getenv("FRESHREAD_SOAK_FAULTS"); f != "" {
+		c.Only = strings.Split(f, ",")
+	}
+	return c
+}
+
 func checkReport(t *testing.T, rep Report) {
 	t.Helper()
 	t.Log("\n" + rep.String())
@@ -43,12 +54,12 @@ func checkReport(t *testing.T, rep Report) {
 
 func TestSoakPostgres(t *testing.T) {
 	c := Postgres{testcluster.PostgresFor(t)}
-	checkReport(t, Run(t, c, testcluster.RedisFor(t), Config{Duration: duration(t)}))
+	checkReport(t, Run(t, c, testcluster.RedisWithArgsFor(t, RedisArgs...), soakConfig(t)))
 }
 
 func TestSoakMariaDB(t *testing.T) {
 	c := MariaDB{testcluster.MariaDBFor(t)}
-	checkReport(t, Run(t, c, testcluster.RedisFor(t), Config{Duration: duration(t)}))
+	checkReport(t, Run(t, c, testcluster.RedisWithArgsFor(t, RedisArgs...), soakConfig(t)))
 }
 
 // TestSoakCatchesStaleReads: the harness and its checker do see stale
@@ -77,5 +88,11 @@ func TestSoakChild(t *testing.T) {
 // its own, sharing only the servers, on PostgreSQL.
 func TestSoakOSProcesses(t *testing.T) {
 	c := Postgres{testcluster.PostgresFor(t)}
-	checkReport(t, Run(t, c, testcluster.RedisFor(t), Config{Duration: duration(t) / 2, OSProcesses: true}))
+	checkReport(t, Run(t, c, testcluster.RedisWithArgsFor(t, RedisArgs...), halfOSProcesses(soakConfig(t))))
+}
+
+func halfOSProcesses(c Config) Config {
+	c.Duration /= 2
+	c.OSProcesses = true
+	return c
 }

@@ -21,7 +21,7 @@ type dockerRedis struct {
 	port int
 }
 
-func startDockerRedis(ctx context.Context) (redisBackend, error) {
+func startDockerRedis(ctx context.Context, args []string) (redisBackend, error) {
 	host, bindIP, err := dockerPublish(ctx)
 	if err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func startDockerRedis(ctx context.Context) (redisBackend, error) {
 		return nil, err
 	}
 	c, err := runContainer(ctx, "Redis", redisImage,
-		testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no", "--protected-mode", "no"),
+		testcontainers.WithCmd(append([]string{"redis-server", "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...),
 		withFixedPort("6379/tcp", bindIP, port),
 	)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"testing"
 	"time"
 )
 
@@ -36,20 +37,44 @@ func (r *Redis) Start(ctx context.Context) error { return r.backend.start(ctx) }
 // Close stops the server for good and removes its files.
 func (r *Redis) Close() error { return r.backend.close() }
 
+// NewRedis starts a Redis server of its own (not the shared one) whose
+// command line ends with args, which it keeps across Stop and Start (for
+// example "--maxmemory", "1gb"): a container when a Docker engine is
+// reachable, else a local redis-server. The caller closes it.
+func NewRedis(ctx context.Context, args ...string) (*Redis, error) {
+	return startRedisWith(ctx, args)
+}
+
+// RedisWithArgsFor is NewRedis for t: closed when t ends; skipped (failed
+// when FRESHREAD_REQUIRE_INTEGRATION=1) when no server can be started.
+func RedisWithArgsFor(t testing.TB, args ...string) *Redis {
+	t.Helper()
+	ctx, cancel := startTimeout()
+	defer cancel()
+	r, err := startRedisWith(ctx, args)
+	need(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 // startRedis picks a provider: FRESHREAD_REDIS_ADDR, then a container when a
 // Docker engine is reachable, then a local redis-server.
 func startRedis(ctx context.Context) (*Redis, error) {
 	if addr := os.Getenv(EnvRedisAddr); addr != "" {
 		return &Redis{backend: envRedis(addr)}, nil
 	}
+	return startRedisWith(ctx, nil)
+}
+
+func startRedisWith(ctx context.Context, args []string) (*Redis, error) {
 	if dockerAvailable(ctx) {
-		b, err := startDockerRedis(ctx)
+		b, err := startDockerRedis(ctx, args)
 		if err != nil {
 			return nil, err
 		}
 		return &Redis{backend: b}, nil
 	}
-	b, err := startLocalRedis(ctx)
+	b, err := startLocalRedis(ctx, args)
 	if err != nil {
 		return nil, err
 	}
@@ -67,10 +92,11 @@ type localRedis struct {
 	bin  string
 	dir  string
 	port int
+	args []string // appended to the command line
 	srv  server
 }
 
-func startLocalRedis(ctx context.Context) (*localRedis, error) {
+func startLocalRedis(ctx context.Context, args []string) (*localRedis, error) {
 	if os.Getenv(EnvNoLocal) == "1" {
 		return nil, unavailable("Redis", EnvNoLocal+"=1 disables local servers; unset it, or set the FRESHREAD_* server variables of docs/testing.md")
 	}
@@ -87,7 +113,7 @@ func startLocalRedis(ctx context.Context) (*localRedis, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &localRedis{bin: bin, dir: dir, port: port}
+	r := &localRedis{bin: bin, dir: dir, port: port, args: args}
 	if err := r.start(ctx); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -99,9 +125,9 @@ func (r *localRedis) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) 
 
 func (r *localRedis) start(ctx context.Context) error {
 	u := osUser{asSelf: true}
-	cmd, err := u.command(nil, filepath.Join(r.dir, "redis.log"), r.bin,
-		"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", r.dir, "--daemonize", "no", "--protected-mode", "no")
+	args := append([]string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", r.dir, "--daemonize", "no", "--protected-mode", "no"}, r.args...)
+	cmd, err := u.command(nil, filepath.Join(r.dir, "redis.log"), r.bin, args...)
 	if err != nil {
 		return err
 	}
