@@ -42,8 +42,9 @@ bench:
 	$(GO) run ./internal/workload/cmd/bench -rate 400
 
 ## soak: the fault-injection soak with its independent checker, per engine
-## for FRESHREAD_SOAK_DURATION (default 5m; make test runs 20s); must
-## report 0 stale reads (docs/reliability.md).
+## and per store (one Redis; a Sentinel setup) for FRESHREAD_SOAK_DURATION
+## (default 5m; make test runs 20s); FRESHREAD_SOAK_FAULTS=a,b restricts the
+## faults; must report 0 stale reads (docs/reliability.md).
 FRESHREAD_SOAK_DURATION ?= 5m
 soak: check-deps
-	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)$$' ./internal/soak/
+	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)(Sentinel)?$$' ./internal/soak/

@@ -15,7 +15,6 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
-	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -36,7 +35,7 @@ type childSpec struct {
 	Dialect  string
 	Primary  string
 	Replicas []string
-	Redis    string
+	Store    storeSpec
 	DB       string
 	PortExpr string
 	StopFile string
@@ -55,7 +54,7 @@ type history struct {
 // startChildren starts one process per plugin instance; the returned func
 // waits until the soak's duration is over, stops them and merges their
 // histories into rec.
-func startChildren(t testing.TB, c Cluster, r *testcluster.Redis, dbName string, cfg Config, rec *recorder) func() {
+func startChildren(t testing.TB, c Cluster, st Store, dbName string, cfg Config, rec *recorder) func() {
 	t.Helper()
 	started := time.Now()
 	dir := t.TempDir()
@@ -69,7 +68,7 @@ func startChildren(t testing.TB, c Cluster, r *testcluster.Redis, dbName string,
 	var children []child
 	for i := range cfg.Processes {
 		spec := childSpec{Index: i, Share: shareOf(i, cfg), Cfg: Config{Writers: cfg.Writers, Keys: cfg.Keys},
-			Dialect: dialect, Primary: primary, Replicas: replicas, Redis: r.Addr(), DB: dbName,
+			Dialect: dialect, Primary: primary, Replicas: replicas, Store: st.spec(), DB: dbName,
 			PortExpr: c.PortExpr(), StopFile: stopFile, OutFile: filepath.Join(dir, fmt.Sprintf("child%d.json", i))}
 		b, err := json.Marshal(spec)
 		if err != nil {
@@ -133,7 +132,7 @@ func RunChild(t *testing.T) {
 		replicas = append(replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: open(dsn)})
 	}
 	var primary gorm.Dialector = open(spec.Primary)
-	db := openProcess(t, replicas, primary, spec.Redis, spec.DB, nil)
+	db := openProcess(t, replicas, primary, spec.Store, spec.DB, nil)
 	rec := &recorder{}
 	stop := make(chan struct{})
 	wait := runWorkers(context.Background(), db, rec, stop, spec.PortExpr, spec.Share, spec.Cfg)

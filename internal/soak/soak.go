@@ -107,6 +107,7 @@ type FaultStats struct {
 // Report is a soak's outcome.
 type Report struct {
 	Engine          string
+	Store           string // "redis", "redis-sentinel"
 	Duration        time.Duration
 	Writes, Reads   int
 	Stale           []Violation
@@ -128,8 +129,8 @@ func (r Report) ReplicaShare() float64 {
 // String is the report as printed by the soak.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak %s, %v: %d writes, %d reads, %d stale, %d errors (+%d while the primary was down), replica share %.1f%%\n",
-		r.Engine, r.Duration.Round(time.Second), r.Writes, r.Reads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
+	fmt.Fprintf(&b, "soak %s, store %s, %v: %d writes, %d reads, %d stale, %d errors (+%d while the primary was down), replica share %.1f%%\n",
+		r.Engine, r.Store, r.Duration.Round(time.Second), r.Writes, r.Reads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
 	names := make([]string, 0, len(r.Faults))
 	for n := range r.Faults {
 		names = append(names, n)
@@ -194,10 +195,11 @@ type faultWindow struct {
 	primaryDown bool
 }
 
-// Run runs a soak on c with the store on r and returns its report. Faults
-// run one at a time on a schedule, every fault of c and the store's
-// (Redis restarted empty, FLUSHALL) in turn.
-func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
+// Run runs a soak on c with the store on st and returns its report.
+// Faults run one at a time on a schedule, every fault of c and the
+// store's (Redis restarted empty, FLUSHALL, eviction; or a Sentinel
+// failover) in turn.
+func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	t.Helper()
 	cfg = cfg.withDefaults()
 	ctx := context.Background()
@@ -214,12 +216,12 @@ func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
 	rec := &recorder{}
 	var wait func()
 	if cfg.OSProcesses {
-		wait = startChildren(t, c, r, dbName, cfg, rec)
+		wait = startChildren(t, c, st, dbName, cfg, rec)
 	} else {
 		stop := make(chan struct{})
 		var waits []func()
 		for i := range cfg.Processes {
-			db := openProcess(t, c.Replicas(dbName), c.Primary(dbName), r.Addr(), dbName, cfg.Plugin)
+			db := openProcess(t, c.Replicas(dbName), c.Primary(dbName), st.spec(), dbName, cfg.Plugin)
 			waits = append(waits, runWorkers(ctx, db, rec, stop, port, shareOf(i, cfg), cfg))
 		}
 		wait = func() {
@@ -231,7 +233,7 @@ func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
 		}
 	}
 
-	faults := append(c.Faults(), redisFaults(r)...)
+	faults := append(c.Faults(), st.faults()...)
 	if len(cfg.Only) > 0 {
 		faults = slices.DeleteFunc(faults, func(f Fault) bool { return !slices.Contains(cfg.Only, f.Name) })
 		if len(faults) == 0 {
@@ -259,7 +261,7 @@ func Run(t testing.TB, c Cluster, r *testcluster.Redis, cfg Config) Report {
 	wait()
 	elapsed := time.Since(start)
 
-	rep := Report{Engine: c.Engine(), Duration: elapsed, Writes: len(rec.writes) + len(rec.sessionWrites),
+	rep := Report{Engine: c.Engine(), Store: st.kind(), Duration: elapsed, Writes: len(rec.writes) + len(rec.sessionWrites),
 		Reads: len(rec.reads), Faults: map[string]*FaultStats{}, FirstErrors: rec.firstErrors}
 	rep.Stale = Check(rec.writes, rec.sessionWrites, rec.reads)
 	for _, rd := range rec.reads {
@@ -343,9 +345,9 @@ func setupDB(t testing.TB, c Cluster, dbName string, n int) {
 }
 
 // openProcess opens one plugin instance with its own Redis client.
-func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector, redisAddr, dbName string, adjust func(*plugin.Config)) *gorm.DB {
+func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector, store storeSpec, dbName string, adjust func(*plugin.Config)) *gorm.DB {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	rdb := store.client()
 	db, err := gorm.Open(primary, &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)

@@ -54,12 +54,33 @@ func checkReport(t *testing.T, rep Report) {
 
 func TestSoakPostgres(t *testing.T) {
 	c := Postgres{testcluster.PostgresFor(t)}
-	checkReport(t, Run(t, c, testcluster.RedisWithArgsFor(t, RedisArgs...), soakConfig(t)))
+	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, soakConfig(t)))
 }
 
 func TestSoakMariaDB(t *testing.T) {
 	c := MariaDB{testcluster.MariaDBFor(t)}
-	checkReport(t, Run(t, c, testcluster.RedisWithArgsFor(t, RedisArgs...), soakConfig(t)))
+	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, soakConfig(t)))
+}
+
+// sentinelConfig is soakConfig for a soak on a Sentinel setup: a short run
+// (under a minute) injects only the store's faults, so that it fails over
+// several times.
+func sentinelConfig(t *testing.T) Config {
+	c := soakConfig(t)
+	if c.Only == nil && c.Duration < time.Minute {
+		c.Only = []string{"sentinel-failover", "sentinel-flushall"}
+	}
+	return c
+}
+
+func TestSoakPostgresSentinel(t *testing.T) {
+	c := Postgres{testcluster.PostgresFor(t)}
+	checkReport(t, Run(t, c, Store{Sentinel: testcluster.RedisSentinelFor(t)}, sentinelConfig(t)))
+}
+
+func TestSoakMariaDBSentinel(t *testing.T) {
+	c := MariaDB{testcluster.MariaDBFor(t)}
+	checkReport(t, Run(t, c, Store{Sentinel: testcluster.RedisSentinelFor(t)}, sentinelConfig(t)))
 }
 
 // TestSoakCatchesStaleReads: the harness and its checker do see stale
@@ -67,7 +88,7 @@ func TestSoakMariaDB(t *testing.T) {
 // fresh or not, as dbresolver does) and replay paused, they report them.
 func TestSoakCatchesStaleReads(t *testing.T) {
 	c := Postgres{testcluster.PostgresFor(t)}
-	rep := Run(t, c, testcluster.RedisFor(t), Config{Duration: 8 * time.Second, Only: []string{"replay-paused"},
+	rep := Run(t, c, Store{Redis: testcluster.RedisFor(t)}, Config{Duration: 8 * time.Second, Only: []string{"replay-paused"},
 		FaultEvery: 4 * time.Second, FaultFor: 2 * time.Second,
 		Plugin: func(pc *plugin.Config) { pc.Consistency = plugin.Eventual }})
 	t.Log("\n" + rep.String())
@@ -88,7 +109,7 @@ func TestSoakChild(t *testing.T) {
 // its own, sharing only the servers, on PostgreSQL.
 func TestSoakOSProcesses(t *testing.T) {
 	c := Postgres{testcluster.PostgresFor(t)}
-	checkReport(t, Run(t, c, testcluster.RedisWithArgsFor(t, RedisArgs...), halfOSProcesses(soakConfig(t))))
+	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, halfOSProcesses(soakConfig(t))))
 }
 
 func halfOSProcesses(c Config) Config {

@@ -29,10 +29,13 @@ type RedisSentinel struct {
 	dir       string
 	nodes     [2]*sentinelNode // nodes[0] starts as the master
 	sentinels [3]*sentinelNode
-	relay     *relay
+	relay     *relay   // in front of the master the replica follows
+	relays    []*relay // every relay made, closed at the end
+	killed    *sentinelNode
 }
 
 type sentinelNode struct {
+	name string
 	port int
 	srv  server
 }
@@ -82,21 +85,8 @@ func (s *RedisSentinel) start(ctx context.Context) error {
 		}
 		s.nodes[i] = n
 	}
-	r, err := newRelay(addrOf(s.nodes[0].port), 0)
-	if err != nil {
+	if err := s.follow(ctx, s.nodes[1], s.nodes[0].port); err != nil {
 		return err
-	}
-	s.relay = r
-	c := redis.NewClient(&redis.Options{Addr: addrOf(s.nodes[1].port)})
-	defer c.Close()
-	if err := c.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(r.Port())).Err(); err != nil {
-		return fmt.Errorf("testcluster: REPLICAOF: %w", err)
-	}
-	if err := waitFor(ctx, func() bool {
-		info, _ := c.Info(ctx, "replication").Result()
-		return strings.Contains(info, "master_link_status:up")
-	}); err != nil {
-		return fmt.Errorf("testcluster: the Redis replica does not sync: %w", err)
 	}
 	for i := range s.sentinels {
 		n, err := s.startSentinel(ctx, i)
@@ -124,6 +114,99 @@ func (s *RedisSentinel) start(ctx context.Context) error {
 	return nil
 }
 
+// follow makes n a replica of the server on masterPort through a new
+// relay (the one StallReplication controls) and waits until it has synced.
+func (s *RedisSentinel) follow(ctx context.Context, n *sentinelNode, masterPort int) error {
+	r, err := newRelay(addrOf(masterPort), 0)
+	if err != nil {
+		return err
+	}
+	s.relay = r
+	s.relays = append(s.relays, r)
+	c := redis.NewClient(&redis.Options{Addr: addrOf(n.port)})
+	defer c.Close()
+	if err := c.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(r.Port())).Err(); err != nil {
+		return fmt.Errorf("testcluster: REPLICAOF: %w", err)
+	}
+	if err := waitFor(ctx, func() bool {
+		info, _ := c.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	}); err != nil {
+		return fmt.Errorf("testcluster: the Redis replica does not sync: %w", err)
+	}
+	return nil
+}
+
+// Rejoin starts the server KillMaster killed again, empty, on its port, as
+// a replica of the current master through a new relay (StallReplication
+// then controls it), and waits until it has synced: the setup can fail
+// over again. A no-op when no server is down. The sentinels point a
+// replica that follows another address than the master's at the master
+// itself after their failover-timeout (15 s here) once they notice: stall
+// soon after Rejoin.
+func (s *RedisSentinel) Rejoin(ctx context.Context) error {
+	n := s.killed
+	if n == nil {
+		return nil
+	}
+	master, err := s.MasterAddr(ctx)
+	if err != nil {
+		return err
+	}
+	_, p, err := net.SplitHostPort(master)
+	if err != nil {
+		return fmt.Errorf("testcluster: master address %q: %w", master, err)
+	}
+	masterPort, err := strconv.Atoi(p)
+	if err != nil {
+		return fmt.Errorf("testcluster: master address %q: %w", master, err)
+	}
+	if err := s.launchNode(ctx, n); err != nil {
+		return err
+	}
+	s.killed = nil
+	if err := s.follow(ctx, n, masterPort); err != nil {
+		return err
+	}
+	// Every sentinel sees it as a healthy replica of the master.
+	if err := s.settled(ctx, master, addrOf(n.port)); err != nil {
+		return fmt.Errorf("testcluster: the sentinels do not see the rejoined replica: %w", err)
+	}
+	return nil
+}
+
+// settled waits until every sentinel names master as the master and, when
+// replica is set, lists it as a replica without a down flag.
+func (s *RedisSentinel) settled(ctx context.Context, master, replica string) error {
+	for _, n := range s.sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addrOf(n.port)})
+		err := waitFor(ctx, func() bool {
+			m, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+			if err != nil || len(m) != 2 || net.JoinHostPort(m[0], m[1]) != master {
+				return false
+			}
+			if replica == "" {
+				return true
+			}
+			reps, err := sc.Replicas(ctx, SentinelMaster).Result()
+			if err != nil {
+				return false
+			}
+			for _, r := range reps {
+				if net.JoinHostPort(r["ip"], r["port"]) == replica {
+					return r["flags"] == "slave"
+				}
+			}
+			return false
+		})
+		sc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func addrOf(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
 func (s *RedisSentinel) startNode(ctx context.Context, name string) (*sentinelNode, error) {
@@ -131,16 +214,20 @@ func (s *RedisSentinel) startNode(ctx context.Context, name string) (*sentinelNo
 	if err != nil {
 		return nil, err
 	}
-	n := &sentinelNode{port: port}
-	d := filepath.Join(s.dir, name)
+	n := &sentinelNode{name: name, port: port}
+	return n, s.launchNode(ctx, n)
+}
+
+// launchNode starts n's redis-server (empty: no persistence).
+func (s *RedisSentinel) launchNode(ctx context.Context, n *sentinelNode) error {
+	d := filepath.Join(s.dir, n.name)
 	if err := os.MkdirAll(d, 0o755); err != nil {
-		return nil, fmt.Errorf("testcluster: %w", err)
+		return fmt.Errorf("testcluster: %w", err)
 	}
-	err = s.launch(ctx, n, filepath.Join(d, "redis.log"),
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	return s.launch(ctx, n, filepath.Join(d, "redis.log"),
+		"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", d, "--daemonize", "no", "--protected-mode", "no",
-		"--replica-announce-ip", "127.0.0.1", "--repl-timeout", "5")
-	return n, err
+		"--replica-announce-ip", "127.0.0.1", "--repl-timeout", "5", "--repl-diskless-sync-delay", "0")
 }
 
 // launch starts redis-server with args as n and waits for its port.
@@ -179,7 +266,7 @@ dir %s
 sentinel announce-ip 127.0.0.1
 sentinel monitor %s 127.0.0.1 %d 2
 sentinel down-after-milliseconds %s 500
-sentinel failover-timeout %s 3000
+sentinel failover-timeout %s 15000
 sentinel parallel-syncs %s 1
 `, port, d, SentinelMaster, s.nodes[0].port, SentinelMaster, SentinelMaster, SentinelMaster)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
@@ -241,6 +328,7 @@ func (s *RedisSentinel) KillMaster(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("testcluster: the master %s is none of the sentinel setup's servers", old)
 	}
 	victim.srv.stop(0) // SIGTERM, then SIGKILL at once
+	s.killed = victim
 	var now string
 	err = waitFor(ctx, func() bool {
 		a, err := s.MasterAddr(ctx)
@@ -259,6 +347,9 @@ func (s *RedisSentinel) KillMaster(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("testcluster: no failover after killing the master %s: %w", old, err)
 	}
+	if err := s.settled(ctx, now, ""); err != nil {
+		return "", fmt.Errorf("testcluster: the sentinels do not agree on the new master %s: %w", now, err)
+	}
 	return now, nil
 }
 
@@ -269,8 +360,8 @@ func (s *RedisSentinel) Close() error {
 			n.srv.stop(5 * time.Second)
 		}
 	}
-	if s.relay != nil {
-		s.relay.Close()
+	for _, r := range s.relays {
+		r.Close()
 	}
 	for _, n := range s.nodes {
 		if n != nil {
