@@ -22,6 +22,7 @@ type Read struct {
 	Started time.Time
 	Session int
 	Server  int
+	Took    time.Duration // until the read returned
 }
 
 // SessionWrite is a write made in a session: a read of the session that

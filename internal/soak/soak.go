@@ -102,6 +102,8 @@ type FaultStats struct {
 	// the first read served by a replica that began after it (-1: none
 	// before the next fault or the end).
 	Recovery []time.Duration
+	// Slowest is the longest a read that began during an injection took.
+	Slowest time.Duration
 }
 
 // Report is a soak's outcome.
@@ -152,8 +154,8 @@ func (r Report) String() string {
 		if ok > 0 {
 			mean = sum / time.Duration(ok)
 		}
-		fmt.Fprintf(&b, "  %-20s injected %d, back on replicas after the fault: mean %v, max %v (%d of %d measured)\n",
-			n, f.Injected, mean.Round(time.Millisecond), worst.Round(time.Millisecond), ok, len(f.Recovery))
+		fmt.Fprintf(&b, "  %-20s injected %d, back on replicas after the fault: mean %v, max %v (%d of %d measured); slowest read begun during it %v\n",
+			n, f.Injected, mean.Round(time.Millisecond), worst.Round(time.Millisecond), ok, len(f.Recovery), f.Slowest.Round(time.Millisecond))
 	}
 	for i, v := range r.Stale {
 		if i == 10 {
@@ -289,6 +291,7 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 			until = windows[i+1].start
 		}
 		fs.Recovery = append(fs.Recovery, recovery(rec.reads, replicaPort, w.end, until))
+		fs.Slowest = max(fs.Slowest, slowest(rec.reads, w.start, w.end))
 	}
 	return rep
 }
@@ -303,6 +306,17 @@ func recovery(reads []Read, replica map[int]bool, healed, until time.Time) time.
 		}
 	}
 	return -1
+}
+
+// slowest is the longest a read (sorted by start) that began in [from,
+// to) took.
+func slowest(reads []Read, from, to time.Time) time.Duration {
+	var worst time.Duration
+	i := sort.Search(len(reads), func(i int) bool { return !reads[i].Started.Before(from) })
+	for ; i < len(reads) && reads[i].Started.Before(to); i++ {
+		worst = max(worst, reads[i].Took)
+	}
+	return worst
 }
 
 // inPrimaryDown reports whether at falls in a PrimaryDown fault or the 3 s
@@ -487,7 +501,7 @@ func reader(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{
 			continue
 		}
 		rec.mu.Lock()
-		rec.reads = append(rec.reads, Read{Key: k, Version: r.Version, Started: started, Server: r.Port})
+		rec.reads = append(rec.reads, Read{Key: k, Version: r.Version, Started: started, Server: r.Port, Took: time.Since(started)})
 		rec.mu.Unlock()
 		time.Sleep(time.Millisecond)
 	}
@@ -525,7 +539,7 @@ func sessionWorker(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan 
 			continue
 		}
 		rec.mu.Lock()
-		rec.reads = append(rec.reads, Read{Key: key, Version: r.Version, Started: started, Session: session, Server: r.Port})
+		rec.reads = append(rec.reads, Read{Key: key, Version: r.Version, Started: started, Session: session, Server: r.Port, Took: time.Since(started)})
 		rec.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -53,12 +53,12 @@ func checkReport(t *testing.T, rep Report) {
 }
 
 func TestSoakPostgres(t *testing.T) {
-	c := Postgres{testcluster.PostgresFor(t)}
+	c := NewPostgres(t, testcluster.PostgresFor(t))
 	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, soakConfig(t)))
 }
 
 func TestSoakMariaDB(t *testing.T) {
-	c := MariaDB{testcluster.MariaDBFor(t)}
+	c := NewMariaDB(t, testcluster.MariaDBFor(t))
 	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, soakConfig(t)))
 }
 
@@ -74,12 +74,12 @@ func sentinelConfig(t *testing.T) Config {
 }
 
 func TestSoakPostgresSentinel(t *testing.T) {
-	c := Postgres{testcluster.PostgresFor(t)}
+	c := NewPostgres(t, testcluster.PostgresFor(t))
 	checkReport(t, Run(t, c, Store{Sentinel: testcluster.RedisSentinelFor(t)}, sentinelConfig(t)))
 }
 
 func TestSoakMariaDBSentinel(t *testing.T) {
-	c := MariaDB{testcluster.MariaDBFor(t)}
+	c := NewMariaDB(t, testcluster.MariaDBFor(t))
 	checkReport(t, Run(t, c, Store{Sentinel: testcluster.RedisSentinelFor(t)}, sentinelConfig(t)))
 }
 
@@ -87,7 +87,7 @@ func TestSoakMariaDBSentinel(t *testing.T) {
 // reads when there are some: with Eventual consistency (any replica,
 // fresh or not, as dbresolver does) and replay paused, they report them.
 func TestSoakCatchesStaleReads(t *testing.T) {
-	c := Postgres{testcluster.PostgresFor(t)}
+	c := NewPostgres(t, testcluster.PostgresFor(t))
 	rep := Run(t, c, Store{Redis: testcluster.RedisFor(t)}, Config{Duration: 8 * time.Second, Only: []string{"replay-paused"},
 		FaultEvery: 4 * time.Second, FaultFor: 2 * time.Second,
 		Plugin: func(pc *plugin.Config) { pc.Consistency = plugin.Eventual }})
@@ -108,7 +108,7 @@ func TestSoakChild(t *testing.T) {
 // TestSoakOSProcesses: the soak with each plugin instance in a process of
 // its own, sharing only the servers, on PostgreSQL.
 func TestSoakOSProcesses(t *testing.T) {
-	c := Postgres{testcluster.PostgresFor(t)}
+	c := NewPostgres(t, testcluster.PostgresFor(t))
 	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, halfOSProcesses(soakConfig(t))))
 }
 

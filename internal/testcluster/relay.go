@@ -43,6 +43,9 @@ type relayChunk struct {
 	eof bool
 }
 
+// relayRecheck is how often a held chunk reads the delay again.
+const relayRecheck = 10 * time.Millisecond
+
 // relayQueue is the number of chunks a connection holds before it stops
 // reading from the target (the target then blocks in TCP flow control).
 const relayQueue = 4096
@@ -225,8 +228,14 @@ func (c *relayConn) writeDown(queue <-chan relayChunk, delay func() time.Duratio
 		case <-c.done:
 			return
 		}
-		if wait := time.Until(ch.at.Add(delay())); wait > 0 {
-			timer.Reset(wait)
+		// The delay is read again every relayRecheck, so that lowering it
+		// (Relay.Stall(false)) releases a chunk already held.
+		for {
+			wait := time.Until(ch.at.Add(delay()))
+			if wait <= 0 {
+				break
+			}
+			timer.Reset(min(wait, relayRecheck))
 			select {
 			case <-timer.C:
 			case <-c.done:
@@ -244,3 +253,34 @@ func (c *relayConn) writeDown(queue <-chan relayChunk, delay func() time.Duratio
 		}
 	}
 }
+
+// Relay is a TCP proxy on 127.0.0.1 in front of a server whose answers
+// can be held (Stall): the client's connections hang, without breaking,
+// as behind a congested network or a stalled server.
+type Relay struct{ r *relay }
+
+// NewRelay listens on an ephemeral port of 127.0.0.1 and forwards every
+// connection to target.
+func NewRelay(target string) (*Relay, error) {
+	r, err := newRelay(target, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{r: r}, nil
+}
+
+// Port is the port clients connect to.
+func (r *Relay) Port() int { return r.r.Port() }
+
+// Stall holds (true) every answer from the server until released
+// (false); requests still reach the server.
+func (r *Relay) Stall(on bool) {
+	if on {
+		r.r.SetDelay(24 * time.Hour)
+	} else {
+		r.r.SetDelay(0)
+	}
+}
+
+// Close closes the relay and every connection through it.
+func (r *Relay) Close() error { return r.r.Close() }

@@ -222,3 +222,55 @@ func relayAndClient(t *testing.T, addr string, d time.Duration) (*relay, net.Con
 	}
 	return r, c
 }
+
+// TestRelayStallHoldsUntilReleased: a stalled relay holds the server's
+// answer (the request reaches the server) and releases it, already held,
+// when the stall ends.
+func TestRelayStallHoldsUntilReleased(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	got := make(chan struct{})
+	addr, _ := relayTarget(t, func(c net.Conn) {
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(c, b); err != nil {
+			return
+		}
+		close(got)
+		_, _ = c.Write(b)
+		_, _ = io.ReadFull(c, b) // until the client goes
+	})
+	r, err := NewRelay(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.Port()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r.Stall(true)
+	if _, err := c.Write([]byte{7}); err != nil {
+		t.Fatal(err)
+	}
+	<-got // the request reached the server
+	answer := make(chan error, 1)
+	go func() {
+		b := make([]byte, 1)
+		_, err := io.ReadFull(c, b)
+		answer <- err
+	}()
+	select {
+	case err := <-answer:
+		t.Fatalf("the answer came through a stalled relay (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	r.Stall(false)
+	select {
+	case err := <-answer:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held answer was not released when the stall ended")
+	}
+}
