@@ -242,3 +242,42 @@ func TestTrackerRestartNoWriteMissed(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectWritesTrackerDied: a tracker that stops decoding leaves its
+// decoded position in the store until the key expires (minutes). A plugin
+// with DirectWrites stops trusting it MaxDecodeDelay after the tracker's
+// last progress: a direct write made after the tracker died is read fresh
+// once that time and two polls have passed, although the WAL it wrote is
+// far below MaxDecodeLag.
+func TestDirectWritesTrackerDied(t *testing.T) {
+	name := "died-" + t.Name()
+	store, _ := newRedisStore(t, name)
+	e := newEnv(t, withStore(store))
+	run := startLogicalTracker(e, name)
+	const delay = 300 * time.Millisecond
+	watching, _ := e.open(withStore(store), withConfig(func(c *plugin.Config) {
+		c.DirectWrites = true
+		c.MaxDecodeDelay = delay
+	}))
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.isReplica(e.readItem(watching, 1).Port) {
+		if time.Now().After(deadline) {
+			t.Fatal("with a live tracker, reads with DirectWrites never went to a replica")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	run.stop() // the tracker dies; its decoded position stays in the store
+	if pos, err := store.DecodedPosition(context.Background()); err != nil || pos == 0 {
+		t.Fatalf("decoded position after the tracker stopped: %v, %v; want it still there", pos, err)
+	}
+	e.pauseAll()
+	rawWrite(t, e.rawConn(), "UPDATE items SET name = 'direct' WHERE id = 1")
+	time.Sleep(delay + 100*time.Millisecond) // MaxDecodeDelay and a few polls
+	if got := e.readItem(watching, 1); got.Name != "direct" {
+		t.Fatalf("STALE READ of a direct write made after the tracker died: %+v", got)
+	}
+}

@@ -112,6 +112,17 @@ type Config struct {
 	// read stale until decoded. Default: 1 MiB.
 	MaxDecodeLag uint64
 
+	// MaxDecodeDelay is how far behind in time DirectWrites trusts the
+	// tracker: its decoded position must cover what the primary had
+	// MaxDecodeDelay ago. A tracker that dies stops being trusted that long
+	// after its last progress, so a direct write made after its death is
+	// read stale for at most MaxDecodeDelay plus two polls (not until its
+	// key expires). The tracker publishes its decoded position every
+	// status interval (`--status-interval`, 1 s by default): keep
+	// MaxDecodeDelay above it, or reads wait for replicas to replay the
+	// primary's position at every poll. Default: 2 s.
+	MaxDecodeDelay time.Duration
+
 	// Announce registers the database and its replicas in the tracker's
 	// registry at Initialize (no credentials: host, port, database, the
 	// store's name and prefix, replica names and addresses), so a running
@@ -187,6 +198,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxDecodeLag == 0 {
 		c.MaxDecodeLag = 1 << 20
+	}
+	if c.MaxDecodeDelay <= 0 {
+		c.MaxDecodeDelay = 2 * time.Second
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 20 * time.Millisecond

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"maps"
+	"sort"
 	"time"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -129,7 +130,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	p.retryPending(ctx)
 	p.checkReplication(ctx, now)
 	if p.cfg.DirectWrites {
-		p.checkDecoding(ctx, ins, primaryOK)
+		p.checkDecoding(ctx, ins, primaryOK, now)
 	}
 	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
 		p.depsCheckedAt = now
@@ -142,10 +143,14 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 }
 
 // checkDecoding sets the direct-write floor from the tracker's decoded
-// position (Config.DirectWrites). Only PostgreSQL has a decoding tracker:
-// a position with named lanes (MariaDB, MySQL) always sets the floor to
-// the primary's whole position.
-func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.Position, primaryOK bool) {
+// position (Config.DirectWrites). The tracker is trusted when its decoded
+// position is within MaxDecodeLag bytes of the primary's and covers what
+// the primary had MaxDecodeDelay ago (a dead tracker's position stays in
+// the store until its key expires, minutes later: it stops being trusted
+// MaxDecodeDelay after it stopped decoding). Only PostgreSQL has a
+// decoding tracker: a position with named lanes (MariaDB, MySQL) always
+// sets the floor to the primary's whole position.
+func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.Position, primaryOK bool, now time.Time) {
 	if !primaryOK {
 		ins = lsnstore.Position{}
 		if last := p.lastPrimary.Load(); last != nil {
@@ -158,12 +163,29 @@ func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.Position, prima
 		decoded, err = ds.DecodedPosition(ctx)
 	}
 	head := ins.Main()
-	if ins.HasLanes() || err != nil || decoded == 0 || (head > decoded && uint64(head-decoded) > p.cfg.MaxDecodeLag) {
-		p.directPart = &ins
-	} else {
+	trusted := !ins.HasLanes() && err == nil && decoded != 0 &&
+		(head <= decoded || uint64(head-decoded) <= p.cfg.MaxDecodeLag) &&
+		decoded >= p.primaryAt(now.Add(-p.cfg.MaxDecodeDelay)).Main()
+	if trusted {
 		p.directPart = nil
+	} else {
+		p.directPart = &ins
 	}
 	p.storeFloor()
+}
+
+// primaryAt is the primary's position at t as the samples know it: the
+// last sample taken at or before t, else the oldest (taken after t: higher,
+// so conservative); zero without samples.
+func (p *Plugin) primaryAt(t time.Time) lsnstore.Position {
+	if len(p.samples) == 0 {
+		return lsnstore.Position{}
+	}
+	i := sort.Search(len(p.samples), func(i int) bool { return p.samples[i].at.After(t) })
+	if i == 0 {
+		return p.samples[0].pos
+	}
+	return p.samples[i-1].pos
 }
 
 // idleCaughtUp reports whether flush and insert differ only by the page
