@@ -40,3 +40,30 @@ func TestCheckerFlagsStaleReads(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckDirect(t *testing.T) {
+	t0 := time.Now()
+	writes := []Write{{Key: 1, Version: 1, Returned: t0}, {Key: 1, Version: 2, Returned: t0.Add(100 * time.Millisecond)}}
+	reads := []Read{
+		{Key: 1, Version: 0, Started: t0.Add(50 * time.Millisecond)},  // late, within the bound
+		{Key: 1, Version: 1, Started: t0.Add(150 * time.Millisecond)}, // late (misses v2), within
+		{Key: 1, Version: 0, Started: t0.Add(2 * time.Second)},        // misses v1 by 2 s: stale
+		{Key: 1, Version: 2, Started: t0.Add(3 * time.Second)},        // fresh
+		{Key: 1, Version: 0, Started: t0.Add(-time.Second)},           // before every write
+		{Key: 2, Version: 0, Started: t0.Add(5 * time.Second)},        // another key
+	}
+	late, lateBy, stale := checkDirect(writes, reads, time.Second)
+	if len(late) != 3 {
+		t.Fatalf("late = %d reads, want 3: %+v", len(late), late)
+	}
+	if lateBy != 2*time.Second {
+		t.Fatalf("lateBy = %v, want 2s (the read that missed v1, written 2 s before it)", lateBy)
+	}
+	// It had to see v2 as well (written 1.9 s before it, beyond the bound).
+	if len(stale) != 1 || stale[0].Read.Started != t0.Add(2*time.Second) || stale[0].Want != 2 {
+		t.Fatalf("stale = %+v, want the read 2 s after v1, missing v2", stale)
+	}
+	if got := stale[0].Read.Started.Sub(stale[0].Write.Returned); got != 1900*time.Millisecond {
+		t.Fatalf("stale violation names a write %v before the read, want 1.9s", got)
+	}
+}

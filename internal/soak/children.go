@@ -36,6 +36,7 @@ type childSpec struct {
 	Primary  string
 	Replicas []string
 	Store    storeSpec
+	Tracker  bool // the plugins rely on a tracker (trackerPlugin)
 	DB       string
 	PortExpr string
 	StopFile string
@@ -68,7 +69,7 @@ func startChildren(t testing.TB, c Cluster, st Store, dbName string, cfg Config,
 	var children []child
 	for i := range cfg.Processes {
 		spec := childSpec{Index: i, Share: shareOf(i, cfg), Cfg: Config{Writers: cfg.Writers, Keys: cfg.Keys},
-			Dialect: dialect, Primary: primary, Replicas: replicas, Store: st.spec(), DB: dbName,
+			Dialect: dialect, Primary: primary, Replicas: replicas, Store: st.spec(), Tracker: cfg.Tracker, DB: dbName,
 			PortExpr: c.PortExpr(), StopFile: stopFile, OutFile: filepath.Join(dir, fmt.Sprintf("child%d.json", i))}
 		b, err := json.Marshal(spec)
 		if err != nil {
@@ -129,10 +130,14 @@ func RunChild(t *testing.T) {
 	}
 	var replicas []plugin.Replica
 	for i, dsn := range spec.Replicas {
-		replicas = append(replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: open(dsn)})
+		replicas = append(replicas, plugin.Replica{Name: replicaName(i), Dialector: open(dsn)})
 	}
 	var primary gorm.Dialector = open(spec.Primary)
-	db := openProcess(t, replicas, primary, spec.Store, spec.DB, nil)
+	var adjust func(*plugin.Config)
+	if spec.Tracker {
+		adjust = trackerPlugin(spec.Index)
+	}
+	db := openProcess(t, replicas, primary, spec.Store, spec.DB, adjust)
 	rec := &recorder{}
 	stop := make(chan struct{})
 	wait := runWorkers(context.Background(), db, rec, stop, spec.PortExpr, spec.Share, spec.Cfg)

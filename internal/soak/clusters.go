@@ -73,7 +73,7 @@ func (c Postgres) WaitCaughtUp(ctx context.Context) error { return c.Postgres.Wa
 func (c Postgres) Replicas(db string) []plugin.Replica {
 	var out []plugin.Replica
 	for i := range c.Postgres.Replicas() {
-		out = append(out, plugin.Replica{Name: "r" + string(rune('0'+i)), Dialector: postgres.Open(c.replicaDSN(i, db))})
+		out = append(out, plugin.Replica{Name: replicaName(i), Dialector: postgres.Open(c.replicaDSN(i, db))})
 	}
 	return out
 }

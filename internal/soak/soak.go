@@ -21,6 +21,7 @@ import (
 	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/registry"
 )
 
 // Cluster is the database side of a soak.
@@ -47,7 +48,10 @@ type Cluster interface {
 // which callers may get errors (the primary is away): errors are counted
 // apart.
 type Fault struct {
-	Name        string
+	Name string
+	// For, when set, is how long this fault lasts instead of
+	// Config.FaultFor.
+	For         time.Duration
 	Inject      func(ctx context.Context) error
 	Heal        func(ctx context.Context) error
 	PrimaryDown bool
@@ -66,6 +70,11 @@ type Config struct {
 	// OSProcesses runs each plugin instance in a process of its own (this
 	// test binary started again, see RunChild) instead of in this one.
 	OSProcesses bool
+	// Tracker runs a logical-decoding tracker in a process of its own,
+	// killed and restarted by the tracker-killed fault, with plugins that
+	// rely on it (ReplayFromStore, DirectWrites) and writes made outside
+	// the plugins (direct.go). PostgreSQL only.
+	Tracker bool
 	// Only, when set, restricts the faults to those named.
 	Only []string
 	// Plugin, when set, adjusts every instance's plugin.Config.
@@ -118,6 +127,14 @@ type Report struct {
 	ReplicaReads    int
 	Faults          map[string]*FaultStats
 	FirstErrors     []string
+	// Direct writes (Config.Tracker): reads that missed one that returned
+	// before they began (DirectLate, allowed: the tracker decodes it
+	// within milliseconds, or it is dead) and those that missed one that
+	// returned more than directBound before (DirectStale: must be none).
+	DirectWrites, DirectReads int
+	DirectLate                []Violation
+	DirectLateBy              time.Duration // the longest a late read began after the oldest write it missed
+	DirectStale               []Violation
 }
 
 // ReplicaShare is the share of reads served by a replica.
@@ -157,9 +174,13 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, "  %-20s injected %d, back on replicas after the fault: mean %v, max %v (%d of %d measured); slowest read begun during it %v\n",
 			n, f.Injected, mean.Round(time.Millisecond), worst.Round(time.Millisecond), ok, len(f.Recovery), f.Slowest.Round(time.Millisecond))
 	}
-	for i, v := range r.Stale {
+	if r.DirectWrites > 0 {
+		fmt.Fprintf(&b, "  direct writes (outside the plugins): %d writes, %d reads; %d reads missed one that had returned (at most %v after it), %d beyond %v\n",
+			r.DirectWrites, r.DirectReads, len(r.DirectLate), r.DirectLateBy.Round(time.Millisecond), len(r.DirectStale), directBound)
+	}
+	for i, v := range append(slices.Clip(r.Stale), r.DirectStale...) {
 		if i == 10 {
-			fmt.Fprintf(&b, "  ... %d more stale reads\n", len(r.Stale)-10)
+			fmt.Fprintf(&b, "  ... %d more stale reads\n", len(r.Stale)+len(r.DirectStale)-10)
 			break
 		}
 		fmt.Fprintf(&b, "  STALE (%s): key %d saw version %d from port %d, want >= %d (written %v before the read began)\n",
@@ -179,6 +200,8 @@ type recorder struct {
 	reads         []Read
 	errs          []time.Time
 	firstErrors   []string
+	directWrites  []Write
+	directReads   []Read
 }
 
 func (r *recorder) err(err error) {
@@ -216,6 +239,28 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	}
 
 	rec := &recorder{}
+	var trk *trackerProc
+	if cfg.Tracker {
+		if c.Engine() != "postgres" {
+			t.Fatalf("soak: a tracker needs PostgreSQL, not %s", c.Engine())
+		}
+		_, primaryURL, _ := c.DSNs(dbName)
+		spec := trackerSpec{Store: st.spec(), StoreDB: storeName(dbName), Primary: primaryURL}
+		for i, p := range c.ReplicaPorts() {
+			spec.Replicas = append(spec.Replicas, registry.ReplicaEntry{Name: replicaName(i), Host: "127.0.0.1", Port: p})
+		}
+		trk = startTrackerProc(t, spec)
+	}
+	adjust := func(i int) func(*plugin.Config) {
+		return func(pc *plugin.Config) {
+			if cfg.Tracker {
+				trackerPlugin(i)(pc)
+			}
+			if cfg.Plugin != nil {
+				cfg.Plugin(pc)
+			}
+		}
+	}
 	var wait func()
 	if cfg.OSProcesses {
 		wait = startChildren(t, c, st, dbName, cfg, rec)
@@ -223,8 +268,11 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 		stop := make(chan struct{})
 		var waits []func()
 		for i := range cfg.Processes {
-			db := openProcess(t, c.Replicas(dbName), c.Primary(dbName), st.spec(), dbName, cfg.Plugin)
+			db := openProcess(t, c.Replicas(dbName), c.Primary(dbName), st.spec(), dbName, adjust(i))
 			waits = append(waits, runWorkers(ctx, db, rec, stop, port, shareOf(i, cfg), cfg))
+			if i == 0 && cfg.Tracker {
+				waits = append(waits, runDirect(ctx, t, c, dbName, db, rec, stop, port))
+			}
 		}
 		wait = func() {
 			time.Sleep(max(0, cfg.Duration-time.Since(started)))
@@ -236,6 +284,9 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	}
 
 	faults := append(c.Faults(), st.faults()...)
+	if trk != nil {
+		faults = append(faults, trackerFault(trk, c.Faults()))
+	}
 	if len(cfg.Only) > 0 {
 		faults = slices.DeleteFunc(faults, func(f Fault) bool { return !slices.Contains(cfg.Only, f.Name) })
 		if len(faults) == 0 {
@@ -245,13 +296,17 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	start := started
 	var windows []faultWindow
 	for i := 0; time.Since(start)+cfg.FaultEvery <= cfg.Duration; i++ {
-		time.Sleep(cfg.FaultEvery - cfg.FaultFor)
 		f := faults[i%len(faults)]
+		lasts := cfg.FaultFor
+		if f.For > 0 {
+			lasts = f.For
+		}
+		time.Sleep(max(cfg.FaultEvery-lasts, cfg.FaultEvery-cfg.FaultFor))
 		w := faultWindow{name: f.Name, start: time.Now(), primaryDown: f.PrimaryDown}
 		if err := f.Inject(ctx); err != nil {
 			t.Errorf("fault %s: inject: %v", f.Name, err)
 		}
-		time.Sleep(cfg.FaultFor)
+		time.Sleep(lasts)
 		if f.Heal != nil {
 			if err := f.Heal(ctx); err != nil {
 				t.Errorf("fault %s: heal: %v", f.Name, err)
@@ -266,6 +321,8 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	rep := Report{Engine: c.Engine(), Store: st.kind(), Duration: elapsed, Writes: len(rec.writes) + len(rec.sessionWrites),
 		Reads: len(rec.reads), Faults: map[string]*FaultStats{}, FirstErrors: rec.firstErrors}
 	rep.Stale = Check(rec.writes, rec.sessionWrites, rec.reads)
+	rep.DirectWrites, rep.DirectReads = len(rec.directWrites), len(rec.directReads)
+	rep.DirectLate, rep.DirectLateBy, rep.DirectStale = checkDirect(rec.directWrites, rec.directReads, directBound)
 	for _, rd := range rec.reads {
 		if replicaPort[rd.Server] {
 			rep.ReplicaReads++
@@ -346,6 +403,9 @@ func setupDB(t testing.TB, c Cluster, dbName string, n int) {
 	if err := db.Exec("CREATE TABLE soak_rows (id int PRIMARY KEY, version bigint NOT NULL)").Error; err != nil {
 		t.Fatal(err)
 	}
+	if err := createDirectTable(db); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < n; i++ {
 		if err := db.Exec("INSERT INTO soak_rows (id, version) VALUES (?, 0)", i).Error; err != nil {
 			t.Fatal(err)
@@ -368,7 +428,7 @@ func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector
 	}
 	pc := plugin.Config{
 		Replicas: replicas,
-		Store:    lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "soak-" + dbName}),
+		Store:    lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: storeName(dbName)}),
 		// Faults make every instance warn many times: keep errors only.
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	}
@@ -387,6 +447,34 @@ func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector
 		rdb.Close()
 	})
 	return db
+}
+
+// storeName is the plugins' store name for database db.
+func storeName(db string) string { return "soak-" + db }
+
+// replicaName is the name of replica i for the plugins (and the tracker).
+func replicaName(i int) string { return "r" + strconv.Itoa(i) }
+
+// runDirect starts the direct writer (a plain connection to the primary)
+// and a reader of its table through db; the returned func waits for them.
+func runDirect(ctx context.Context, t testing.TB, c Cluster, dbName string, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string) func() {
+	plain, err := gorm.Open(c.Primary(dbName), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s, err := plain.DB(); err == nil {
+			s.Close()
+		}
+	})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); directWriter(ctx, plain, rec, stop) }()
+	go func() {
+		defer wg.Done()
+		readTable(ctx, db, rec, stop, port, 99, directKeys, "soak_direct", &rec.directReads)
+	}()
+	return wg.Wait
 }
 
 // share is the workers one plugin instance runs: writers by index (a
@@ -481,8 +569,13 @@ type row struct {
 	Port    int
 }
 
-// reader reads random keys.
+// reader reads random keys of soak_rows.
 func reader(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string, seed, keys int) {
+	readTable(ctx, db, rec, stop, port, seed, keys, "soak_rows", &rec.reads)
+}
+
+// readTable reads random keys of table, recording the reads in *into.
+func readTable(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string, seed, keys int, table string, into *[]Read) {
 	rnd := rand.New(rand.NewPCG(uint64(seed), 42))
 	for {
 		select {
@@ -494,14 +587,14 @@ func reader(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{
 		started := time.Now()
 		var r row
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := db.WithContext(octx).Table("soak_rows").Select("version, "+port+" AS port").Where("id = ?", k).Scan(&r).Error
+		err := db.WithContext(octx).Table(table).Select("version, "+port+" AS port").Where("id = ?", k).Scan(&r).Error
 		cancel()
 		if err != nil {
-			rec.err(fmt.Errorf("read: %w", err))
+			rec.err(fmt.Errorf("read %s: %w", table, err))
 			continue
 		}
 		rec.mu.Lock()
-		rec.reads = append(rec.reads, Read{Key: k, Version: r.Version, Started: started, Server: r.Port, Took: time.Since(started)})
+		*into = append(*into, Read{Key: k, Version: r.Version, Started: started, Server: r.Port, Took: time.Since(started)})
 		rec.mu.Unlock()
 		time.Sleep(time.Millisecond)
 	}

@@ -47,14 +47,21 @@ func checkReport(t *testing.T, rep Report) {
 	if rep.Errors > 0 {
 		t.Errorf("%d errors returned to callers while the primary was up", rep.Errors)
 	}
+	if len(rep.DirectStale) > 0 {
+		t.Errorf("%d reads missed a direct write more than %v after it returned", len(rep.DirectStale), directBound)
+	}
 	if rep.Reads == 0 || rep.Writes == 0 {
 		t.Errorf("no work done: %d reads, %d writes", rep.Reads, rep.Writes)
 	}
 }
 
+// TestSoakPostgres runs with a tracker process (killed and restarted by
+// a fault) and writes made outside the plugins.
 func TestSoakPostgres(t *testing.T) {
 	c := NewPostgres(t, testcluster.PostgresFor(t))
-	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, soakConfig(t)))
+	cfg := soakConfig(t)
+	cfg.Tracker = true
+	checkReport(t, Run(t, c, Store{Redis: testcluster.RedisWithArgsFor(t, RedisArgs...)}, cfg))
 }
 
 func TestSoakMariaDB(t *testing.T) {
@@ -103,6 +110,15 @@ func TestSoakChild(t *testing.T) {
 		t.Skip("not a soak process")
 	}
 	RunChild(t)
+}
+
+// TestSoakTrackerChild is a soak tracker process's body (RunTrackerChild);
+// a no-op otherwise.
+func TestSoakTrackerChild(t *testing.T) {
+	if os.Getenv(EnvTracker) == "" {
+		t.Skip("not a soak tracker process")
+	}
+	RunTrackerChild(t)
 }
 
 // TestSoakOSProcesses: the soak with each plugin instance in a process of
