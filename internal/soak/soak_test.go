@@ -14,12 +14,13 @@ func TestMain(m *testing.M) {
 	os.Exit(testcluster.Run(m, testcluster.Spec{}))
 }
 
-// duration is FRESHREAD_SOAK_DURATION (per engine), 20 s by default: the
-// short run of make test; make soak sets minutes.
+// duration is FRESHREAD_SOAK_DURATION (per engine), 40 s by default: the
+// short run of make test, long enough to inject every fault once (3 s
+// apart); make soak sets minutes.
 func duration(t *testing.T) time.Duration {
 	s := os.Getenv("FRESHREAD_SOAK_DURATION")
 	if s == "" {
-		return 20 * time.Second
+		return 40 * time.Second
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
