@@ -43,7 +43,7 @@ bench:
 
 ## soak: the fault-injection soak with its independent checker, per engine
 ## and per store (one Redis; a Sentinel setup) for FRESHREAD_SOAK_DURATION
-## (default 5m; make test runs 20s); FRESHREAD_SOAK_FAULTS=a,b restricts the
+## (default 5m; make test runs 40s); FRESHREAD_SOAK_FAULTS=a,b restricts the
 ## faults; must report 0 stale reads (docs/reliability.md).
 FRESHREAD_SOAK_DURATION ?= 5m
 soak: check-deps
