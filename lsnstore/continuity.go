@@ -51,9 +51,9 @@ type Epoch struct {
 // read after Verify), and only then calls Accept. Until the first Accept,
 // and whenever the store's data is no longer the accepted one,
 // WritePosition returns ErrDiscontinuity, in its own round trip; so it
-// does when, since the accepted Verify began, the client connected to a
-// server it had not connected to (a failover) or a command failed on the
-// network (a restart, a crash).
+// does when, since the accepted Verify began, the client replaced dead
+// connections (a failover, a restart) or a command failed on the network
+// (a restart, a crash).
 type Verifier interface {
 	Store
 	Verify(ctx context.Context) (Epoch, error)
@@ -167,7 +167,7 @@ func (rr *RedisReader) checkAnchor(v any, evicted string) error {
 		return fmt.Errorf("%w: not verified yet", ErrDiscontinuity)
 	}
 	if rr.watch.suspect.Load() != rr.acceptedS.Load() {
-		return fmt.Errorf("%w: connected to another server or failed on the network since the last verification", ErrDiscontinuity)
+		return fmt.Errorf("%w: replaced connections or failed on the network since the last verification", ErrDiscontinuity)
 	}
 	s, ok := v.(string)
 	if !ok {
@@ -201,21 +201,20 @@ type EvictionGuard interface {
 }
 
 // clientWatch counts, for one go-redis client, the events after which
-// the server may be another or may have lost data: a connection to a
-// server not connected to before (a failover), and a command failing on
-// the network (a restart, a crash before a failover; at the latest the
-// reader's periodic Verify fails so). One hook per client, shared by
-// every store on it.
+// the server may be another or may have lost data: a connection opened to
+// replace dead ones (a server restarted, with or without persistence, or
+// failed over to: every pooled connection died, go-redis removed them,
+// and the next command dials), and a command failing on the network (a
+// restart, a crash before a failover; at the latest the reader's periodic
+// Verify fails so). One hook per client, shared by every store on it.
 type clientWatch struct {
 	suspect atomic.Uint64
-	servers sync.Map // remote addresses connected to
 }
 
 var clientWatches sync.Map // redis.UniversalClient -> *clientWatch
 
 // watchClient returns the client's watch, installing its hook the first
-// time. The client's own address is known from the start (a plain
-// client); other servers count when first connected to.
+// time (on a Cluster client, on every node's client too).
 func watchClient(rdb redis.UniversalClient) *clientWatch {
 	if w, ok := clientWatches.Load(rdb); ok {
 		return w.(*clientWatch)
@@ -224,41 +223,40 @@ func watchClient(rdb redis.UniversalClient) *clientWatch {
 	if v, loaded := clientWatches.LoadOrStore(rdb, w); loaded {
 		return v.(*clientWatch)
 	}
-	h := suspectHook{w}
-	switch c := rdb.(type) {
-	case *redis.Client:
-		if a := c.Options().Addr; a != "FailoverClient" {
-			w.servers.Store(a, struct{}{})
-		}
-	case *redis.ClusterClient:
-		c.OnNewNode(func(n *redis.Client) { n.AddHook(h) })
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(&suspectHook{w: w, pool: n.PoolStats}) })
 	}
-	rdb.AddHook(h)
+	rdb.AddHook(&suspectHook{w: w, pool: rdb.PoolStats})
 	return w
 }
 
-type suspectHook struct{ w *clientWatch }
+type suspectHook struct {
+	w    *clientWatch
+	pool func() *redis.PoolStats
+	// stale is the pool's count of removed connections at the last dial.
+	stale atomic.Uint32
+}
 
-// DialHook counts a connection to a server not connected to before (by
-// the connection's remote address: a go-redis FailoverClient dials the
-// master under one placeholder address): a failover. New connections to
-// a known server (the pool growing) count nothing.
-func (h suspectHook) DialHook(next redis.DialHook) redis.DialHook {
+// DialHook counts a new connection made when the pool was empty or had
+// removed connections since the previous dial: after a restart (which
+// keeps the address and, with persistence, the anchor) or a failover (a
+// go-redis FailoverClient dials the new master under one placeholder
+// address), every pooled connection is dead and removed before the next
+// command dials. The pool growing under load counts nothing; an idle or
+// timed-out connection replaced does (reads use the primary until the
+// next Verify, which finds the anchor unchanged: no loss floor).
+func (h *suspectHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		st := h.pool()
 		c, err := next(ctx, network, addr)
-		if err == nil {
-			if ra := c.RemoteAddr(); ra != nil {
-				addr = ra.String()
-			}
-			if _, seen := h.w.servers.LoadOrStore(addr, struct{}{}); !seen {
-				h.w.suspect.Add(1)
-			}
+		if err == nil && (h.stale.Swap(st.StaleConns) != st.StaleConns || st.TotalConns == 0) {
+			h.w.suspect.Add(1)
 		}
 		return c, err
 	}
 }
 
-func (h suspectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *suspectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		h.check(err)
@@ -266,7 +264,7 @@ func (h suspectHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (h suspectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h *suspectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		h.check(err)
@@ -280,7 +278,7 @@ func (h suspectHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // cancellations, which a loaded server or an impatient caller cause (a
 // server that is really gone also refuses or resets connections, and a
 // failover shows as a new address).
-func (h suspectHook) check(err error) {
+func (h *suspectHook) check(err error) {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return
 	}

@@ -167,7 +167,9 @@ func TestRedisRestartIsADiscontinuity(t *testing.T) {
 // TestRedisNetworkFailureNeedsVerification: a command failing on a broken
 // connection (here CLIENT KILL while it waits; a restart or a crash break
 // them the same way) makes reads refuse until Verify has looked at the
-// server again. A timeout does not: a loaded server causes them. (go-redis
+// server again. A timeout is not a failure (a loaded server causes them),
+// but the connection go-redis opens to replace the timed-out one is
+// suspect until Verify finds the server unchanged. (go-redis
 // retries a command on a broken connection; only a failure that outlives
 // the retries reaches the hook: a client without retries here.)
 func TestRedisNetworkFailureNeedsVerification(t *testing.T) {
@@ -192,6 +194,12 @@ func TestRedisNetworkFailureNeedsVerification(t *testing.T) {
 		t.Fatalf("WritePosition on a paused server: %v, want a timeout", err)
 	}
 	time.Sleep(250 * time.Millisecond)
+	// go-redis drops a connection whose command timed out; the one that
+	// replaces it (dialled by the first Verify) is suspect until the next
+	// Verify, which finds the same server with the same data (no loss
+	// floor), as the plugin's next poll does.
+	wantContinuous(t, s, "after a timeout")
+	wantContinuous(t, s, "after a timeout, the next poll")
 	checkWrite(t, s, []string{"t"}, 4)
 
 	// A broken connection: a command blocked on the server when its
@@ -281,4 +289,44 @@ func TestRedisEvictionIsADiscontinuity(t *testing.T) {
 	if _, err := s.WritePosition(ctx, []string{"t"}); err != nil && !IsDiscontinuity(err) {
 		t.Fatalf("guarded read after accepting: %v", err)
 	}
+}
+
+// TestRedisRestartWithPersistenceIsADiscontinuity: a server restarted from
+// a snapshot older than the last raises comes back with the accepted
+// anchor (it was in the snapshot) but without those raises. The first
+// read after the restart dials (every pooled connection died with the
+// server) and refuses; Verify then sees the new run_id.
+func TestRedisRestartWithPersistenceIsADiscontinuity(t *testing.T) {
+	r := testcluster.RedisWithArgsFor(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	s := verified(t, rdb)
+	raiseOK(t, s, []string{"t"}, 4)
+	if err := rdb.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	raiseOK(t, s, []string{"t"}, 9) // acknowledged, not in the snapshot
+	checkWrite(t, s, []string{"t"}, 9)
+	if err := r.Stop(ctx); errors.Is(err, testcluster.ErrUnsupported) {
+		t.Skipf("cannot restart this Redis server: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rdb.Get(ctx, s.anchorKey).Val(); got != *s.accepted.Load() {
+		t.Fatalf("the snapshot does not hold the accepted anchor (%q): the test tests nothing", got)
+	}
+	pos, err := s.WritePosition(ctx, []string{"t"})
+	if !IsDiscontinuity(err) {
+		t.Fatalf("first read after a restart from an old snapshot: %v, %v; want a discontinuity (the snapshot lacks the raise to 9)", pos, err)
+	}
+	e, err := s.Verify(ctx)
+	if err != nil || !e.Changed {
+		t.Fatalf("Verify after the restart: %+v, %v; want Changed (new run_id)", e, err)
+	}
+	s.Accept(e)
+	checkWrite(t, s, []string{"t"}, 4) // lost: the reader must be conservative
 }
