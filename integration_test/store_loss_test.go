@@ -53,9 +53,10 @@ var storeLosses = []storeLoss{
 	{name: "EvictionUnderPolicy", setup: evictingPolicy, lose: evictEverything, pollOnce: true},
 }
 
-// evictingPolicy configures the server to evict (maxmemory far above what
-// it uses, volatile-random) until the test ends.
-func evictingPolicy(t *testing.T, rdb *redis.Client) {
+// restoreMemoryConfig puts the server's maxmemory settings back when t
+// ends.
+func restoreMemoryConfig(t *testing.T, rdb *redis.Client) {
+	t.Helper()
 	ctx := context.Background()
 	old, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
 	if err != nil {
@@ -65,6 +66,13 @@ func evictingPolicy(t *testing.T, rdb *redis.Client) {
 		rdb.ConfigSet(ctx, "maxmemory", old["maxmemory"])
 		rdb.ConfigSet(ctx, "maxmemory-policy", old["maxmemory-policy"])
 	})
+}
+
+// evictingPolicy configures the server to evict (maxmemory far above what
+// it uses, volatile-random) until the test ends.
+func evictingPolicy(t *testing.T, rdb *redis.Client) {
+	ctx := context.Background()
+	restoreMemoryConfig(t, rdb)
 	rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-random")
 	rdb.ConfigSet(ctx, "maxmemory", "1gb")
 }
@@ -162,14 +170,7 @@ func TestEvictionPolicyMetric(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	old, err := rdb.ConfigGet(ctx, "maxmemory*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		rdb.ConfigSet(ctx, "maxmemory", old["maxmemory"])
-		rdb.ConfigSet(ctx, "maxmemory-policy", old["maxmemory-policy"])
-	})
+	restoreMemoryConfig(t, rdb)
 	e := newEnv(t, withStore(store))
 	if v := pluginMetric(t, e.plug, "freshread_store_eviction_possible"); v != 0 {
 		t.Fatalf("freshread_store_eviction_possible = %v with noeviction, want 0", v)

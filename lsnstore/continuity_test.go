@@ -138,14 +138,7 @@ func TestRedisRestartIsADiscontinuity(t *testing.T) {
 	s := verified(t, rdb)
 	raiseOK(t, s, []string{"t"}, 9)
 	ctx := context.Background()
-	if err := r.Stop(ctx); errors.Is(err, testcluster.ErrUnsupported) {
-		t.Skipf("cannot restart this Redis server: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restartRedis(t, r)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := s.WritePosition(ctx, []string{"t"})
@@ -308,14 +301,7 @@ func TestRedisRestartWithPersistenceIsADiscontinuity(t *testing.T) {
 	}
 	raiseOK(t, s, []string{"t"}, 9) // acknowledged, not in the snapshot
 	checkWrite(t, s, []string{"t"}, 9)
-	if err := r.Stop(ctx); errors.Is(err, testcluster.ErrUnsupported) {
-		t.Skipf("cannot restart this Redis server: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restartRedis(t, r)
 	if got := rdb.Get(ctx, s.anchorKey).Val(); got != *s.accepted.Load() {
 		t.Fatalf("the snapshot does not hold the accepted anchor (%q): the test tests nothing", got)
 	}
@@ -329,4 +315,19 @@ func TestRedisRestartWithPersistenceIsADiscontinuity(t *testing.T) {
 	}
 	s.Accept(e)
 	checkWrite(t, s, []string{"t"}, 4) // lost: the reader must be conservative
+}
+
+// restartRedis stops r and starts it again on the same port (skipping t
+// for a server it cannot restart).
+func restartRedis(t *testing.T, r *testcluster.Redis) {
+	t.Helper()
+	ctx := context.Background()
+	if err := r.Stop(ctx); errors.Is(err, testcluster.ErrUnsupported) {
+		t.Skipf("cannot restart this Redis server: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -35,26 +35,15 @@ func createDirectTable(db *gorm.DB) error {
 // directWriter bumps soak_direct's rows in turn through plain, a
 // connection without the plugin.
 func directWriter(ctx context.Context, plain *gorm.DB, rec *recorder, stop <-chan struct{}) {
-	version := map[int]int64{}
-	for k := 0; ; k = (k + 1) % directKeys {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		v := version[k] + 1
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := plain.WithContext(octx).Exec("UPDATE soak_direct SET version = ? WHERE id = ?", v, k).Error
-		cancel()
-		version[k] = v
+	next := func(k int) int { return (k + 1) % directKeys }
+	bump(ctx, plain, stop, "soak_direct", 0, next, 5*time.Millisecond, func(w Write, err error) {
 		if err != nil {
-			continue // the primary restarting: not the plugins' error
+			return // the primary restarting: not the plugins' error
 		}
 		rec.mu.Lock()
-		rec.directWrites = append(rec.directWrites, Write{Key: k, Version: v, Returned: time.Now()})
+		rec.directWrites = append(rec.directWrites, w)
 		rec.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
+	})
 }
 
 // checkDirect returns the reads of soak_direct that missed a direct write

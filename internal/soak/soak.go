@@ -538,11 +538,29 @@ const opTimeout = 10 * time.Second
 
 // writer bumps the versions of the keys k with k % Writers == w, in turn.
 func writer(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, w int, cfg Config) {
-	version := map[int]int64{}
-	for k := w; ; k += cfg.Writers {
-		if k >= cfg.Keys {
-			k = w
+	next := func(k int) int {
+		if k += cfg.Writers; k >= cfg.Keys {
+			return w
 		}
+		return k
+	}
+	bump(ctx, db, stop, "soak_rows", w, next, 2*time.Millisecond, func(wr Write, err error) {
+		if err != nil {
+			rec.err(fmt.Errorf("write: %w", err))
+			return
+		}
+		rec.mu.Lock()
+		rec.writes = append(rec.writes, wr)
+		rec.mu.Unlock()
+	})
+}
+
+// bump bumps the versions of table's rows, key first then next(key) and so
+// on, pausing between writes, until stop closes; done gets each write that
+// returned (or its error).
+func bump(ctx context.Context, db *gorm.DB, stop <-chan struct{}, table string, first int, next func(int) int, pause time.Duration, done func(Write, error)) {
+	version := map[int]int64{}
+	for k := first; ; k = next(k) {
 		select {
 		case <-stop:
 			return
@@ -550,17 +568,13 @@ func writer(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{
 		}
 		v := version[k] + 1
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		err := db.WithContext(octx).Exec("UPDATE soak_rows SET version = ? WHERE id = ?", v, k).Error
+		err := db.WithContext(octx).Exec("UPDATE "+table+" SET version = ? WHERE id = ?", v, k).Error
 		cancel()
 		version[k] = v // on an error the write may have committed: never reuse v
-		if err != nil {
-			rec.err(fmt.Errorf("write: %w", err))
-			continue
+		done(Write{Key: k, Version: v, Returned: time.Now()}, err)
+		if err == nil {
+			time.Sleep(pause)
 		}
-		rec.mu.Lock()
-		rec.writes = append(rec.writes, Write{Key: k, Version: v, Returned: time.Now()})
-		rec.mu.Unlock()
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
