@@ -100,6 +100,27 @@ func checkReplayPos(t *testing.T, s Store, want map[string]Position, wantMin Pos
 
 // checkConformance runs the assertions every Store must pass.
 func checkConformance(t *testing.T, newStore newStoreFunc) {
+	t.Run("Keyed", func(t *testing.T) {
+		s := newStore(t, "keyed")
+		k1, k2 := KeyName("t", "id", 1), KeyName("t", "id", 2)
+		// A write that proved it touched row 1 only.
+		raiseOK(t, s, []string{KeyedTable("t"), k1}, 10)
+		checkWrite(t, s, []string{"t"}, 10)                 // the table: every write
+		checkWrite(t, s, []string{UnkeyedName("t"), k1}, 10) // row 1
+		checkWrite(t, s, []string{UnkeyedName("t"), k2}, 0)  // row 2: untouched
+		// A write that proves nothing (a plain table name, as the tracker
+		// and every writer unaware of keys give it) raises the unkeyed
+		// position, which every keyed read includes.
+		raiseOK(t, s, []string{"t"}, 20)
+		checkWrite(t, s, []string{UnkeyedName("t"), k2}, 20)
+		checkWrite(t, s, []string{"t"}, 20)
+		raiseOK(t, s, []string{KeyedTable("t"), k2}, 30)
+		checkWrite(t, s, []string{UnkeyedName("t"), k1}, 20)
+		checkWrite(t, s, []string{UnkeyedName("t"), k2}, 30)
+		checkWrite(t, s, []string{UnkeyedName("t"), k1, k2}, 30)
+		checkWrite(t, s, []string{"u"}, 0) // another table
+		checkWrite(t, s, nil, 30)
+	})
 	t.Run("Empty", func(t *testing.T) {
 		s := newStore(t, "empty")
 		checkWrite(t, s, nil, 0)

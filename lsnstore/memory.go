@@ -11,12 +11,16 @@ import (
 // ready to use; NewMemory returns one.
 //
 // Reads are lock-free and allocate nothing for positions without named
-// lanes. Positions never expire: the
-// memory used is bounded by the number of tables and replicas of the
-// database, and a position that is never replaced stays correct (it is
-// simply passed by every replica), so there is nothing for a TTL to bound.
+// lanes. Positions never expire: the memory used is bounded by the number
+// of tables and replicas of the database, and a position that is never
+// replaced stays correct (it is simply passed by every replica), so there
+// is nothing for a TTL to bound. Key positions (keys.go) are bounded by
+// folding them into their tables' unkeyed positions (memory_keys.go).
 type Memory struct {
 	tables  sync.Map // table name -> *positionCell
+	keys    sync.Map // KeyName -> *keyCell (memory_keys.go)
+	nkeys   atomic.Int64
+	foldMu  sync.Mutex
 	max     positionCell
 	unknown positionCell
 
@@ -78,9 +82,19 @@ func (m *Memory) WritePosition(_ context.Context, tables []string) (Position, er
 		return m.max.load(), nil
 	}
 	pos := m.unknown.load()
+	// Key positions first, then the rest (unkeyed positions): see keyCell.
 	for _, t := range tables {
-		if v, ok := m.tables.Load(t); ok {
-			pos = pos.Merge(v.(*positionCell).load())
+		if isKeyName(t) {
+			if v, ok := m.keys.Load(t); ok {
+				pos = pos.Merge(v.(*keyCell).load())
+			}
+		}
+	}
+	for _, t := range tables {
+		if !isKeyName(t) {
+			if v, ok := m.tables.Load(t); ok {
+				pos = pos.Merge(v.(*positionCell).load())
+			}
 		}
 	}
 	return pos, nil
@@ -94,12 +108,12 @@ func (m *Memory) Raise(_ context.Context, tables []string, pos Position) error {
 	if tables == nil {
 		m.unknown.raise(pos)
 	}
-	for _, t := range tables {
-		v, ok := m.tables.Load(t)
-		if !ok {
-			v, _ = m.tables.LoadOrStore(t, new(positionCell))
+	for _, t := range raiseNames(tables) {
+		if isKeyName(t) {
+			m.raiseKey(t, pos)
+			continue
 		}
-		v.(*positionCell).raise(pos)
+		m.cell(t).raise(pos)
 	}
 	m.max.raise(pos)
 	return nil

@@ -37,3 +37,29 @@ func TestMemoryWritePositionAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryKeysFold: past memoryKeyCap key positions, the memory store
+// folds them into their tables' unkeyed positions: keyed reads stay at
+// least as conservative, and the store stays bounded.
+func TestMemoryKeysFold(t *testing.T) {
+	m := NewMemory()
+	ctx := context.Background()
+	for i := range memoryKeyCap + 10 {
+		if err := m.Raise(ctx, []string{KeyedTable("t"), KeyName("t", "id", int64(i))}, PositionOf(LSN(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.nkeys.Load(); n > memoryKeyCap {
+		t.Fatalf("%d key positions kept, cap %d", n, memoryKeyCap)
+	}
+	// Every key written still reads at least its position.
+	for _, i := range []int{0, 1, memoryKeyCap / 2, memoryKeyCap, memoryKeyCap + 9} {
+		got, err := m.WritePosition(ctx, []string{UnkeyedName("t"), KeyName("t", "id", int64(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Main() < LSN(i+1) {
+			t.Fatalf("key %d reads %v after the fold, want at least %v", i, got, LSN(i+1))
+		}
+	}
+}

@@ -64,8 +64,12 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 }
 
 // tableKey returns the key of table's write position, boxed, from a cache
-// that does not lock or allocate on a hit.
+// that does not lock or allocate on a hit. Key positions (KeyName) are
+// not cached: there is no end to them.
 func (r *Redis) tableKey(table string) any {
+	if isKeyName(table) {
+		return r.base + table + "-write_lsn"
+	}
 	if k, ok := r.tableKeys.Load(table); ok {
 		return k
 	}
@@ -200,7 +204,8 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 	if pos.IsZero() {
 		return nil
 	}
-	keys := make([]string, 0, len(tables)+1)
+	tables = raiseNames(tables)
+	keys := make([]string, 0, len(tables)+2)
 	if tables == nil {
 		keys = append(keys, r.unknownKey)
 	}

@@ -68,6 +68,7 @@ func TestRedisKeyLayout(t *testing.T) {
 		p := tc.prefix + "{" + db + "}-"
 		want := map[string]string{
 			p + "users-write_lsn":          "16/B374D848",
+			p + "users#u-write_lsn":        "16/B374D848", // unkeyed (keys.go)
 			p + "write_lsn":                "16/B374D848",
 			p + "write_lsn-unknown_tables": "1/A",
 			p + "replay_lsn":               "1/FF",
@@ -101,7 +102,7 @@ func TestRedisTTL(t *testing.T) {
 	raiseOK(t, s, nil, 5)
 	publishOK(t, s, map[string]LSN{"r": 3})
 	keys, err := rdb.Keys(ctx, "*{"+db+"}*").Result()
-	if err != nil || len(keys) != 6 {
+	if err != nil || len(keys) != 7 { // a, a#u, max, unknown, replay min, r, replicas
 		t.Fatalf("keys: %q, %v", keys, err)
 	}
 	for _, k := range keys {

@@ -24,7 +24,7 @@ func TableKey(name string) string {
 	plain := true
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if c == '.' || c == '"' || c == '`' || (c >= 'A' && c <= 'Z') || c == ' ' {
+		if c == '.' || c == '"' || c == '`' || (c >= 'A' && c <= 'Z') || c == ' ' || c == '#' {
 			plain = false
 			break
 		}
@@ -37,7 +37,9 @@ func TableKey(name string) string {
 		name = name[i+1:]
 	}
 	name = strings.Trim(name, "\"`")
-	return strings.ToLower(name)
+	// '#' starts the names of keyed positions (keys.go): a table whose
+	// name holds one is stored under "%23" instead.
+	return strings.ReplaceAll(strings.ToLower(name), "#", "%23")
 }
 
 // CloseGraph returns the transitive closure of a dependency graph: for each

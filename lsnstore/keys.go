@@ -1,0 +1,77 @@
+package lsnstore
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Positions by key (docs/keyed-positions.md). Besides a table's position,
+// a store keeps its *unkeyed* position, raised by every write of the table
+// that does not prove which rows it touched, and positions per key value,
+// raised by writes that do. A read pinned to key values needs those keys'
+// positions and the unkeyed one; any other read needs the table's, which
+// every write raises.
+//
+// They travel as names in the tables lists of Raise and WritePosition:
+//
+//	t                    Raise: a write of t that proves nothing: raises t and
+//	                     UnkeyedName(t). WritePosition: t's position.
+//	KeyedTable(t)        Raise only: a write of t that proved its keys:
+//	                     raises t, not its unkeyed position.
+//	KeyName(t, col, v)   the position of t's rows whose col is v.
+//	UnkeyedName(t)       WritePosition: t's unkeyed position.
+//
+// So every writer that knows nothing of keys (the tracker's direct
+// writes, dependency raises, raw SQL) raises the unkeyed position without
+// saying so. TableKey never produces these names from a table name: it
+// escapes '#'.
+
+const (
+	unkeyedSuffix = "#u"
+	keyedSuffix   = "#k"
+	keyInfix      = "#k:"
+)
+
+// UnkeyedName is the name of table's unkeyed position.
+func UnkeyedName(table string) string { return table + unkeyedSuffix }
+
+// KeyedTable is the name, in Raise, of a write of table that proved which
+// keys it touched (listed with KeyName besides it).
+func KeyedTable(table string) string { return table + keyedSuffix }
+
+// KeyName is the name of the position of table's rows whose column col
+// holds the integer v.
+func KeyName(table, col string, v int64) string {
+	return table + keyInfix + col + "=" + strconv.FormatInt(v, 10)
+}
+
+// isKeyName reports whether name is a KeyName.
+func isKeyName(name string) bool { return strings.Contains(name, keyInfix) }
+
+// raiseNames is the store names a Raise of names raises: a plain table
+// name also raises its unkeyed position, KeyedTable(t) raises t alone.
+// names is returned as it is when no name needs expanding.
+func raiseNames(names []string) []string {
+	expand := false
+	for _, n := range names {
+		if !strings.Contains(n, "#") || strings.HasSuffix(n, keyedSuffix) {
+			expand = true
+			break
+		}
+	}
+	if !expand {
+		return names
+	}
+	out := make([]string, 0, 2*len(names))
+	for _, n := range names {
+		switch {
+		case strings.HasSuffix(n, keyedSuffix):
+			out = append(out, strings.TrimSuffix(n, keyedSuffix))
+		case !strings.Contains(n, "#"):
+			out = append(out, n, UnkeyedName(n))
+		default:
+			out = append(out, n)
+		}
+	}
+	return out
+}

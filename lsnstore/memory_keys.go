@@ -1,0 +1,67 @@
+package lsnstore
+
+import (
+	"strings"
+	"sync/atomic"
+)
+
+// memoryKeyCap bounds the key positions (keys.go) a Memory store keeps:
+// past it, every key position is folded into its table's unkeyed position
+// and dropped, which keeps every keyed read at least as conservative.
+const memoryKeyCap = 1 << 17
+
+// keyCell is a key position. A writer that raised a cell found dead
+// (folded concurrently) raises the unkeyed position too, so no raise is
+// lost; a reader loads key cells before unkeyed positions, so a cell
+// folded after it looked is covered by the unkeyed position it loads next.
+type keyCell struct {
+	positionCell
+	unkeyed string
+	dead    atomic.Bool
+}
+
+// cell returns name's position cell in m.tables, creating it.
+func (m *Memory) cell(name string) *positionCell {
+	v, ok := m.tables.Load(name)
+	if !ok {
+		v, _ = m.tables.LoadOrStore(name, new(positionCell))
+	}
+	return v.(*positionCell)
+}
+
+func (m *Memory) raiseKey(name string, pos Position) {
+	v, ok := m.keys.Load(name)
+	if !ok {
+		if m.nkeys.Add(1) > memoryKeyCap {
+			m.foldKeys()
+		}
+		unkeyed := UnkeyedName(name[:strings.Index(name, keyInfix)])
+		var loaded bool
+		v, loaded = m.keys.LoadOrStore(name, &keyCell{unkeyed: unkeyed})
+		if loaded {
+			m.nkeys.Add(-1)
+		}
+	}
+	c := v.(*keyCell)
+	c.raise(pos)
+	if c.dead.Load() {
+		m.cell(c.unkeyed).raise(pos)
+	}
+}
+
+// foldKeys folds every key position into its table's unkeyed position.
+func (m *Memory) foldKeys() {
+	m.foldMu.Lock()
+	defer m.foldMu.Unlock()
+	if m.nkeys.Load() <= memoryKeyCap {
+		return // folded by another writer meanwhile
+	}
+	m.keys.Range(func(k, v any) bool {
+		c := v.(*keyCell)
+		c.dead.Store(true)
+		m.cell(c.unkeyed).raise(c.load())
+		m.keys.Delete(k)
+		m.nkeys.Add(-1)
+		return true
+	})
+}
