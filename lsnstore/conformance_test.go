@@ -105,7 +105,7 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 		k1, k2 := KeyName("t", "id", 1), KeyName("t", "id", 2)
 		// A write that proved it touched row 1 only.
 		raiseOK(t, s, []string{KeyedTable("t"), k1}, 10)
-		checkWrite(t, s, []string{"t"}, 10)                 // the table: every write
+		checkWrite(t, s, []string{"t"}, 10)                  // the table: every write
 		checkWrite(t, s, []string{UnkeyedName("t"), k1}, 10) // row 1
 		checkWrite(t, s, []string{UnkeyedName("t"), k2}, 0)  // row 2: untouched
 		// A write that proves nothing (a plain table name, as the tracker
