@@ -11,6 +11,7 @@ import (
 const (
 	Route   = "freshread:route"
 	Mark    = "freshread:mark_write"
+	MarkKey = "freshread:mark_write_keys"
 	Publish = "freshread:publish_autocommit"
 	Retry   = "freshread:retry_on_primary"
 	Relearn = "freshread:relearn_after_ddl"
@@ -27,6 +28,9 @@ type Freshness interface {
 	RouteRead(db *gorm.DB)
 	// MarkModelWrite records the table a Create, Update or Delete writes.
 	MarkModelWrite(db *gorm.DB)
+	// MarkModelKeys, once the statement has run, records which of the
+	// table's keys it wrote, or that it proved none.
+	MarkModelKeys(db *gorm.DB)
 	// MarkRawWrite records the tables an Exec writes.
 	MarkRawWrite(db *gorm.DB)
 	// PublishAutocommit publishes what a statement outside a transaction
@@ -53,6 +57,9 @@ func RegisterFreshness(db *gorm.DB, f Freshness) error {
 		cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register(Mark, f.MarkModelWrite),
 		cb.Update().After("gorm:begin_transaction").Before("gorm:before_update").Register(Mark, f.MarkModelWrite),
 		cb.Delete().After("gorm:begin_transaction").Before("gorm:before_delete").Register(Mark, f.MarkModelWrite),
+		cb.Create().After("gorm:create").Before("gorm:commit_or_rollback_transaction").Register(MarkKey, f.MarkModelKeys),
+		cb.Update().After("gorm:update").Before("gorm:commit_or_rollback_transaction").Register(MarkKey, f.MarkModelKeys),
+		cb.Delete().After("gorm:delete").Before("gorm:commit_or_rollback_transaction").Register(MarkKey, f.MarkModelKeys),
 		cb.Create().After("gorm:commit_or_rollback_transaction").Register(Publish, f.PublishAutocommit),
 		cb.Update().After("gorm:commit_or_rollback_transaction").Register(Publish, f.PublishAutocommit),
 		cb.Delete().After("gorm:commit_or_rollback_transaction").Register(Publish, f.PublishAutocommit),

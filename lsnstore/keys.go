@@ -45,6 +45,15 @@ func KeyName(table, col string, v int64) string {
 	return table + keyInfix + col + "=" + strconv.FormatInt(v, 10)
 }
 
+// BaseTable is the table a KeyedTable name is of; any other name (a
+// table, a KeyName, an UnkeyedName) is returned as it is.
+func BaseTable(name string) string {
+	if t, ok := strings.CutSuffix(name, keyedSuffix); ok {
+		return t
+	}
+	return name
+}
+
 // isKeyName reports whether name is a KeyName.
 func isKeyName(name string) bool { return strings.Contains(name, keyInfix) }
 

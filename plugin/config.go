@@ -107,6 +107,17 @@ type Config struct {
 	// programs write too. Default: false.
 	DirectWrites bool
 
+	// KeyedPositions keeps positions per primary key value besides the
+	// table's (docs/keyed-positions.md): a GORM Create, Update or Delete
+	// that proves which rows it touched (integer primary keys: the rows it
+	// inserted, a WHERE pinning the key) raises those keys only, and a
+	// GORM read pinned to key values (`id = ?`, `id IN ?`, First by key)
+	// waits for those keys and for the table's writes that proved nothing,
+	// instead of every write of the table. Every process sharing the store
+	// must run a version that raises unkeyed positions (this one) before
+	// any enables it. Default: false.
+	KeyedPositions bool
+
 	// MaxDecodeLag is the decoding lag, in bytes of WAL, up to which
 	// DirectWrites trusts the tracker; direct writes in that window may be
 	// read stale until decoded. Default: 1 MiB.

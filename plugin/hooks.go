@@ -4,6 +4,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/callbacks"
+	"github.com/freshread/freshread/lsnstore"
 )
 
 // autocommitKey keys, in Statement.Settings, the tables an autocommit write
@@ -19,6 +20,7 @@ var _ callbacks.Freshness = hooks{}
 
 func (h hooks) RouteRead(db *gorm.DB)         { h.p.routeRead(db) }
 func (h hooks) MarkModelWrite(db *gorm.DB)    { h.p.markModelWrite(db) }
+func (h hooks) MarkModelKeys(db *gorm.DB)     { h.p.markModelKeys(db) }
 func (h hooks) MarkRawWrite(db *gorm.DB)      { h.p.markRawWrite(db) }
 func (h hooks) PublishAutocommit(db *gorm.DB) { h.p.publishAutocommit(db) }
 func (h hooks) RetryOnPrimary(db *gorm.DB)    { h.p.retryOnPrimary(db) }
@@ -43,7 +45,10 @@ func (p *Plugin) retryOnPrimary(db *gorm.DB) {
 	}
 }
 
-// markModelWrite records the table a Create/Update/Delete writes.
+// markModelWrite records the table a Create/Update/Delete writes. With
+// KeyedPositions, a write of a table with an integer key records the
+// table's position alone (lsnstore.KeyedTable); markModelKeys adds the
+// keys or the unkeyed position once the statement has run.
 func (p *Plugin) markModelWrite(db *gorm.DB) {
 	if db.Error != nil {
 		return
@@ -51,8 +56,54 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 	var tables []string // nil: unknown, the database-wide position
 	if name, ok := statementTable(db.Statement); ok {
 		tables = []string{name}
+		if p.cfg.KeyedPositions && p.keyable(db) {
+			db.Statement.Settings.Store(keyedKey{db.Statement}, name)
+			tables = []string{lsnstore.KeyedTable(name)}
+		}
 	}
 	p.recordWrite(db, tables)
+}
+
+// keyedKey keys, in Statement.Settings, the table of a write whose keys
+// markModelKeys records.
+type keyedKey struct{ stmt *gorm.Statement }
+
+// keyable reports whether the write's keys can be recorded after it ran:
+// a model with an integer key, on an autocommit statement or a
+// transaction the plugin began.
+func (p *Plugin) keyable(db *gorm.DB) bool {
+	if _, ok := integerKey(db.Statement); !ok {
+		return false
+	}
+	pool := db.Statement.ConnPool
+	if ptx, ok := pool.(*gorm.PreparedStmtTX); ok {
+		pool = ptx.Tx
+	}
+	switch pool.(type) {
+	case *trackedTx:
+		return true
+	case *replaySession, gorm.TxCommitter:
+		return false
+	}
+	return true
+}
+
+// markModelKeys records the keys a keyed write touched, or, when it
+// proved none (or failed: it may have written anyway), the table's
+// unkeyed position.
+func (p *Plugin) markModelKeys(db *gorm.DB) {
+	v, ok := db.Statement.Settings.LoadAndDelete(keyedKey{db.Statement})
+	if !ok {
+		return
+	}
+	table := v.(string)
+	if db.Error == nil {
+		if names, ok := keyedWriteNames(db.Statement, table); ok {
+			p.recordWrite(db, names[1:])
+			return
+		}
+	}
+	p.recordWrite(db, []string{table})
 }
 
 // markRawWrite records the tables an Exec writes. Exec always runs on the

@@ -119,7 +119,9 @@ func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) e
 			seen[t] = true
 			tables = append(tables, t)
 		}
-		for _, d := range p.dependentsOf(t) {
+		// Dependents of a keyed write's table (lsnstore.KeyedTable) are
+		// raised as plain tables: unkeyed. A key name has none of its own.
+		for _, d := range p.dependentsOf(lsnstore.BaseTable(t)) {
 			if d == lsnstore.Everything {
 				unknown = true
 			} else if !seen[d] {

@@ -105,9 +105,15 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		}
 		p.toAnyReplica(db, ReasonConsistency, tables)
 	case Session:
-		p.toFresh(db, tables, false)
+		p.toFresh(db, tables, nil, false)
 	default:
-		p.toFresh(db, tables, true)
+		lookup := tables
+		if p.cfg.KeyedPositions && !raw && len(tables) == 1 {
+			if names, ok := keyedReadNames(stmt, tables[0]); ok {
+				lookup = names
+			}
+		}
+		p.toFresh(db, tables, lookup, true)
 	}
 }
 
@@ -130,9 +136,9 @@ func (p *Plugin) toAnyReplica(db *gorm.DB, reason Reason, tables []string) {
 
 // toFresh sends the read to a replica that has replayed the required
 // position: the caller's session position, and with tableWrites the write
-// positions of the read's tables (one store round trip). Any doubt: the
-// primary.
-func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
+// positions of lookup (the read's tables, or its keys' positions: one
+// store round trip). Any doubt: the primary.
+func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool) {
 	ctx := db.Statement.Context
 	if len(p.replicas) == 0 {
 		p.toPrimary(db, ReasonNoReplica, tables)
@@ -151,7 +157,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables []string, tableWrites bool) {
 		required = s.position(p.cluster)
 	}
 	if tableWrites {
-		pos, err := p.tablesPosition(ctx, tables)
+		pos, err := p.tablesPosition(ctx, lookup)
 		if err != nil {
 			if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 				p.cfg.Logger.DebugContext(ctx, "freshread: store unavailable, read goes to the primary", "err", err)

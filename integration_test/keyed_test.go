@@ -1,0 +1,91 @@
+package integration_test
+
+import (
+	"testing"
+
+	"github.com/freshread/freshread/plugin"
+)
+
+var keyed = withConfig(func(c *plugin.Config) { c.KeyedPositions = true })
+
+// checkKeyedPositions: with KeyedPositions and replay paused, a write of
+// row 1 leaves reads of row 2 on the replicas (with row 2's data), while
+// every read that can see row 1 (by key, IN, range, raw SQL) is fresh; a
+// write that proves no key makes keyed reads of every row wait; a row
+// created by key is read fresh.
+func checkKeyedPositions(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
+	e := newEnv(t, keyed)
+	for id := uint(1); id <= 3; id++ {
+		if err := e.db.Create(&Item{ID: id, Name: "old", Version: 1}).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.resumeAll()
+	e.pauseAll()
+	if err := setName(e.db, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.readItem(e.db, 1); got.Name != "new" {
+		t.Fatalf("STALE READ of row 1 by key after its write: %+v", got)
+	}
+	got := e.readItem(e.db, 2)
+	if got.Name != "old" {
+		t.Fatalf("row 2: %+v", got)
+	}
+	e.mustReplica(got, "read of row 2 after a write of row 1 (keyed)")
+
+	var rows []Item
+	if err := e.db.Where("id IN ?", []uint{1, 2}).Order("id").Find(&rows).Error; err != nil || len(rows) != 2 || rows[0].Name != "new" {
+		t.Fatalf("STALE READ through id IN (1, 2): %+v, %v", rows, err)
+	}
+	if err := e.db.Where("id > ?", 0).Order("id").Find(&rows).Error; err != nil || len(rows) != 3 || rows[0].Name != "new" {
+		t.Fatalf("STALE READ through a range: %+v, %v", rows, err)
+	}
+	var name string
+	if err := e.db.Raw("SELECT name FROM items WHERE id = 1").Scan(&name).Error; err != nil || name != "new" {
+		t.Fatalf("STALE READ through raw SQL: %q, %v", name, err)
+	}
+	var it Item
+	if err := e.db.First(&it, 1).Error; err != nil || it.Name != "new" {
+		t.Fatalf("STALE READ through First by key: %+v, %v", it, err)
+	}
+
+	// A write that proves no key: every keyed read of the table waits.
+	if err := e.db.Model(&Item{}).Where("name = ?", "old").Update("version", 5).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.readItem(e.db, 3); got.Version != 5 {
+		t.Fatalf("STALE READ of row 3 after an UPDATE without a key: %+v", got)
+	}
+	// A row created by key.
+	fresh := Item{ID: 100, Name: "created"}
+	if err := e.db.Create(&fresh).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.readItem(e.db, fresh.ID); got.Name != "created" {
+		t.Fatalf("STALE READ of a created row %d: %+v", fresh.ID, got)
+	}
+	e.resumeAll()
+	e.mustReplica(e.readItem(e.db, 1), "row 1 after catch-up")
+}
+
+func TestKeyedPositions(t *testing.T)        { checkKeyedPositions(t, newEnv) }
+func TestMariaDBKeyedPositions(t *testing.T) { checkKeyedPositions(t, newMariaEnv) }
+
+// TestKeyedWritePathsNeverReadStale runs every write path with keyed
+// positions on: none may be read stale.
+func TestKeyedWritePathsNeverReadStale(t *testing.T) {
+	for i, wp := range writePaths {
+		t.Run(wp.name, func(t *testing.T) {
+			runWritePath(t, newEnv(t, keyed), wp, uint(i+1))
+		})
+	}
+}
+
+func TestMariaDBKeyedWritePathsNeverReadStale(t *testing.T) {
+	for i, wp := range writePathsWithoutReturning() {
+		t.Run(wp.name, func(t *testing.T) {
+			runWritePath(t, newMariaEnv(t, keyed), wp, uint(i+1))
+		})
+	}
+}

@@ -1,0 +1,357 @@
+package plugin
+
+import (
+	"reflect"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Positions by key (Config.KeyedPositions, docs/keyed-positions.md): a
+// GORM write that proves which rows of its table it touched raises those
+// rows' key positions instead of the table's unkeyed position, and a GORM
+// read pinned to key values waits only for those keys and the unkeyed
+// position. Integer primary keys only.
+
+// maxKeys caps the keys of one statement: a write touching more raises the
+// unkeyed position, a read pinned to more uses the table position.
+const maxKeys = 256
+
+// keyedWriteNames returns the names a Create, Update or Delete of table
+// raises when it proves which keys it touched: KeyedTable(table) and a
+// KeyName per key. ok is false when it proves nothing (the caller then
+// raises the table, which raises its unkeyed position too).
+func keyedWriteNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
+	pk, ok := integerKey(stmt)
+	if !ok {
+		return nil, false
+	}
+	var keys []int64
+	switch {
+	case hasClause(stmt, "INSERT"):
+		if hasClause(stmt, "ON CONFLICT") {
+			return nil, false // an upsert may update a row under another key
+		}
+		keys, ok = modelKeys(stmt, pk)
+	case hasClause(stmt, "UPDATE"):
+		if setsKey(stmt, pk) {
+			return nil, false // the row moves to another key
+		}
+		keys, ok = pinnedKeys(stmt, pk.DBName)
+	case hasClause(stmt, "DELETE"):
+		keys, ok = pinnedKeys(stmt, pk.DBName)
+	default:
+		return nil, false
+	}
+	if !ok || len(keys) == 0 || len(keys) > maxKeys {
+		return nil, false
+	}
+	names = make([]string, 0, len(keys)+1)
+	names = append(names, lsnstore.KeyedTable(table))
+	for _, k := range keys {
+		names = append(names, lsnstore.KeyName(table, pk.DBName, k))
+	}
+	return names, true
+}
+
+// keyedReadNames returns the names a read of table pinned to primary key
+// values needs (their key positions and the table's unkeyed position), or
+// ok false: the read needs the table position.
+func keyedReadNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
+	if len(stmt.Joins) > 0 || len(stmt.Preloads) > 0 {
+		return nil, false
+	}
+	pk, ok := integerKey(stmt)
+	if !ok {
+		return nil, false
+	}
+	keys, ok := pinnedKeys(stmt, pk.DBName)
+	if !ok || len(keys) == 0 || len(keys) > maxKeys {
+		return nil, false
+	}
+	names = make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		names = append(names, lsnstore.KeyName(table, pk.DBName, k))
+	}
+	return append(names, lsnstore.UnkeyedName(table)), true
+}
+
+// integerKey is the statement's model's single integer primary key.
+func integerKey(stmt *gorm.Statement) (*schema.Field, bool) {
+	if stmt.Schema == nil || len(stmt.Schema.PrimaryFields) != 1 {
+		return nil, false
+	}
+	f := stmt.Schema.PrioritizedPrimaryField
+	if f == nil || (f.DataType != schema.Int && f.DataType != schema.Uint) {
+		return nil, false
+	}
+	return f, true
+}
+
+func hasClause(stmt *gorm.Statement, name string) bool {
+	_, ok := stmt.Clauses[name]
+	return ok
+}
+
+// setsKey reports whether an Update may assign the primary key (the row
+// would move to another key), judged from what it was given (GORM drops
+// its SET clause once the statement has run): a map naming the key, or a
+// struct other than the model with a non-zero key. Anything else: yes.
+func setsKey(stmt *gorm.Statement, pk *schema.Field) bool {
+	switch d := stmt.Dest.(type) {
+	case map[string]any:
+		for col := range d {
+			if strings.EqualFold(col, pk.DBName) || col == pk.Name {
+				return true
+			}
+		}
+		return false
+	case nil:
+		return true
+	}
+	if stmt.Dest == stmt.Model {
+		return false // GORM turns the model's key into the WHERE
+	}
+	rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
+	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType {
+		return true
+	}
+	_, zero := pk.ValueOf(stmt.Context, rv)
+	return !zero
+}
+
+// modelKeys reads the primary keys of the rows a Create inserted from its
+// model (GORM sets keys the database assigned). A zero key: not known.
+func modelKeys(stmt *gorm.Statement, pk *schema.Field) ([]int64, bool) {
+	rv := reflect.Indirect(stmt.ReflectValue)
+	var keys []int64
+	add := func(row reflect.Value) bool {
+		v, zero := pk.ValueOf(stmt.Context, row)
+		if zero {
+			return false
+		}
+		k, ok := integerValue(v)
+		keys = append(keys, k)
+		return ok
+	}
+	switch rv.Kind() {
+	case reflect.Struct:
+		if !add(rv) {
+			return nil, false
+		}
+	case reflect.Slice, reflect.Array:
+		if rv.Len() > maxKeys {
+			return nil, false
+		}
+		for i := 0; i < rv.Len(); i++ {
+			if !add(reflect.Indirect(rv.Index(i))) {
+				return nil, false
+			}
+		}
+	default:
+		return nil, false
+	}
+	return keys, true
+}
+
+// pinnedKeys returns the values of col that the statement's WHERE pins at
+// top level (an equality or IN ANDed with the rest): every row the
+// statement touches has one of them. ok is false when the WHERE pins
+// nothing or has a top-level OR.
+func pinnedKeys(stmt *gorm.Statement, col string) ([]int64, bool) {
+	c, ok := stmt.Clauses["WHERE"]
+	if !ok {
+		return nil, false
+	}
+	where, ok := c.Expression.(clause.Where)
+	if !ok {
+		return nil, false
+	}
+	var keys []int64
+	found := false
+	var walk func(exprs []clause.Expression) bool
+	walk = func(exprs []clause.Expression) bool {
+		for _, e := range exprs {
+			switch e := e.(type) {
+			case clause.OrConditions:
+				return false
+			case clause.AndConditions:
+				if !walk(e.Exprs) {
+					return false
+				}
+			default:
+				ks, pins := pinningExpr(e, col, stmt.Table)
+				if !pins || found {
+					continue // ANDed: narrows, never widens (a second pin: keep the first)
+				}
+				keys, found = ks, true
+			}
+		}
+		return true
+	}
+	if !walk(where.Exprs) || !found {
+		return nil, false
+	}
+	return keys, true
+}
+
+// pinningExpr reports whether e is `col = v` or `col IN (...)` with integer
+// values, and returns them.
+func pinningExpr(e clause.Expression, col, table string) ([]int64, bool) {
+	switch e := e.(type) {
+	case clause.Eq:
+		if !namesColumn(e.Column, col, table) {
+			return nil, false
+		}
+		return integerValues([]any{e.Value})
+	case clause.IN:
+		if !namesColumn(e.Column, col, table) {
+			return nil, false
+		}
+		return integerValues(e.Values)
+	case clause.Expr:
+		return pinningSQL(e.SQL, e.Vars, col, table)
+	}
+	return nil, false
+}
+
+// pinningSQL reads "<col> = ?", "<col> IN ?" and "<col> IN (?, ...)", with
+// the column optionally quoted and qualified by the table.
+func pinningSQL(sql string, vars []any, col, table string) ([]int64, bool) {
+	s := strings.TrimSpace(sql)
+	i := strings.IndexAny(s, " =")
+	if i <= 0 {
+		return nil, false
+	}
+	if !sameColumn(s[:i], col, table) {
+		return nil, false
+	}
+	rest := strings.TrimSpace(s[i:])
+	switch {
+	case rest == "= ?" || rest == "=?":
+		if len(vars) != 1 {
+			return nil, false
+		}
+		return integerValues(vars)
+	case strings.EqualFold(rest, "IN ?") || strings.EqualFold(rest, "IN (?)"):
+		if len(vars) != 1 {
+			return nil, false
+		}
+		return integerValues(flatten(vars[0]))
+	case len(rest) > 3 && strings.EqualFold(rest[:3], "IN "):
+		list := strings.TrimSpace(rest[3:])
+		if !strings.HasPrefix(list, "(") || !strings.HasSuffix(list, ")") {
+			return nil, false
+		}
+		for _, p := range strings.Split(list[1:len(list)-1], ",") {
+			if strings.TrimSpace(p) != "?" {
+				return nil, false
+			}
+		}
+		if strings.Count(list, "?") != len(vars) {
+			return nil, false
+		}
+		return integerValues(vars)
+	}
+	return nil, false
+}
+
+// sameColumn reports whether the SQL identifier s (optionally quoted,
+// optionally table-qualified) is col of table.
+func sameColumn(s, col, table string) bool {
+	s = strings.NewReplacer("`", "", `"`, "").Replace(s)
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		if !strings.EqualFold(s[:i], table) {
+			return false
+		}
+		s = s[i+1:]
+	}
+	return strings.EqualFold(s, col)
+}
+
+// namesColumn reports whether a clause column (a clause.Column or a
+// string) is col of table, or the primary key.
+func namesColumn(c any, col, table string) bool {
+	switch c := c.(type) {
+	case string:
+		return sameColumn(c, col, table)
+	case clause.Column:
+		if c.Raw || c.Alias != "" {
+			return false
+		}
+		if c.Table != "" && c.Table != clause.CurrentTable && !strings.EqualFold(c.Table, table) {
+			return false
+		}
+		return c.Name == clause.PrimaryKey || strings.EqualFold(c.Name, col)
+	}
+	return false
+}
+
+// flatten turns a slice argument (id IN ?) into its elements.
+func flatten(v any) []any {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
+		return []any{v}
+	}
+	if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
+		return []any{v} // []byte: one value
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out
+}
+
+func integerValues(vs []any) ([]int64, bool) {
+	if len(vs) == 0 || len(vs) > maxKeys {
+		return nil, false
+	}
+	out := make([]int64, len(vs))
+	for i, v := range vs {
+		k, ok := integerValue(v)
+		if !ok {
+			return nil, false
+		}
+		out[i] = k
+	}
+	return out, true
+}
+
+// integerValue is v as an int64 when v is a Go integer (not a string, a
+// float or a driver.Valuer: they could name the row another way).
+func integerValue(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int:
+		return int64(v), true
+	case int8:
+		return int64(v), true
+	case int16:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case int64:
+		return v, true
+	case uint8:
+		return int64(v), true
+	case uint16:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case uint:
+		if uint64(v) > 1<<63-1 {
+			return 0, false
+		}
+		return int64(v), true
+	case uint64:
+		if v > 1<<63-1 {
+			return 0, false
+		}
+		return int64(v), true
+	}
+	return 0, false
+}
