@@ -160,7 +160,13 @@ func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.Position, prima
 	var decoded lsnstore.LSN
 	var err error
 	if ds, ok := p.cfg.Store.(lsnstore.DecodedStore); ok && !ins.HasLanes() {
-		decoded, err = ds.DecodedPosition(ctx)
+		if uds, ok := ds.(lsnstore.UnkeyedDecodedStore); ok && p.cfg.KeyedPositions {
+			// Keyed reads look at unkeyed positions: only a tracker that
+			// raises them may be trusted.
+			decoded, err = uds.UnkeyedDecodedPosition(ctx)
+		} else {
+			decoded, err = ds.DecodedPosition(ctx)
+		}
 	}
 	head := ins.Main()
 	trusted := !ins.HasLanes() && err == nil && decoded != 0 &&

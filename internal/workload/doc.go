@@ -60,6 +60,10 @@
 //     replica can serve yet waits for one (PostgreSQL: for the plugin's
 //     poller to see a fresh replica; MariaDB: MASTER_GTID_WAIT on the
 //     replica), then goes to the primary on timeout.
+//   - freshread-key: freshread-table with Config.KeyedPositions: a read of
+//     a row waits only for the writes of that row (every statement names
+//     the table's model, so the plugin knows the key; the SQL is the same
+//     for every strategy).
 //
 // The three plugin strategies share the Redis store kind, so their writes
 // publish alike; only the table strategies consult it on reads.

@@ -41,10 +41,13 @@ const (
 	// FreshTableWait is FreshTable with Config.MaxWait: a read no replica
 	// can serve yet waits (up to Options.MaxWait) for one to catch up.
 	FreshTableWait Strategy = "freshread-table+wait"
+	// FreshKey is FreshTable with Config.KeyedPositions: a read of a row
+	// waits only for writes of that row (and writes that proved no row).
+	FreshKey Strategy = "freshread-key"
 )
 
 // AllStrategies lists every strategy.
-var AllStrategies = []Strategy{AlwaysPrimary, DBResolver, Window, FreshTable, FreshTableSession, FreshTableWait}
+var AllStrategies = []Strategy{AlwaysPrimary, DBResolver, Window, FreshTable, FreshTableSession, FreshTableWait, FreshKey}
 
 // Options configures Run. Zero fields take their defaults.
 type Options struct {
@@ -456,6 +459,7 @@ func (e *env) open(ctx context.Context, rs *testcluster.Redis, name string) (fun
 	if e.strategy == FreshTableWait {
 		cfg.MaxWait = e.o.MaxWait
 	}
+	cfg.KeyedPositions = e.strategy == FreshKey
 	e.reasons = map[plugin.Reason]int64{}
 	for i, r := range replicas {
 		cfg.Replicas = append(cfg.Replicas, plugin.Replica{Name: fmt.Sprintf("replica%d", i), Dialector: e.cl.dialector(r)})
@@ -497,7 +501,9 @@ func (e *env) readRow(ctx context.Context, t, id int) (version int64, port int, 
 		Version int64
 		Port    int
 	}
-	err = e.db.WithContext(ctx).Table(tableName(t)).Select(e.cl.readColumns()).
+	// The model names the table's key (for freshread-key); the SQL is the
+	// same for every strategy.
+	err = e.db.WithContext(ctx).Table(tableName(t)).Model(&row{}).Select(e.cl.readColumns()).
 		Where("id = ?", id).Scan(&res).Error
 	return res.Version, res.Port, err
 }
@@ -526,7 +532,7 @@ func (e *env) writeRow(ctx context.Context, t, id int) (int64, error) {
 func (e *env) writeRowNoReturning(ctx context.Context, t, id int) (int64, error) {
 	var version int64
 	err := e.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		u := tx.Table(tableName(t)).Where("id = ?", id).Update("version", gorm.Expr("version + 1"))
+		u := tx.Table(tableName(t)).Model(&row{}).Where("id = ?", id).Update("version", gorm.Expr("version + 1"))
 		if u.Error != nil {
 			return u.Error
 		}
