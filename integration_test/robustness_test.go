@@ -123,6 +123,15 @@ func TestPolicyPicksAmongFreshReplicas(t *testing.T) {
 func TestMetricsCollector(t *testing.T) {
 	e := newEnv(t)
 	e.resumeAll()
+	// The shared servers may still be coming back from an earlier test's
+	// restart: wait until the poller sees a replica.
+	deadline := time.Now().Add(15 * time.Second)
+	for !e.isReplica(e.readOther(e.db).Port) {
+		if time.Now().After(deadline) {
+			t.Fatal("reads of an untouched table never reached a replica")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for i := 0; i < 5; i++ {
 		e.readOther(e.db)
 	}
