@@ -1,0 +1,63 @@
+package plugin
+
+import (
+	"slices"
+	"testing"
+
+	"gorm.io/gorm/clause"
+)
+
+func TestPinningSQL(t *testing.T) {
+	for _, tc := range []struct {
+		sql  string
+		vars []any
+		want []int64 // nil: does not pin
+	}{
+		{"id = ?", []any{5}, []int64{5}},
+		{"`items`.`id` = ?", []any{uint(7)}, []int64{7}},
+		{`"items"."id"=?`, []any{int64(8)}, []int64{8}},
+		{"ID = ?", []any{9}, []int64{9}},
+		{"id IN ?", []any{[]int{1, 2}}, []int64{1, 2}},
+		{"id IN (?)", []any{[]uint{3}}, []int64{3}},
+		{"id IN (?, ?)", []any{4, 5}, []int64{4, 5}},
+		{"id = ?", []any{"5"}, nil},                     // a string: the collation decides
+		{"id = ?", []any{5.0}, nil},                     // a float
+		{"other.id = ?", []any{5}, nil},                 // another table's id
+		{"name = ?", []any{5}, nil},                     // another column
+		{"id > ?", []any{5}, nil},                       // a range
+		{"id = ? OR 1 = 1", []any{5}, nil},              // more than the equality
+		{"id IN (?, ?)", []any{4}, nil},                 // placeholders and vars disagree
+		{"id = ?", []any{uint64(1 << 63)}, nil},         // beyond int64
+		{"id IN ?", []any{make([]int, maxKeys+1)}, nil}, // too many keys
+	} {
+		got, ok := pinningSQL(tc.sql, tc.vars, "id", "items")
+		if tc.want == nil {
+			if ok {
+				t.Errorf("pinningSQL(%q, %v) pins %v, want nothing", tc.sql, tc.vars, got)
+			}
+			continue
+		}
+		if !ok || !slices.Equal(got, tc.want) {
+			t.Errorf("pinningSQL(%q, %v) = %v, %v; want %v", tc.sql, tc.vars, got, ok, tc.want)
+		}
+	}
+}
+
+func TestPinningExprColumns(t *testing.T) {
+	for _, tc := range []struct {
+		e    clause.Expression
+		pins bool
+	}{
+		{clause.Eq{Column: "id", Value: 1}, true},
+		{clause.Eq{Column: clause.Column{Table: clause.CurrentTable, Name: "id"}, Value: 1}, true},
+		{clause.Eq{Column: clause.PrimaryColumn, Value: 1}, true},
+		{clause.IN{Column: clause.Column{Table: "items", Name: "id"}, Values: []any{1, 2}}, true},
+		{clause.Eq{Column: clause.Column{Table: "parts", Name: "id"}, Value: 1}, false},
+		{clause.Eq{Column: clause.Column{Name: "id", Raw: true}, Value: 1}, false},
+		{clause.Neq{Column: "id", Value: 1}, false},
+	} {
+		if _, ok := pinningExpr(tc.e, "id", "items"); ok != tc.pins {
+			t.Errorf("pinningExpr(%#v) pins = %v, want %v", tc.e, ok, tc.pins)
+		}
+	}
+}
