@@ -166,7 +166,8 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 		return s
 	case "freshread-memory":
 		cfg.Store = lsnstore.NewMemory()
-	case "freshread-redis":
+	case "freshread-redis", "freshread-redis-keyed":
+		cfg.KeyedPositions = kind == "freshread-redis-keyed"
 		r := testcluster.RedisFor(b)
 		rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
 		b.Cleanup(func() { rdb.Close() })
@@ -249,7 +250,7 @@ func (s *benchSetup) check(b *testing.B, db *gorm.DB, when string) {
 	}
 }
 
-var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshread-redis"}
+var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshread-redis", "freshread-redis-keyed"}
 
 // benchReads runs the primary-key lookup on db (a real read, or a DryRun
 // session) in the benchmark loop.

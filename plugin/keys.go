@@ -3,6 +3,7 @@ package plugin
 import (
 	"reflect"
 	"strings"
+	"sync"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -77,7 +78,20 @@ func keyedReadNames(stmt *gorm.Statement, table string) (names []string, ok bool
 	for _, k := range keys {
 		names = append(names, lsnstore.KeyName(table, pk.DBName, k))
 	}
-	return append(names, lsnstore.UnkeyedName(table)), true
+	return append(names, unkeyedName(table)), true
+}
+
+// unkeyedNames caches lsnstore.UnkeyedName per table (one allocation less
+// per keyed read; tables are few).
+var unkeyedNames sync.Map
+
+func unkeyedName(table string) string {
+	if n, ok := unkeyedNames.Load(table); ok {
+		return n.(string)
+	}
+	n := lsnstore.UnkeyedName(table)
+	unkeyedNames.Store(table, n)
+	return n
 }
 
 // integerKey is the statement's model's single integer primary key.
@@ -173,30 +187,33 @@ func pinnedKeys(stmt *gorm.Statement, col string) ([]int64, bool) {
 	}
 	var keys []int64
 	found := false
-	var walk func(exprs []clause.Expression) bool
-	walk = func(exprs []clause.Expression) bool {
-		for _, e := range exprs {
-			switch e := e.(type) {
-			case clause.OrConditions:
-				return false
-			case clause.AndConditions:
-				if !walk(e.Exprs) {
-					return false
-				}
-			default:
-				ks, pins := pinningExpr(e, col, stmt.Table)
-				if !pins || found {
-					continue // ANDed: narrows, never widens (a second pin: keep the first)
-				}
-				keys, found = ks, true
-			}
-		}
-		return true
-	}
-	if !walk(where.Exprs) || !found {
+	if !walkPins(where.Exprs, col, stmt.Table, &keys, &found) || !found {
 		return nil, false
 	}
 	return keys, true
+}
+
+// walkPins looks for the first pinning expression among exprs and the
+// conjunctions in them; false on a top-level OR.
+func walkPins(exprs []clause.Expression, col, table string, keys *[]int64, found *bool) bool {
+	for _, e := range exprs {
+		switch e := e.(type) {
+		case clause.OrConditions:
+			return false
+		case clause.AndConditions:
+			if !walkPins(e.Exprs, col, table, keys, found) {
+				return false
+			}
+		default:
+			if *found {
+				continue // ANDed: a second pin only narrows
+			}
+			if ks, pins := pinningExpr(e, col, table); pins {
+				*keys, *found = ks, true
+			}
+		}
+	}
+	return true
 }
 
 // pinningExpr reports whether e is `col = v` or `col IN (...)` with integer
@@ -261,16 +278,39 @@ func pinningSQL(sql string, vars []any, col, table string) ([]int64, bool) {
 }
 
 // sameColumn reports whether the SQL identifier s (optionally quoted,
-// optionally table-qualified) is col of table.
+// optionally table-qualified) is col of table. It does not allocate.
 func sameColumn(s, col, table string) bool {
-	s = strings.NewReplacer("`", "", `"`, "").Replace(s)
 	if i := strings.LastIndexByte(s, '.'); i >= 0 {
-		if !strings.EqualFold(s[:i], table) {
+		if !equalUnquoted(s[:i], table) {
 			return false
 		}
 		s = s[i+1:]
 	}
-	return strings.EqualFold(s, col)
+	return equalUnquoted(s, col)
+}
+
+// equalUnquoted compares s without its quote characters (` and ") with
+// name, ignoring ASCII case.
+func equalUnquoted(s, name string) bool {
+	j := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '`' || c == '"' {
+			continue
+		}
+		if j >= len(name) || lower(c) != lower(name[j]) {
+			return false
+		}
+		j++
+	}
+	return j == len(name)
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // namesColumn reports whether a clause column (a clause.Column or a
