@@ -45,6 +45,11 @@ func checkKeyedPositions(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) 
 	if err := e.db.Raw("SELECT name FROM items WHERE id = 1").Scan(&name).Error; err != nil || name != "new" {
 		t.Fatalf("STALE READ through raw SQL: %q, %v", name, err)
 	}
+	var joined []string
+	if err := e.db.Model(&Item{}).Select("items.name").Joins("LEFT JOIN parts ON parts.item_id = items.id").
+		Where("items.id = ?", 1).Pluck("items.name", &joined).Error; err != nil || len(joined) != 1 || joined[0] != "new" {
+		t.Fatalf("STALE READ through a join: %q, %v", joined, err)
+	}
 	var it Item
 	if err := e.db.First(&it, 1).Error; err != nil || it.Name != "new" {
 		t.Fatalf("STALE READ through First by key: %+v, %v", it, err)
