@@ -8,7 +8,7 @@
 //
 //	Query:  freshread:route ─ gorm:query ─ freshread:retry_on_primary ─ gorm:preload ─ gorm:after_query ─ freshread:publish_autocommit
 //	Row:    freshread:route ─ gorm:row ─ freshread:publish_autocommit
-//	Create: gorm:begin_transaction ─ freshread:mark_write ─ gorm:before_create … gorm:commit_or_rollback_transaction ─ freshread:publish_autocommit
+//	Create: gorm:begin_transaction ─ freshread:mark_write ─ gorm:before_create … gorm:create ─ freshread:mark_write_keys … gorm:commit_or_rollback_transaction ─ freshread:publish_autocommit
 //	Update, Delete: as Create
 //	Raw:    freshread:mark_write ─ gorm:raw ─ freshread:publish_autocommit ─ freshread:relearn_after_ddl
 //
@@ -19,6 +19,10 @@
 //   - mark_write records the tables written on the transaction GORM just
 //     began (Statement.ConnPool, a transaction whose Commit publishes), or,
 //     outside one, in Statement.Settings for publish_autocommit.
+//   - mark_write_keys, once the statement has run and before it commits,
+//     records which keys of its table a keyed write touched (the rows a
+//     Create inserted, the keys an Update's or Delete's WHERE pins), or
+//     that it proved none (plugin.Config.KeyedPositions).
 //   - retry_on_primary runs a read again on the primary when a replica
 //     failed it (Statement.ConnPool back to the primary).
 //   - publish_autocommit (last) publishes what an autocommit statement
