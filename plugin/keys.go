@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"database/sql/driver"
 	"reflect"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/freshread/freshread/internal/intkind"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -362,36 +364,12 @@ func integerValues(vs []any) ([]int64, bool) {
 	return out, true
 }
 
-// integerValue is v as an int64 when v is a Go integer (not a string, a
-// float or a driver.Valuer: they could name the row another way).
+// integerValue is v as an int64 when v is a Go integer (of any integer
+// kind, named or not): not a string, a float or a driver.Valuer, which
+// could name the row another way.
 func integerValue(v any) (int64, bool) {
-	switch v := v.(type) {
-	case int:
-		return int64(v), true
-	case int8:
-		return int64(v), true
-	case int16:
-		return int64(v), true
-	case int32:
-		return int64(v), true
-	case int64:
-		return v, true
-	case uint8:
-		return int64(v), true
-	case uint16:
-		return int64(v), true
-	case uint32:
-		return int64(v), true
-	case uint:
-		if uint64(v) > 1<<63-1 {
-			return 0, false
-		}
-		return int64(v), true
-	case uint64:
-		if v > 1<<63-1 {
-			return 0, false
-		}
-		return int64(v), true
+	if _, ok := v.(driver.Valuer); ok {
+		return 0, false
 	}
-	return 0, false
+	return intkind.Of(v)
 }

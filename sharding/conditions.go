@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/internal/intkind"
 )
 
 // exprCond turns a GORM clause expression into a cond tree.
@@ -185,18 +187,11 @@ func intValue(v any) (int64, bool) {
 		}
 		return intValue(dv)
 	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer:
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
 			return 0, false
 		}
 		return intValue(rv.Elem().Interface())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int(), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		u := rv.Uint()
-		return int64(u), u <= 1<<63-1
 	}
-	return 0, false
+	return intkind.Of(v)
 }
