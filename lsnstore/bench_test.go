@@ -2,6 +2,8 @@ package lsnstore
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -124,4 +126,59 @@ func BenchmarkRedisRaiseLanes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// keyNames is a keyed write's names: the table and n keys from first on.
+func keyNames(first, n int) []string {
+	names := []string{KeyedTable("orders")}
+	for i := range n {
+		names = append(names, KeyName("orders", "id", int64(first+i)))
+	}
+	return names
+}
+
+// BenchmarkRedisRaiseKeys is one keyed write of 256 rows (the plugin's
+// cap; above it a write raises the unkeyed position): one script call.
+func BenchmarkRedisRaiseKeys(b *testing.B) {
+	s := benchRedis(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		if err := s.Raise(ctx, keyNames(i*256, 256), PositionOf(LSN(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRedisKeyMemory reports the Redis memory one key position takes
+// (used_memory after raising b.N distinct keys, 256 per call, over b.N).
+func BenchmarkRedisKeyMemory(b *testing.B) {
+	s := benchRedis(b)
+	ctx := context.Background()
+	used := func() float64 {
+		v, err := s.rdb.Info(ctx, "memory").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range strings.Split(v, "\r\n") {
+			if n, ok := strings.CutPrefix(l, "used_memory:"); ok {
+				f, _ := strconv.ParseFloat(n, 64)
+				return f
+			}
+		}
+		b.Fatal("no used_memory")
+		return 0
+	}
+	before := used()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 256 {
+		if err := s.Raise(ctx, keyNames(i, min(256, b.N-i)), PositionOf(LSN(i+1))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric((used()-before)/float64(b.N), "bytes/key")
+	b.ReportMetric(0, "ns/op")
 }
