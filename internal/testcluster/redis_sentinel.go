@@ -180,9 +180,11 @@ func (s *RedisSentinel) Rejoin(ctx context.Context) error {
 func (s *RedisSentinel) settled(ctx context.Context, master, replica string) error {
 	for _, n := range s.sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addrOf(n.port)})
+		var seen string // what the sentinel said last, for the error
 		err := waitFor(ctx, func() bool {
 			m, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
 			if err != nil || len(m) != 2 || net.JoinHostPort(m[0], m[1]) != master {
+				seen = fmt.Sprintf("master %v (%v), want %s", m, err, master)
 				return false
 			}
 			if replica == "" {
@@ -190,8 +192,10 @@ func (s *RedisSentinel) settled(ctx context.Context, master, replica string) err
 			}
 			reps, err := sc.Replicas(ctx, SentinelMaster).Result()
 			if err != nil {
+				seen = fmt.Sprintf("replicas: %v", err)
 				return false
 			}
+			seen = fmt.Sprintf("replicas %v, want %s with flags slave", reps, replica)
 			for _, r := range reps {
 				if net.JoinHostPort(r["ip"], r["port"]) == replica {
 					return r["flags"] == "slave"
@@ -201,7 +205,7 @@ func (s *RedisSentinel) settled(ctx context.Context, master, replica string) err
 		})
 		sc.Close()
 		if err != nil {
-			return err
+			return fmt.Errorf("sentinel %s: %s: %w", addrOf(n.port), seen, err)
 		}
 	}
 	return nil
@@ -265,7 +269,7 @@ protected-mode no
 dir %s
 sentinel announce-ip 127.0.0.1
 sentinel monitor %s 127.0.0.1 %d 2
-sentinel down-after-milliseconds %s 500
+sentinel down-after-milliseconds %s 1500
 sentinel failover-timeout %s 15000
 sentinel parallel-syncs %s 1
 `, port, d, SentinelMaster, s.nodes[0].port, SentinelMaster, SentinelMaster, SentinelMaster)
