@@ -41,6 +41,8 @@ type Memory struct {
 type positionCell struct {
 	main  atomic.Uint64
 	lanes atomic.Pointer[[]Lane]
+	// unkeyed is a plain table's unkeyed position (memory_keys.go).
+	unkeyed *positionCell
 }
 
 func (c *positionCell) load() Position {
@@ -108,12 +110,8 @@ func (m *Memory) Raise(_ context.Context, tables []string, pos Position) error {
 	if tables == nil {
 		m.unknown.raise(pos)
 	}
-	for _, t := range raiseNames(tables) {
-		if isKeyName(t) {
-			m.raiseKey(t, pos)
-			continue
-		}
-		m.cell(t).raise(pos)
+	for _, t := range tables {
+		m.raiseName(t, pos)
 	}
 	m.max.raise(pos)
 	return nil

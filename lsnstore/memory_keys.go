@@ -20,13 +20,36 @@ type keyCell struct {
 	dead    atomic.Bool
 }
 
-// cell returns name's position cell in m.tables, creating it.
+// cell returns name's position cell in m.tables, creating it. A plain
+// table's cell links its unkeyed position's cell, so that raising both
+// allocates nothing after the first time.
 func (m *Memory) cell(name string) *positionCell {
 	v, ok := m.tables.Load(name)
 	if !ok {
-		v, _ = m.tables.LoadOrStore(name, new(positionCell))
+		c := new(positionCell)
+		if !strings.Contains(name, "#") {
+			c.unkeyed = m.cell(UnkeyedName(name))
+		}
+		v, _ = m.tables.LoadOrStore(name, c)
 	}
 	return v.(*positionCell)
+}
+
+// raiseName raises what name stands for in Raise (keys.go): a plain table
+// and its unkeyed position, KeyedTable's table alone, or the name itself.
+func (m *Memory) raiseName(name string, pos Position) {
+	switch {
+	case isKeyName(name):
+		m.raiseKey(name, pos)
+	case strings.HasSuffix(name, keyedSuffix):
+		m.cell(strings.TrimSuffix(name, keyedSuffix)).raise(pos)
+	default:
+		c := m.cell(name)
+		c.raise(pos)
+		if c.unkeyed != nil {
+			c.unkeyed.raise(pos)
+		}
+	}
 }
 
 func (m *Memory) raiseKey(name string, pos Position) {
