@@ -92,6 +92,9 @@ func (p *Plugin) keyable(db *gorm.DB) bool {
 // proved none (or failed: it may have written anyway), the table's
 // unkeyed position.
 func (p *Plugin) markModelKeys(db *gorm.DB) {
+	if !p.cfg.KeyedPositions {
+		return
+	}
 	v, ok := db.Statement.Settings.LoadAndDelete(keyedKey{db.Statement})
 	if !ok {
 		return
