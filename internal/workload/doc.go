@@ -64,6 +64,7 @@
 //     a row waits only for the writes of that row (every statement names
 //     the table's model, so the plugin knows the key; the SQL is the same
 //     for every strategy).
+//   - freshread-key+wait: freshread-key with Config.MaxWait.
 //
 // The three plugin strategies share the Redis store kind, so their writes
 // publish alike; only the table strategies consult it on reads.

@@ -44,10 +44,12 @@ const (
 	// FreshKey is FreshTable with Config.KeyedPositions: a read of a row
 	// waits only for writes of that row (and writes that proved no row).
 	FreshKey Strategy = "freshread-key"
+	// FreshKeyWait is FreshKey with Config.MaxWait.
+	FreshKeyWait Strategy = "freshread-key+wait"
 )
 
 // AllStrategies lists every strategy.
-var AllStrategies = []Strategy{AlwaysPrimary, DBResolver, Window, FreshTable, FreshTableSession, FreshTableWait, FreshKey}
+var AllStrategies = []Strategy{AlwaysPrimary, DBResolver, Window, FreshTable, FreshTableSession, FreshTableWait, FreshKey, FreshKeyWait}
 
 // Options configures Run. Zero fields take their defaults.
 type Options struct {
@@ -456,10 +458,10 @@ func (e *env) open(ctx context.Context, rs *testcluster.Redis, name string) (fun
 			e.reasonsMu.Unlock()
 		},
 	}
-	if e.strategy == FreshTableWait {
+	if e.strategy == FreshTableWait || e.strategy == FreshKeyWait {
 		cfg.MaxWait = e.o.MaxWait
 	}
-	cfg.KeyedPositions = e.strategy == FreshKey
+	cfg.KeyedPositions = e.strategy == FreshKey || e.strategy == FreshKeyWait
 	e.reasons = map[plugin.Reason]int64{}
 	for i, r := range replicas {
 		cfg.Replicas = append(cfg.Replicas, plugin.Replica{Name: fmt.Sprintf("replica%d", i), Dialector: e.cl.dialector(r)})
