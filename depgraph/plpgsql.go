@@ -31,6 +31,17 @@ type token struct {
 func (t token) is(kw string) bool { return t.kind == tIdent && t.low == kw }
 func (t token) op(o string) bool  { return t.kind == tOp && t.low == o }
 
+// nest is the parenthesis depth after t, depth before it.
+func (t token) nest(depth int) int {
+	switch {
+	case t.op("("):
+		return depth + 1
+	case t.op(")"):
+		return depth - 1
+	}
+	return depth
+}
+
 func isIdentStart(c byte) bool {
 	return c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || c >= 0x80
 }
@@ -424,12 +435,7 @@ func stripInto(body string, toks []token) string {
 	depth := 0
 	returning := false
 	for i, t := range toks {
-		switch {
-		case t.op("("):
-			depth++
-		case t.op(")"):
-			depth--
-		}
+		depth = t.nest(depth)
 		if depth != 0 || t.kind != tIdent {
 			continue
 		}

@@ -379,12 +379,7 @@ func (a *analyzer) ruleEffects(def string) (writes, dynamic []string) {
 	toks := lex(def)
 	depth := 0
 	for i, t := range toks {
-		switch {
-		case t.op("("):
-			depth++
-		case t.op(")"):
-			depth--
-		}
+		depth = t.nest(depth)
 		if depth != 0 || !t.is("do") || i < 4 {
 			continue
 		}
