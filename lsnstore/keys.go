@@ -57,13 +57,22 @@ func BaseTable(name string) string {
 // isKeyName reports whether name is a KeyName.
 func isKeyName(name string) bool { return strings.Contains(name, keyInfix) }
 
-// raiseNames is the store names a Raise of names raises: a plain table
-// name also raises its unkeyed position, KeyedTable(t) raises t alone.
+// raiseTarget is what a name in Raise's list raises: the store name
+// table, and with unkeyed also UnkeyedName(table). A plain table name
+// raises both, KeyedTable(t) raises t alone, any other name itself.
+func raiseTarget(name string) (table string, unkeyed bool) {
+	if t, ok := strings.CutSuffix(name, keyedSuffix); ok {
+		return t, false
+	}
+	return name, !strings.Contains(name, "#")
+}
+
+// raiseNames is the store names a Raise of names raises (raiseTarget);
 // names is returned as it is when no name needs expanding.
 func raiseNames(names []string) []string {
 	expand := false
 	for _, n := range names {
-		if !strings.Contains(n, "#") || strings.HasSuffix(n, keyedSuffix) {
+		if t, unkeyed := raiseTarget(n); unkeyed || t != n {
 			expand = true
 			break
 		}
@@ -73,13 +82,10 @@ func raiseNames(names []string) []string {
 	}
 	out := make([]string, 0, 2*len(names))
 	for _, n := range names {
-		switch {
-		case strings.HasSuffix(n, keyedSuffix):
-			out = append(out, strings.TrimSuffix(n, keyedSuffix))
-		case !strings.Contains(n, "#"):
-			out = append(out, n, UnkeyedName(n))
-		default:
-			out = append(out, n)
+		t, unkeyed := raiseTarget(n)
+		out = append(out, t)
+		if unkeyed {
+			out = append(out, UnkeyedName(t))
 		}
 	}
 	return out

@@ -27,7 +27,7 @@ func (m *Memory) cell(name string) *positionCell {
 	v, ok := m.tables.Load(name)
 	if !ok {
 		c := new(positionCell)
-		if !strings.Contains(name, "#") {
+		if _, unkeyed := raiseTarget(name); unkeyed {
 			c.unkeyed = m.cell(UnkeyedName(name))
 		}
 		v, _ = m.tables.LoadOrStore(name, c)
@@ -35,20 +35,18 @@ func (m *Memory) cell(name string) *positionCell {
 	return v.(*positionCell)
 }
 
-// raiseName raises what name stands for in Raise (keys.go): a plain table
-// and its unkeyed position, KeyedTable's table alone, or the name itself.
+// raiseName raises what name stands for in Raise (raiseTarget); a plain
+// table's unkeyed position through its cell's link, allocation-free.
 func (m *Memory) raiseName(name string, pos Position) {
-	switch {
-	case isKeyName(name):
+	if isKeyName(name) {
 		m.raiseKey(name, pos)
-	case strings.HasSuffix(name, keyedSuffix):
-		m.cell(strings.TrimSuffix(name, keyedSuffix)).raise(pos)
-	default:
-		c := m.cell(name)
-		c.raise(pos)
-		if c.unkeyed != nil {
-			c.unkeyed.raise(pos)
-		}
+		return
+	}
+	t, unkeyed := raiseTarget(name)
+	c := m.cell(t)
+	c.raise(pos)
+	if unkeyed {
+		c.unkeyed.raise(pos)
 	}
 }
 
