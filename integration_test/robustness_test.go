@@ -123,15 +123,7 @@ func TestPolicyPicksAmongFreshReplicas(t *testing.T) {
 func TestMetricsCollector(t *testing.T) {
 	e := newEnv(t)
 	e.resumeAll()
-	// The shared servers may still be coming back from an earlier test's
-	// restart: wait until the poller sees a replica.
-	deadline := time.Now().Add(15 * time.Second)
-	for !e.isReplica(e.readOther(e.db).Port) {
-		if time.Now().After(deadline) {
-			t.Fatal("reads of an untouched table never reached a replica")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	e.waitReplicaServes(e.db)
 	for i := 0; i < 5; i++ {
 		e.readOther(e.db)
 	}
@@ -220,6 +212,7 @@ func TestRecoveryConflictRetriedOnPrimary(t *testing.T) {
 		t.Cleanup(func() { _ = setReplicaSetting(context.Background(), e, i, "max_standby_streaming_delay", "") })
 	}
 	e.resumeAll()
+	e.waitReplicaServes(e.db) // the read below must start on a replica
 	go func() {
 		time.Sleep(500 * time.Millisecond)
 		_ = e.db.Transaction(func(tx *gorm.DB) error {

@@ -270,6 +270,20 @@ func (e *env) readOther(db *gorm.DB) served {
 	return s
 }
 
+// waitReplicaServes waits until a read of an untouched table on db is
+// served by a replica: the shared servers may still be coming back from an
+// earlier test, and the poller must have seen them.
+func (e *env) waitReplicaServes(db *gorm.DB) {
+	e.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !e.isReplica(e.readOther(db).Port) {
+		if time.Now().After(deadline) {
+			e.t.Fatal("reads of an untouched table never reached a replica")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (e *env) isReplica(port int) bool {
 	for i := 0; i < e.c.replicas(); i++ {
 		if e.c.replicaPort(i) == port {

@@ -98,6 +98,7 @@ func checkDirectWrite(t *testing.T, mode tracker.Mode) {
 	}
 	time.Sleep(300 * time.Millisecond) // the tracker's first observations are behind us
 	e.resumeAll()
+	e.waitReplicaServes(e.db)
 	e.mustReplica(e.readItem(e.db, 1), "before the direct write")
 	e.pauseAll()
 
