@@ -131,26 +131,36 @@ func TestMetricsCollector(t *testing.T) {
 	if err := reg.Register(e.plug.Collector()); err != nil {
 		t.Fatal(err)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				key += "," + l.GetName() + "=" + l.GetValue()
-			}
-			switch {
-			case m.Counter != nil:
-				found[key] = m.Counter.GetValue()
-			case m.Gauge != nil:
-				found[key] = m.Gauge.GetValue()
-			case m.Histogram != nil:
-				found[key] = float64(m.Histogram.GetSampleCount())
+	gather := func() map[string]float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				key := mf.GetName()
+				for _, l := range m.GetLabel() {
+					key += "," + l.GetName() + "=" + l.GetValue()
+				}
+				switch {
+				case m.Counter != nil:
+					found[key] = m.Counter.GetValue()
+				case m.Gauge != nil:
+					found[key] = m.Gauge.GetValue()
+				case m.Histogram != nil:
+					found[key] = float64(m.Histogram.GetSampleCount())
+				}
 			}
 		}
+		return found
+	}
+	// Both replicas up for the poller (one may still be coming back from
+	// an earlier test on the shared servers).
+	found := gather()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) &&
+		(found["freshread_replica_up,replica=r0"] != 1 || found["freshread_replica_up,replica=r1"] != 1); found = gather() {
+		time.Sleep(20 * time.Millisecond)
 	}
 	if found["freshread_decisions_total,reason=fresh,target=replica"] < 5 {
 		t.Fatalf("fresh replica decisions: %v", found)
