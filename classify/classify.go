@@ -127,6 +127,10 @@ type Result struct {
 	// ('t'::regclass); MySQL's SHOW. current_schema() and DATABASE() do not
 	// count. It is reported whatever Kind is.
 	Catalog bool
+	// Pinned, for a text of one single-table SELECT, UPDATE or DELETE
+	// whose WHERE pins columns to values (see Pinned), says which; nil
+	// otherwise. Shared like the slices.
+	Pinned *Pinned
 	// Reason explains a Write that is a guess ("unknown function f",
 	// "unparseable", ...) or a policy decision ("transaction end"). It is
 	// empty otherwise.
@@ -249,10 +253,53 @@ func (c *Classifier) classifyUncached(sql string) (res Result) {
 	}()
 	switch c.dialect {
 	case MySQL:
-		return c.classifyMySQL(sql)
+		res = c.classifyMySQL(sql)
 	default:
-		return c.classifyPostgres(sql)
+		res = c.classifyPostgres(sql)
 	}
+	if res.Kind != Buffer && !res.UnknownTables && !res.Locks && res.Reason == "" {
+		res.Pinned = c.pinnedOf(sql, res.Kind)
+		tables := res.Reads
+		if res.Kind == Write {
+			tables = res.Writes
+		}
+		if res.Pinned != nil && (len(tables) != 1 || tables[0] != res.Pinned.Table) {
+			res.Pinned = nil // the parsers disagree on the table: say nothing
+		}
+	}
+	return res
+}
+
+// pinnedOf is Result.Pinned of sql.
+func (c *Classifier) pinnedOf(sql string, kind Kind) *Pinned {
+	var buf [64]token
+	var toks []token
+	var err error
+	if c.dialect == MySQL {
+		toks, err = lexMySQL(sql, buf[:0])
+	} else {
+		toks, err = lexPostgres(sql, buf[:0])
+	}
+	if err != nil {
+		return nil
+	}
+	sts := splitStatements(toks)
+	if len(sts) != 1 {
+		return nil
+	}
+	switch leadingKeyword(sts[0]) {
+	case "select":
+		if kind != Read || !sts[0][0].is("select") {
+			return nil
+		}
+	case "update", "delete":
+		if kind != Write {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return pinned(c.dialect, sts[0])
 }
 
 func unparseable() Result {

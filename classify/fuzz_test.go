@@ -3,6 +3,7 @@ package classify
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,19 @@ func FuzzClassify(f *testing.F) {
 		}
 		if r.Kind != Write && r.Reason != "" {
 			t.Fatalf("reason %q on %v", r.Reason, r.Kind)
+		}
+		// Pinned never panics (Classify would hide it as "unparseable")
+		// and names the table read or written.
+		c.pinnedOf(sql, Read)
+		c.pinnedOf(sql, Write)
+		if pn := r.Pinned; pn != nil {
+			tables := r.Reads
+			if r.Kind == Write {
+				tables = r.Writes
+			}
+			if !slices.Contains(tables, pn.Table) {
+				t.Fatalf("%v: %q pins table %q, not among %v", d, sql, pn.Table, tables)
+			}
 		}
 		// On a new line the suffix always escapes a trailing line comment.
 		// (It may be BUFFER: the input may create a temporary table t.)
