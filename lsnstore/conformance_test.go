@@ -120,6 +120,14 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 		checkWrite(t, s, []string{UnkeyedName("t"), k1, k2}, 30)
 		checkWrite(t, s, []string{"u"}, 0) // another table
 		checkWrite(t, s, nil, 30)
+		// A write that proved its user_id but not its id raises the id
+		// column's unkeyed position, not the table's.
+		u7, u8 := KeyName("t", "user_id", 7), KeyName("t", "user_id", 8)
+		raiseOK(t, s, []string{KeyedTable("t"), u7, UnkeyedColumnName("t", "id")}, 40)
+		checkWrite(t, s, []string{UnkeyedName("t"), UnkeyedColumnName("t", "user_id"), u8}, 20)
+		checkWrite(t, s, []string{UnkeyedName("t"), UnkeyedColumnName("t", "user_id"), u7}, 40)
+		checkWrite(t, s, []string{UnkeyedName("t"), UnkeyedColumnName("t", "id"), k1}, 40)
+		checkWrite(t, s, []string{"t"}, 40)
 	})
 	t.Run("Empty", func(t *testing.T) {
 		s := newStore(t, "empty")

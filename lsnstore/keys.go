@@ -20,6 +20,10 @@ import (
 //	                     raises t, not its unkeyed position.
 //	KeyName(t, col, v)   the position of t's rows whose col is v.
 //	UnkeyedName(t)       WritePosition: t's unkeyed position.
+//	UnkeyedColumnName(t, col)
+//	                     the position of t's writes that proved keys of
+//	                     other columns but not of col (a keyed write
+//	                     raises it for each key column it did not prove).
 //
 // So every writer that knows nothing of keys (the tracker's direct
 // writes, dependency raises, raw SQL) raises the unkeyed position without
@@ -27,13 +31,19 @@ import (
 // escapes '#'.
 
 const (
-	unkeyedSuffix = "#u"
-	keyedSuffix   = "#k"
-	keyInfix      = "#k:"
+	unkeyedColumnInfix = "#u:"
+	unkeyedSuffix      = "#u"
+	keyedSuffix        = "#k"
+	keyInfix           = "#k:"
 )
 
 // UnkeyedName is the name of table's unkeyed position.
 func UnkeyedName(table string) string { return table + unkeyedSuffix }
+
+// UnkeyedColumnName is the name of the position of table's writes that
+// proved which keys of some column they touched but not which values of
+// col: a read pinned to values of col needs it besides UnkeyedName.
+func UnkeyedColumnName(table, col string) string { return table + unkeyedColumnInfix + col }
 
 // KeyedTable is the name, in Raise, of a write of table that proved which
 // keys it touched (listed with KeyName besides it).

@@ -107,16 +107,29 @@ type Config struct {
 	// programs write too. Default: false.
 	DirectWrites bool
 
-	// KeyedPositions keeps positions per primary key value besides the
-	// table's (docs/keyed-positions.md): a GORM Create, Update or Delete
-	// that proves which rows it touched (integer primary keys: the rows it
-	// inserted, a WHERE pinning the key) raises those keys only, and a
-	// GORM read pinned to key values (`id = ?`, `id IN ?`, First by key)
-	// waits for those keys and for the table's writes that proved nothing,
-	// instead of every write of the table. Every process sharing the store
-	// must run a version that raises unkeyed positions (this one) before
-	// any enables it. Default: false.
+	// KeyedPositions keeps positions per key value besides the table's
+	// (docs/keyed-positions.md): a write that proves which rows it touched
+	// (integer keys: the rows a GORM Create inserted, a WHERE pinning the
+	// key, on the GORM path and on raw SQL) raises those keys only, and a
+	// read pinned to key values (`id = ?`, `id IN ?`, First by key, raw
+	// `WHERE id = $1`) waits for those keys and for the table's writes
+	// that proved nothing, instead of every write of the table. The keys
+	// are the model's single integer primary key and KeyColumns. Every
+	// process sharing the store must run a version that raises unkeyed
+	// positions (this one) before any enables it. Default: false.
 	KeyedPositions bool
+
+	// KeyColumns lists, per table, integer columns besides the primary key
+	// that reads are pinned by and so get positions per value with
+	// KeyedPositions (for example {"orders": {"user_id"}} for a service
+	// that lists a user's orders). A write raises the values it proves
+	// for each (a Create's rows, a WHERE pinning the column, an UPDATE
+	// setting it to a known value) and otherwise the column's unkeyed
+	// position, which reads by the column wait for: an update by primary
+	// key makes reads by user_id wait for it, not reads by id. Table
+	// names as GORM names them; columns by their database names. Every
+	// process sharing the store must list the same columns. Default: none.
+	KeyColumns map[string][]string
 
 	// MaxDecodeLag is the decoding lag, in bytes of WAL, up to which
 	// DirectWrites trusts the tracker; direct writes in that window may be
@@ -198,6 +211,14 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	if len(c.KeyColumns) > 0 {
+		cols := make(map[string][]string, len(c.KeyColumns))
+		for t, cs := range c.KeyColumns {
+			t = lsnstore.TableKey(t)
+			cols[t] = append(cols[t], cs...)
+		}
+		c.KeyColumns = cols
+	}
 	if c.Store == nil {
 		c.Store = lsnstore.NewMemory()
 	}

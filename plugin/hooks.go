@@ -56,7 +56,7 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 	var tables []string // nil: unknown, the database-wide position
 	if name, ok := statementTable(db.Statement); ok {
 		tables = []string{name}
-		if p.cfg.KeyedPositions && p.keyable(db) {
+		if p.cfg.KeyedPositions && p.keyable(db, name) {
 			db.Statement.Settings.Store(keyedKey{db.Statement}, name)
 			tables = []string{lsnstore.KeyedTable(name)}
 		}
@@ -69,12 +69,21 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 type keyedKey struct{ stmt *gorm.Statement }
 
 // keyable reports whether the write's keys can be recorded after it ran:
-// a model with an integer key, on an autocommit statement or a
-// transaction the plugin began.
-func (p *Plugin) keyable(db *gorm.DB) bool {
-	if _, ok := integerKey(db.Statement); !ok {
+// a model with an integer key (or a table with KeyColumns), on an
+// autocommit statement or a transaction the plugin began.
+func (p *Plugin) keyable(db *gorm.DB, table string) bool {
+	if pk, ok := integerKey(db.Statement); ok {
+		p.learnKey(table, pk.DBName)
+	} else if len(p.cfg.KeyColumns[table]) == 0 {
 		return false
 	}
+	return keyableConn(db)
+}
+
+// keyableConn reports whether a write on the statement's connection may
+// record keys: autocommit or a transaction the plugin began (a foreign
+// transaction or a replay session publishes by table).
+func keyableConn(db *gorm.DB) bool {
 	pool := db.Statement.ConnPool
 	if ptx, ok := pool.(*gorm.PreparedStmtTX); ok {
 		pool = ptx.Tx
@@ -101,7 +110,7 @@ func (p *Plugin) markModelKeys(db *gorm.DB) {
 	}
 	table := v.(string)
 	if db.Error == nil {
-		if names, ok := keyedWriteNames(db.Statement, table); ok {
+		if names, ok := p.keyedWriteNames(db.Statement, table); ok {
 			p.recordWrite(db, names[1:])
 			return
 		}
@@ -120,8 +129,18 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 		return
 	}
 	if c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
-		p.recordWrite(db, c.writes)
+		p.recordRawWrite(db, c)
 	}
+}
+
+// recordRawWrite records a raw write: by key when it proves them
+// (keys_raw.go) on a connection that may, by table otherwise.
+func (p *Plugin) recordRawWrite(db *gorm.DB, c rawClass) {
+	if p.cfg.KeyedPositions && keyableConn(db) {
+		p.recordWrite(db, p.rawWriteNames(c, db.Statement.Vars))
+		return
+	}
+	p.recordWrite(db, c.writes)
 }
 
 // recordWrite attaches a write to the transaction that will publish it

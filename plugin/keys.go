@@ -4,7 +4,7 @@ import (
 	"database/sql/driver"
 	"reflect"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -25,75 +25,227 @@ import (
 const maxKeys = 256
 
 // keyedWriteNames returns the names a Create, Update or Delete of table
-// raises when it proves which keys it touched: KeyedTable(table) and a
-// KeyName per key. ok is false when it proves nothing (the caller then
-// raises the table, which raises its unkeyed position too).
-func keyedWriteNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
-	pk, ok := integerKey(stmt)
-	if !ok {
+// raises when it proves which keys it touched: KeyedTable(table), then for
+// each key column (the model's integer primary key, then KeyColumns) the
+// KeyName of each value it proved or the column's UnkeyedColumnName. ok is
+// false when it proves no column (the caller then raises the table, which
+// raises its unkeyed position too).
+func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
+	var kw keyedWrite
+	pk, hasPK := integerKey(stmt)
+	if hasPK {
+		keys, ok := writtenKeys(stmt, pk, true)
+		kw.add(table, pk.DBName, keys, ok)
+	}
+	for _, col := range p.cfg.KeyColumns[table] {
+		if hasPK && strings.EqualFold(col, pk.DBName) {
+			continue
+		}
+		f := integerField(stmt, col)
+		var keys []int64
+		ok := false
+		if f != nil {
+			keys, ok = writtenKeys(stmt, f, false)
+		}
+		kw.add(table, col, keys, ok)
+	}
+	return kw.result(table)
+}
+
+// keyedWrite accumulates the names of a keyed write.
+type keyedWrite struct {
+	names  []string
+	nkeys  int
+	proved bool
+}
+
+// add records col's proven keys, or its unkeyed position when ok is false.
+func (w *keyedWrite) add(table, col string, keys []int64, ok bool) {
+	if !ok || len(keys) == 0 || w.nkeys+len(keys) > maxKeys {
+		w.names = append(w.names, lsnstore.UnkeyedColumnName(table, col))
+		return
+	}
+	for _, k := range keys {
+		w.names = append(w.names, lsnstore.KeyName(table, col, k))
+	}
+	w.nkeys += len(keys)
+	w.proved = true
+}
+
+func (w *keyedWrite) result(table string) ([]string, bool) {
+	if !w.proved {
 		return nil, false
 	}
-	var keys []int64
+	return append([]string{lsnstore.KeyedTable(table)}, w.names...), true
+}
+
+// writtenKeys returns the values of f's column in the rows a Create,
+// Update or Delete touched, when it proves them.
+func writtenKeys(stmt *gorm.Statement, f *schema.Field, pk bool) ([]int64, bool) {
 	switch {
 	case hasClause(stmt, "INSERT"):
 		if hasClause(stmt, "ON CONFLICT") {
 			return nil, false // an upsert may update a row under another key
 		}
-		keys, ok = modelKeys(stmt, pk)
+		return modelKeys(stmt, f)
 	case hasClause(stmt, "UPDATE"):
-		if setsKey(stmt, pk) {
-			return nil, false // the row moves to another key
+		old, ok := pinnedKeys(stmt, f.DBName, pk)
+		if !ok {
+			return nil, false
 		}
-		keys, ok = pinnedKeys(stmt, pk.DBName)
+		if pk {
+			if setsKey(stmt, f) {
+				return nil, false // the row moves to another key
+			}
+			return old, true
+		}
+		v, sets, known := assigned(stmt, f)
+		switch {
+		case !sets:
+			return old, true
+		case !known:
+			return nil, false
+		}
+		return append(old, v), true // the rows move from old to v
 	case hasClause(stmt, "DELETE"):
-		keys, ok = pinnedKeys(stmt, pk.DBName)
-	default:
-		return nil, false
+		return pinnedKeys(stmt, f.DBName, pk)
 	}
-	if !ok || len(keys) == 0 || len(keys) > maxKeys {
-		return nil, false
-	}
-	names = make([]string, 0, len(keys)+1)
-	names = append(names, lsnstore.KeyedTable(table))
-	for _, k := range keys {
-		names = append(names, lsnstore.KeyName(table, pk.DBName, k))
-	}
-	return names, true
+	return nil, false
 }
 
-// keyedReadNames returns the names a read of table pinned to primary key
-// values needs (their key positions and the table's unkeyed position), or
-// ok false: the read needs the table position.
-func keyedReadNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
+// keyedReadNames returns the names a read of table pinned to key values
+// needs (their key positions, the table's unkeyed position and the
+// column's), or ok false: the read needs the table position.
+func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
 	if len(stmt.Joins) > 0 || len(stmt.Preloads) > 0 {
 		return nil, false
 	}
-	pk, ok := integerKey(stmt)
-	if !ok {
-		return nil, false
+	if pk, ok := integerKey(stmt); ok {
+		p.learnKey(table, pk.DBName)
+		if keys, ok := pinnedKeys(stmt, pk.DBName, true); ok {
+			return p.readNames(table, pk.DBName, keys)
+		}
 	}
-	keys, ok := pinnedKeys(stmt, pk.DBName)
-	if !ok || len(keys) == 0 || len(keys) > maxKeys {
-		return nil, false
+	for _, col := range p.cfg.KeyColumns[table] {
+		if keys, ok := pinnedKeys(stmt, col, false); ok {
+			return p.readNames(table, col, keys)
+		}
 	}
-	names = make([]string, 0, len(keys)+1)
-	for _, k := range keys {
-		names = append(names, lsnstore.KeyName(table, pk.DBName, k))
-	}
-	return append(names, unkeyedName(table)), true
+	return nil, false
 }
 
-// unkeyedNames caches lsnstore.UnkeyedName per table (one allocation less
-// per keyed read; tables are few).
-var unkeyedNames sync.Map
-
-func unkeyedName(table string) string {
-	if n, ok := unkeyedNames.Load(table); ok {
-		return n.(string)
+// readNames are the names a read pinned to keys of table's col needs.
+func (p *Plugin) readNames(table, col string, keys []int64) ([]string, bool) {
+	if len(keys) == 0 || len(keys) > maxKeys {
+		return nil, false
 	}
-	n := lsnstore.UnkeyedName(table)
-	unkeyedNames.Store(table, n)
-	return n
+	tn := p.tableNames(table)
+	names := make([]string, 0, len(keys)+2)
+	for _, k := range keys {
+		names = append(names, lsnstore.KeyName(table, col, k))
+	}
+	return append(names, tn.unkeyed, tn.unkeyedColumn(table, col)), true
+}
+
+// tableKeyNames caches a table's unkeyed position names (one allocation
+// less per keyed read; tables and key columns are few) and the integer
+// primary key the plugin has seen its model use (raw SQL has no model).
+type tableKeyNames struct {
+	unkeyed string
+	columns atomic.Pointer[map[string]string] // column -> UnkeyedColumnName
+	pk      atomic.Pointer[string]
+}
+
+func (p *Plugin) tableNames(table string) *tableKeyNames {
+	if v, ok := p.keyNames.Load(table); ok {
+		return v.(*tableKeyNames)
+	}
+	v, _ := p.keyNames.LoadOrStore(table, &tableKeyNames{unkeyed: lsnstore.UnkeyedName(table)})
+	return v.(*tableKeyNames)
+}
+
+func (tn *tableKeyNames) unkeyedColumn(table, col string) string {
+	m := tn.columns.Load()
+	if m != nil {
+		if n, ok := (*m)[col]; ok {
+			return n
+		}
+	}
+	n := lsnstore.UnkeyedColumnName(table, col)
+	for {
+		next := make(map[string]string, 1)
+		if m != nil {
+			for k, v := range *m {
+				next[k] = v
+			}
+		}
+		next[col] = n
+		if tn.columns.CompareAndSwap(m, &next) {
+			return n
+		}
+		m = tn.columns.Load()
+	}
+}
+
+// learnKey records table's integer primary key column, for raw SQL.
+func (p *Plugin) learnKey(table, col string) {
+	tn := p.tableNames(table)
+	if k := tn.pk.Load(); k == nil || *k != col {
+		tn.pk.Store(&col)
+	}
+}
+
+// learnModelKey records the integer primary key of a GORM statement's
+// table, when it has one.
+func (p *Plugin) learnModelKey(stmt *gorm.Statement) {
+	if pk, ok := integerKey(stmt); ok {
+		if table, ok := statementTable(stmt); ok {
+			p.learnKey(table, pk.DBName)
+		}
+	}
+}
+
+// integerField is the model's field for column col when it holds integers.
+func integerField(stmt *gorm.Statement, col string) *schema.Field {
+	if stmt.Schema == nil {
+		return nil
+	}
+	f := stmt.Schema.LookUpField(col)
+	if f == nil || (f.DataType != schema.Int && f.DataType != schema.Uint) {
+		return nil
+	}
+	return f
+}
+
+// assigned reports whether an Update assigns f's column (judged, like
+// setsKey, from what it was given) and, when the value is a known
+// integer, which.
+func assigned(stmt *gorm.Statement, f *schema.Field) (v int64, sets, known bool) {
+	switch d := stmt.Dest.(type) {
+	case map[string]any:
+		for col, val := range d {
+			if strings.EqualFold(col, f.DBName) || col == f.Name {
+				v, known = integerValue(val)
+				return v, true, known
+			}
+		}
+		return 0, false, false
+	case nil:
+		return 0, true, false
+	}
+	rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
+	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType {
+		return 0, true, false
+	}
+	val, zero := f.ValueOf(stmt.Context, rv)
+	if zero {
+		if stmt.Dest == stmt.Model {
+			return 0, true, false // Save writes zero values too
+		}
+		return 0, false, false // Updates skips zero fields
+	}
+	v, known = integerValue(val)
+	return v, true, known
 }
 
 // integerKey is the statement's model's single integer primary key.
@@ -178,7 +330,7 @@ func modelKeys(stmt *gorm.Statement, pk *schema.Field) ([]int64, bool) {
 // top level (an equality or IN ANDed with the rest): every row the
 // statement touches has one of them. ok is false when the WHERE pins
 // nothing or has a top-level OR.
-func pinnedKeys(stmt *gorm.Statement, col string) ([]int64, bool) {
+func pinnedKeys(stmt *gorm.Statement, col string, pk bool) ([]int64, bool) {
 	c, ok := stmt.Clauses["WHERE"]
 	if !ok {
 		return nil, false
@@ -189,7 +341,7 @@ func pinnedKeys(stmt *gorm.Statement, col string) ([]int64, bool) {
 	}
 	var keys []int64
 	found := false
-	if !walkPins(where.Exprs, col, stmt.Table, &keys, &found) || !found {
+	if !walkPins(where.Exprs, col, stmt.Table, pk, &keys, &found) || !found {
 		return nil, false
 	}
 	return keys, true
@@ -197,20 +349,20 @@ func pinnedKeys(stmt *gorm.Statement, col string) ([]int64, bool) {
 
 // walkPins looks for the first pinning expression among exprs and the
 // conjunctions in them; false on a top-level OR.
-func walkPins(exprs []clause.Expression, col, table string, keys *[]int64, found *bool) bool {
+func walkPins(exprs []clause.Expression, col, table string, pk bool, keys *[]int64, found *bool) bool {
 	for _, e := range exprs {
 		switch e := e.(type) {
 		case clause.OrConditions:
 			return false
 		case clause.AndConditions:
-			if !walkPins(e.Exprs, col, table, keys, found) {
+			if !walkPins(e.Exprs, col, table, pk, keys, found) {
 				return false
 			}
 		default:
 			if *found {
 				continue // ANDed: a second pin only narrows
 			}
-			if ks, pins := pinningExpr(e, col, table); pins {
+			if ks, pins := pinningExpr(e, col, table, pk); pins {
 				*keys, *found = ks, true
 			}
 		}
@@ -220,15 +372,15 @@ func walkPins(exprs []clause.Expression, col, table string, keys *[]int64, found
 
 // pinningExpr reports whether e is `col = v` or `col IN (...)` with integer
 // values, and returns them.
-func pinningExpr(e clause.Expression, col, table string) ([]int64, bool) {
+func pinningExpr(e clause.Expression, col, table string, pk bool) ([]int64, bool) {
 	switch e := e.(type) {
 	case clause.Eq:
-		if !namesColumn(e.Column, col, table) {
+		if !namesColumn(e.Column, col, table, pk) {
 			return nil, false
 		}
 		return integerValues([]any{e.Value})
 	case clause.IN:
-		if !namesColumn(e.Column, col, table) {
+		if !namesColumn(e.Column, col, table, pk) {
 			return nil, false
 		}
 		return integerValues(e.Values)
@@ -316,8 +468,8 @@ func lower(c byte) byte {
 }
 
 // namesColumn reports whether a clause column (a clause.Column or a
-// string) is col of table, or the primary key.
-func namesColumn(c any, col, table string) bool {
+// string) is col of table, or with pk GORM's name for the primary key.
+func namesColumn(c any, col, table string, pk bool) bool {
 	switch c := c.(type) {
 	case string:
 		return sameColumn(c, col, table)
@@ -328,7 +480,7 @@ func namesColumn(c any, col, table string) bool {
 		if c.Table != "" && c.Table != clause.CurrentTable && !strings.EqualFold(c.Table, table) {
 			return false
 		}
-		return c.Name == clause.PrimaryKey || strings.EqualFold(c.Name, col)
+		return pk && c.Name == clause.PrimaryKey || strings.EqualFold(c.Name, col)
 	}
 	return false
 }

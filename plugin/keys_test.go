@@ -56,8 +56,12 @@ func TestPinningExprColumns(t *testing.T) {
 		{clause.Eq{Column: clause.Column{Name: "id", Raw: true}, Value: 1}, false},
 		{clause.Neq{Column: "id", Value: 1}, false},
 	} {
-		if _, ok := pinningExpr(tc.e, "id", "items"); ok != tc.pins {
+		if _, ok := pinningExpr(tc.e, "id", "items", true); ok != tc.pins {
 			t.Errorf("pinningExpr(%#v) pins = %v, want %v", tc.e, ok, tc.pins)
 		}
+	}
+	// GORM's name for the primary key does not pin another column.
+	if _, ok := pinningExpr(clause.Eq{Column: clause.PrimaryColumn, Value: 1}, "user_id", "items", false); ok {
+		t.Error("clause.PrimaryColumn pinned user_id")
 	}
 }

@@ -33,6 +33,9 @@ type Plugin struct {
 
 	engine     engine
 	classifier *classify.Classifier
+	// keyNames caches, per table, the names of keyed positions
+	// (keys.go, *tableKeyNames).
+	keyNames sync.Map
 
 	breaker breaker
 	stats   stats

@@ -23,6 +23,8 @@ type rawClass struct {
 	// publish (a locking SELECT, COMMIT, ROLLBACK TO SAVEPOINT).
 	writes []string
 	locks  bool
+	// pinned is what a single-table statement's WHERE pins (keys_raw.go).
+	pinned *classify.Pinned
 }
 
 var noTables = []string{}
@@ -32,7 +34,7 @@ var noTables = []string{}
 // it cannot name raises the database-wide position.
 func (p *Plugin) classify(sql string) rawClass {
 	r := p.classifier.Classify(sql)
-	c := rawClass{locks: r.Locks}
+	c := rawClass{locks: r.Locks, pinned: r.Pinned}
 	switch r.Kind {
 	case classify.Read:
 		c.kind = kindRead

@@ -153,7 +153,7 @@ func (s *replaySession) toPrimary(ctx context.Context) error {
 }
 
 // target decides where query runs and prepares that connection.
-func (s *replaySession) target(ctx context.Context, query string) (conn *sql.Conn, c rawClass, buffer bool, err error) {
+func (s *replaySession) target(ctx context.Context, query string, args []any) (conn *sql.Conn, c rawClass, buffer bool, err error) {
 	if s.abort != nil {
 		return nil, c, false, s.abort
 	}
@@ -185,7 +185,7 @@ func (s *replaySession) target(ctx context.Context, query string) (conn *sql.Con
 		case c.locks:
 			err = s.toPrimary(ctx)
 		default:
-			if !s.replicaFresh(ctx, c) {
+			if !s.replicaFresh(ctx, c, args) {
 				err = s.toPrimary(ctx)
 			} else {
 				return s.rconn, c, false, nil
@@ -258,7 +258,7 @@ func tempTableName(query string) (string, bool) {
 
 // replicaFresh reports whether the pinned replica has replayed what a read
 // of c's tables needs.
-func (s *replaySession) replicaFresh(ctx context.Context, c rawClass) bool {
+func (s *replaySession) replicaFresh(ctx context.Context, c rawClass, args []any) bool {
 	st := s.replica.state.Load()
 	if !st.usable(time.Now(), s.p.cfg.MaxLag) || s.p.pending.suspect.Load() {
 		return false
@@ -268,6 +268,11 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass) bool {
 		tables := c.reads
 		if !c.readsKnown {
 			tables = nil
+		}
+		if s.p.cfg.KeyedPositions && len(tables) == 1 {
+			if names, ok := s.p.rawKeyedReadNames(c.pinned, tables[0], args); ok {
+				tables = names
+			}
 		}
 		pos, err := s.p.tablesPosition(ctx, tables)
 		if err != nil {
@@ -279,7 +284,7 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass) bool {
 }
 
 // afterPrimary tracks transactions and publishes writes run on the primary.
-func (s *replaySession) afterPrimary(ctx context.Context, query string, c rawClass, err error) {
+func (s *replaySession) afterPrimary(ctx context.Context, query string, args []any, c rawClass, err error) {
 	if begin, _ := txStart(query); begin {
 		if err == nil {
 			s.inTx = true
@@ -297,12 +302,13 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, c rawCla
 	if c.kind != kindWrite || (c.writes != nil && len(c.writes) == 0) {
 		return
 	}
+	names := s.p.rawWriteNames(c, args)
 	if s.inTx {
-		s.txWritten.add(c.writes)
+		s.txWritten.add(names)
 		return
 	}
 	var w writeSet
-	w.add(c.writes)
+	w.add(names)
 	s.p.publish(ctx, w) // autocommit: published even on error (it may have committed)
 }
 
@@ -318,7 +324,7 @@ func (s *replaySession) onReplicaError(ctx context.Context, err error) bool {
 func (s *replaySession) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	conn, c, buffer, err := s.target(ctx, query)
+	conn, c, buffer, err := s.target(ctx, query, args)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +332,7 @@ func (s *replaySession) ExecContext(ctx context.Context, query string, args ...a
 	if conn == s.rconn && s.pconn == nil {
 		if err != nil && buffer && s.onReplicaError(ctx, err) {
 			res, err = s.pconn.ExecContext(ctx, query, args...)
-			s.afterPrimary(ctx, query, c, err)
+			s.afterPrimary(ctx, query, args, c, err)
 			return res, err
 		}
 		if err == nil && buffer {
@@ -335,14 +341,14 @@ func (s *replaySession) ExecContext(ctx context.Context, query string, args ...a
 		}
 		return res, err
 	}
-	s.afterPrimary(ctx, query, c, err)
+	s.afterPrimary(ctx, query, args, c, err)
 	return res, err
 }
 
 func (s *replaySession) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	conn, c, buffer, err := s.target(ctx, query)
+	conn, c, buffer, err := s.target(ctx, query, args)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +356,7 @@ func (s *replaySession) QueryContext(ctx context.Context, query string, args ...
 	if conn == s.rconn && s.pconn == nil {
 		if err != nil && buffer && s.onReplicaError(ctx, err) {
 			rows, err = s.pconn.QueryContext(ctx, query, args...)
-			s.afterPrimary(ctx, query, c, err)
+			s.afterPrimary(ctx, query, args, c, err)
 			return rows, err
 		}
 		if err == nil && buffer {
@@ -358,14 +364,14 @@ func (s *replaySession) QueryContext(ctx context.Context, query string, args ...
 		}
 		return rows, err
 	}
-	s.afterPrimary(ctx, query, c, err)
+	s.afterPrimary(ctx, query, args, c, err)
 	return rows, err
 }
 
 func (s *replaySession) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	conn, c, buffer, err := s.target(ctx, query)
+	conn, c, buffer, err := s.target(ctx, query, args)
 	if err != nil {
 		// *sql.Row cannot carry our error: return a row whose error is the
 		// context's, and Session returns s.abort when fn ends.
@@ -380,7 +386,7 @@ func (s *replaySession) QueryRowContext(ctx context.Context, query string, args 
 		}
 		return row
 	}
-	s.afterPrimary(ctx, query, c, row.Err())
+	s.afterPrimary(ctx, query, args, c, row.Err())
 	return row
 }
 

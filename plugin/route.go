@@ -29,6 +29,9 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	ctx := stmt.Context
 	switch stmt.ConnPool.(type) {
 	case *replaySession:
+		if p.cfg.KeyedPositions && stmt.SQL.Len() == 0 {
+			p.learnModelKey(stmt) // for the session's raw SQL
+		}
 		return // a Session routes each statement itself
 	case *sql.Conn:
 		// db.Connection pins one connection (session state lives there):
@@ -51,7 +54,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	// primary); a write there is marked for the commit to publish.
 	if _, inTx := stmt.ConnPool.(gorm.TxCommitter); inTx {
 		if raw && c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
-			p.recordWrite(db, c.writes)
+			p.recordRawWrite(db, c)
 		}
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonTransaction})
 		return
@@ -60,7 +63,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		switch {
 		case c.kind == kindWrite:
 			if c.writes == nil || len(c.writes) > 0 {
-				p.recordWrite(db, c.writes)
+				p.recordRawWrite(db, c)
 			}
 			reason := ReasonWrite
 			if c.locks {
@@ -108,8 +111,15 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		p.toFresh(db, tables, nil, false)
 	default:
 		lookup := tables
-		if p.cfg.KeyedPositions && !raw && len(tables) == 1 {
-			if names, ok := keyedReadNames(stmt, tables[0]); ok {
+		if p.cfg.KeyedPositions && len(tables) == 1 {
+			var names []string
+			var ok bool
+			if raw {
+				names, ok = p.rawKeyedReadNames(c.pinned, tables[0], stmt.Vars)
+			} else {
+				names, ok = p.keyedReadNames(stmt, tables[0])
+			}
+			if ok {
 				lookup = names
 			}
 		}

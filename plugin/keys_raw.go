@@ -1,0 +1,143 @@
+package plugin
+
+import (
+	"strings"
+
+	"github.com/freshread/freshread/classify"
+)
+
+// Keyed positions for raw SQL: the classifier reports which columns a
+// single-table statement's WHERE pins (classify.Pinned); a column is a key
+// when it is the integer primary key the plugin has seen the table's model
+// use, or one of Config.KeyColumns. Placeholder values come from the
+// statement's arguments.
+
+// rawKeyedReadNames returns the names a raw read of table pinned to key
+// values needs, or ok false (the read needs the table position).
+func (p *Plugin) rawKeyedReadNames(pn *classify.Pinned, table string, vars []any) ([]string, bool) {
+	if pn == nil || len(pn.Pins) == 0 {
+		return nil, false
+	}
+	if pk := p.tableNames(table).pk.Load(); pk != nil {
+		if keys, ok := p.rawPinnedKeys(pn, *pk, vars); ok {
+			return p.readNames(table, *pk, keys)
+		}
+	}
+	for _, col := range p.cfg.KeyColumns[table] {
+		if keys, ok := p.rawPinnedKeys(pn, col, vars); ok {
+			return p.readNames(table, col, keys)
+		}
+	}
+	return nil, false
+}
+
+// rawWriteNames returns the names a raw write classified as c raises: the
+// keyed names when it is a single-table UPDATE or DELETE whose WHERE pins
+// a key column, c.writes otherwise.
+func (p *Plugin) rawWriteNames(c rawClass, vars []any) []string {
+	if !p.cfg.KeyedPositions || c.pinned == nil || len(c.writes) != 1 {
+		return c.writes
+	}
+	table := c.writes[0]
+	var kw keyedWrite
+	var pk string
+	if k := p.tableNames(table).pk.Load(); k != nil {
+		pk = *k
+		keys, ok := p.rawPinnedKeys(c.pinned, pk, vars)
+		if ok && p.rawAssigns(c.pinned, pk) {
+			ok = false // the row moves to another key
+		}
+		kw.add(table, pk, keys, ok)
+	}
+	for _, col := range p.cfg.KeyColumns[table] {
+		if strings.EqualFold(col, pk) {
+			continue
+		}
+		keys, ok := p.rawPinnedKeys(c.pinned, col, vars)
+		if ok && p.rawAssigns(c.pinned, col) {
+			var v int64
+			if v, ok = p.rawAssigned(c.pinned, col, vars); ok {
+				keys = append(keys, v)
+			}
+		}
+		kw.add(table, col, keys, ok)
+	}
+	if names, ok := kw.result(table); ok {
+		return names
+	}
+	return c.writes
+}
+
+// sameRawColumn reports whether a column named in SQL is col: exactly on
+// PostgreSQL (an unquoted name arrives lower-cased, a quoted one keeps its
+// case), ignoring case on MySQL.
+func (p *Plugin) sameRawColumn(sqlName, col string) bool {
+	if p.classifier.Dialect() == classify.MySQL {
+		return strings.EqualFold(sqlName, col)
+	}
+	return sqlName == col
+}
+
+// rawPinnedKeys returns the values the first pin of col holds.
+func (p *Plugin) rawPinnedKeys(pn *classify.Pinned, col string, vars []any) ([]int64, bool) {
+	for _, pin := range pn.Pins {
+		if !p.sameRawColumn(pin.Column, col) {
+			continue
+		}
+		var keys []int64
+		for _, v := range pin.Values {
+			if v.Array {
+				if v.Param > len(vars) {
+					return nil, false
+				}
+				ks, ok := integerValues(flatten(vars[v.Param-1]))
+				if !ok {
+					return nil, false
+				}
+				keys = append(keys, ks...)
+				continue
+			}
+			k, ok := rawValue(v, vars)
+			if !ok {
+				return nil, false
+			}
+			keys = append(keys, k)
+		}
+		return keys, len(keys) > 0 && len(keys) <= maxKeys
+	}
+	return nil, false
+}
+
+// rawAssigns reports whether an UPDATE assigns col.
+func (p *Plugin) rawAssigns(pn *classify.Pinned, col string) bool {
+	for _, s := range pn.Sets {
+		if p.sameRawColumn(s.Column, col) {
+			return true
+		}
+	}
+	return false
+}
+
+// rawAssigned is the integer an UPDATE assigns to col, when known.
+func (p *Plugin) rawAssigned(pn *classify.Pinned, col string, vars []any) (int64, bool) {
+	for _, s := range pn.Sets {
+		if p.sameRawColumn(s.Column, col) {
+			if !s.Known || s.Value.Array {
+				return 0, false
+			}
+			return rawValue(s.Value, vars)
+		}
+	}
+	return 0, false
+}
+
+// rawValue resolves a literal or a placeholder against the arguments.
+func rawValue(v classify.Value, vars []any) (int64, bool) {
+	if v.Param == 0 {
+		return v.Int, true
+	}
+	if v.Param > len(vars) {
+		return 0, false
+	}
+	return integerValue(vars[v.Param-1])
+}
