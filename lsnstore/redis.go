@@ -21,6 +21,7 @@ type Redis struct {
 	err     error        // from NewRedis: every call returns it
 	timeout time.Duration
 	ttl     string // TTL in milliseconds, as a script argument
+	keyTTL  string // KeyTTL in milliseconds
 
 	base        string // prefix + "{" + database + "}-"
 	maxKey      string
@@ -51,6 +52,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	r.opts = o
 	r.timeout = o.Timeout
 	r.ttl = strconv.FormatInt(o.TTL.Milliseconds(), 10)
+	r.keyTTL = strconv.FormatInt(o.KeyTTL.Milliseconds(), 10)
 	r.base = o.Prefix + "{" + o.Database + "}-"
 	r.maxKey = r.base + "write_lsn"
 	r.maxKeyArg = r.maxKey
@@ -209,13 +211,27 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 	if tables == nil {
 		keys = append(keys, r.unknownKey)
 	}
+	// Key positions last: they take KeyTTL from the first of them on.
+	nkeys := 0
 	for _, t := range tables {
+		if isKeyName(t) {
+			nkeys++
+			continue
+		}
 		keys = append(keys, r.tableKey(t).(string))
 	}
 	keys = append(keys, r.maxKey)
+	first := len(keys) + 1
+	if nkeys > 0 {
+		for _, t := range tables {
+			if isKeyName(t) {
+				keys = append(keys, r.tableKey(t).(string))
+			}
+		}
+	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	if err := raiseScript.Run(ctx, r.rdb, keys, pos.String(), r.ttl).Err(); err != nil {
+	if err := raiseScript.Run(ctx, r.rdb, keys, pos.String(), r.ttl, r.keyTTL, first).Err(); err != nil {
 		return fmt.Errorf("lsnstore: redis raise: %w", err)
 	}
 	return nil

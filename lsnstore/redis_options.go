@@ -44,6 +44,18 @@ type RedisOptions struct {
 	// default: 10 minutes
 	TTL time.Duration
 
+	// KeyTTL is the time to live of key positions (keys.go, positions per
+	// key value), which are many: one per row written within it, about
+	// 200 bytes each. Like TTL it must be longer than the largest replica
+	// lag the application tolerates (the plugin's MaxLag, 1 minute by
+	// default): a key position may expire once every usable replica has
+	// replayed it. It may be shorter than TTL and bounds the store's
+	// memory to about KeyTTL × keys written per second × 200 bytes. Must
+	// be at least one millisecond when set.
+	//
+	// default: TTL
+	KeyTTL time.Duration
+
 	// Timeout bounds every call: it is added to the call's context unless
 	// that context ends sooner. A negative Timeout adds none.
 	//
@@ -75,6 +87,9 @@ func (o RedisOptions) Validate() error {
 	if o.TTL < 0 || (o.TTL > 0 && o.TTL < time.Millisecond) {
 		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.TTL is %v; it must be at least 1ms", o.TTL))
 	}
+	if o.KeyTTL < 0 || (o.KeyTTL > 0 && o.KeyTTL < time.Millisecond) {
+		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.KeyTTL is %v; it must be at least 1ms", o.KeyTTL))
+	}
 	return errors.Join(errs...)
 }
 
@@ -85,6 +100,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	}
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
+	}
+	if o.KeyTTL == 0 {
+		o.KeyTTL = o.TTL
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout

@@ -116,10 +116,14 @@ local function raise(key, pos, ttl)
 end
 `
 
-// raiseScript raises every key of KEYS to ARGV[1] with TTL ARGV[2] (ms).
+// raiseScript raises every key of KEYS to ARGV[1] with TTL ARGV[2] (ms),
+// and from the ARGV[4]-th key on (key positions) with TTL ARGV[3].
 var raiseScript = redis.NewScript(luaPrelude + `
+local first = tonumber(ARGV[4]) or (#KEYS + 1)
 for i = 1, #KEYS do
-  raise(KEYS[i], ARGV[1], ARGV[2])
+  local ttl = ARGV[2]
+  if i >= first then ttl = ARGV[3] end
+  raise(KEYS[i], ARGV[1], ttl)
 end
 return 0
 `)

@@ -304,3 +304,31 @@ func TestRedisTableKeyCache(t *testing.T) {
 		t.Errorf("cached tableKey allocates %v times", n)
 	}
 }
+
+// TestRedisKeyTTL: key positions take KeyTTL, everything else TTL, in one
+// raise; a key position that expired reads as no write.
+func TestRedisKeyTTL(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	db := uniqueDB("keyttl")
+	const ttl, keyTTL = time.Minute, 200 * time.Millisecond
+	s := newTestRedis(rdb, RedisOptions{Database: db, TTL: ttl, KeyTTL: keyTTL})
+	k1, k2 := KeyName("t", "id", 1), KeyName("t", "user_id", 7)
+	raiseOK(t, s, []string{KeyedTable("t"), k1, UnkeyedColumnName("t", "user_id"), "u", k2}, 10)
+	for name, want := range map[string]time.Duration{
+		"t": ttl, "u": ttl, UnkeyedName("u"): ttl, UnkeyedColumnName("t", "user_id"): ttl, k1: keyTTL, k2: keyTTL,
+	} {
+		k := "freshread:{" + db + "}-" + name + "-write_lsn"
+		d, err := rdb.PTTL(ctx, k).Result()
+		if err != nil || d <= want/2 || d > want {
+			t.Errorf("PTTL %s = %v, %v; want about %v", k, d, err, want)
+		}
+	}
+	checkWrite(t, s, []string{k1}, 10)
+	time.Sleep(2 * keyTTL)
+	checkWrite(t, s, []string{k1, k2}, 0)
+	checkWrite(t, s, []string{"t", UnkeyedColumnName("t", "user_id")}, 10)
+	if err := NewRedis(rdb, RedisOptions{Database: db, KeyTTL: -time.Second}).Raise(ctx, []string{"t"}, PositionOf(1)); err == nil {
+		t.Error("a negative KeyTTL was accepted")
+	}
+}
