@@ -94,3 +94,29 @@ func TestMariaDBKeyedWritePathsNeverReadStale(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedCreateInBatchesPastTheCap: a CreateInBatches of 1,000 rows (one
+// transaction, more keys than one raise carries) publishes the table's
+// unkeyed position: its rows are never read stale, by key or otherwise.
+func TestKeyedCreateInBatchesPastTheCap(t *testing.T) {
+	e := newEnv(t, keyed)
+	e.waitReplicaServes(e.db)
+	e.pauseAll()
+	rows := make([]Item, 1000)
+	for i := range rows {
+		rows[i] = Item{ID: uint(i + 1), Name: "batch"}
+	}
+	if err := e.db.CreateInBatches(rows, 100).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint{1, 500, 1000} {
+		if got := e.readItem(e.db, id); got.Name != "batch" {
+			t.Fatalf("STALE READ of row %d after a CreateInBatches: %+v", id, got)
+		}
+	}
+	var n int64
+	if err := e.db.Model(&Item{}).Where("id IN ?", []uint{1, 999, 1001}).Count(&n).Error; err != nil || n != 2 {
+		t.Fatalf("STALE READ through IN after a CreateInBatches: %d rows, %v", n, err)
+	}
+	e.resumeAll()
+}

@@ -67,6 +67,19 @@ func BaseTable(name string) string {
 // isKeyName reports whether name is a KeyName.
 func isKeyName(name string) bool { return strings.Contains(name, keyInfix) }
 
+// IsKeyName reports whether name is a KeyName.
+func IsKeyName(name string) bool { return isKeyName(name) }
+
+// KeyedBase returns the table a name of the keyed family (KeyedTable,
+// KeyName, UnkeyedName, UnkeyedColumnName) is of, and whether name is one;
+// a table name is returned as it is, with false.
+func KeyedBase(name string) (table string, keyed bool) {
+	if i := strings.IndexByte(name, '#'); i >= 0 {
+		return name[:i], true
+	}
+	return name, false
+}
+
 // raiseTarget is what a name in Raise's list raises: the store name
 // table, and with unkeyed also UnkeyedName(table). A plain table name
 // raises both, KeyedTable(t) raises t alone, any other name itself.

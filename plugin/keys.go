@@ -191,7 +191,8 @@ func (tn *tableKeyNames) unkeyedColumn(table, col string) string {
 func (p *Plugin) learnKey(table, col string) {
 	tn := p.tableNames(table)
 	if k := tn.pk.Load(); k == nil || *k != col {
-		tn.pk.Store(&col)
+		c := col // only a change allocates
+		tn.pk.Store(&c)
 	}
 }
 

@@ -1,10 +1,13 @@
 package plugin
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
 	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/lsnstore"
 )
 
 func TestPinningSQL(t *testing.T) {
@@ -63,5 +66,25 @@ func TestPinningExprColumns(t *testing.T) {
 	// GORM's name for the primary key does not pin another column.
 	if _, ok := pinningExpr(clause.Eq{Column: clause.PrimaryColumn, Value: 1}, "user_id", "items", false); ok {
 		t.Error("clause.PrimaryColumn pinned user_id")
+	}
+}
+
+// TestCapKeys: a write set with more than maxKeys key positions (a
+// transaction of many keyed statements) publishes its tables plainly,
+// raising their unkeyed positions; one within the cap is left alone.
+func TestCapKeys(t *testing.T) {
+	var w writeSet
+	w.add([]string{lsnstore.KeyedTable("items"), lsnstore.UnkeyedColumnName("items", "item_id"), "other"})
+	for i := 0; i < maxKeys; i++ {
+		w.add([]string{lsnstore.KeyName("items", "id", int64(i))})
+	}
+	if got := capKeys(w); len(got.tables) != maxKeys+3 {
+		t.Fatalf("within the cap: %d names, want %d", len(got.tables), maxKeys+3)
+	}
+	w.add([]string{lsnstore.KeyName("items", "id", maxKeys)})
+	got := capKeys(w)
+	want := map[string]struct{}{"items": {}, "other": {}}
+	if !maps.Equal(got.tables, want) {
+		t.Fatalf("past the cap: %v, want %v", got.tables, want)
 	}
 }

@@ -107,10 +107,33 @@ func (p *Plugin) publish(ctx context.Context, w writeSet) {
 	}
 }
 
+// capKeys bounds the key positions one raise carries (a transaction's
+// statements each prove at most maxKeys, but their union may hold more, as
+// in a CreateInBatches of many rows): past maxKeys, every keyed name is
+// replaced by its plain table, which raises the table's unkeyed position.
+func capKeys(w writeSet) writeSet {
+	n := 0
+	for t := range w.tables {
+		if lsnstore.IsKeyName(t) {
+			n++
+		}
+	}
+	if n <= maxKeys {
+		return w
+	}
+	out := writeSet{unknown: w.unknown, tables: make(map[string]struct{}, len(w.tables)-n)}
+	for t := range w.tables {
+		base, _ := lsnstore.KeyedBase(t)
+		out.tables[base] = struct{}{}
+	}
+	return out
+}
+
 // raise publishes pos for w's tables and their dependents. A dependent
 // "*" (anything) raises the unknown-tables position, which every read
 // includes.
 func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) error {
+	w = capKeys(w)
 	unknown := w.unknown || p.dependentsUnknown()
 	tables := make([]string, 0, len(w.tables))
 	seen := make(map[string]bool, len(w.tables))
