@@ -22,7 +22,9 @@ package plugin_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,9 +153,14 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 
 	var dialectors []gorm.Dialector
 	var replicas []plugin.Replica
+	// Every pool keeps enough idle connections for the parallel
+	// benchmark (database/sql keeps 2 by default): the replicas' pools are
+	// opened here and handed over through the dialector, for dbresolver
+	// and freshread alike.
+	benchPool(b, db)
 	for i := 0; i < pg.Replicas(); i++ {
-		dialectors = append(dialectors, postgres.Open(pg.ReplicaDSN(i, name)))
-		replicas = append(replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: postgres.Open(pg.ReplicaDSN(i, name))})
+		dialectors = append(dialectors, postgres.New(postgres.Config{Conn: openBenchPool(b, pg.ReplicaDSN(i, name))}))
+		replicas = append(replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: postgres.New(postgres.Config{Conn: openBenchPool(b, pg.ReplicaDSN(i, name))})})
 	}
 	cfg := plugin.Config{Replicas: replicas}
 	switch kind {
@@ -203,6 +210,29 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return s
+}
+
+// benchIdleConns is the idle connections every benchmark pool keeps.
+const benchIdleConns = 64
+
+func benchPool(b *testing.B, db *gorm.DB) {
+	b.Helper()
+	sqlDB, err := db.DB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sqlDB.SetMaxIdleConns(benchIdleConns)
+}
+
+func openBenchPool(b *testing.B, dsn string) *sql.DB {
+	b.Helper()
+	sqlDB, err := sql.Open("pgx", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sqlDB.SetMaxIdleConns(benchIdleConns)
+	b.Cleanup(func() { sqlDB.Close() })
+	return sqlDB
 }
 
 // servedPort asks the pool routing chose for a read which server it is.
@@ -272,6 +302,38 @@ func benchReads(b *testing.B, dryRun bool) {
 					b.Fatal(err)
 				}
 			}
+			if s.counter != nil {
+				b.ReportMetric(float64(s.counter.roundTrips()-before)/float64(b.N), "redis-cmds/op")
+			}
+			s.check(b, db, "after the loop")
+		})
+	}
+}
+
+// BenchmarkReadParallel is BenchmarkRead from 32 goroutines at once
+// (b.RunParallel): throughput under concurrency.
+func BenchmarkReadParallel(b *testing.B) {
+	for _, kind := range benchKinds {
+		b.Run("setup="+kind, func(b *testing.B) {
+			s := openSetup(b, kind)
+			ctx := context.WithValue(context.Background(), readMark{}, true)
+			db := s.db.Session(&gorm.Session{Context: ctx})
+			s.check(b, db, "before the loop")
+			var before int64
+			if s.counter != nil {
+				before = s.counter.roundTrips()
+			}
+			b.ReportAllocs()
+			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					var it benchItem
+					if err := db.Model(&benchItem{}).Where("id = ?", 1).Take(&it).Error; err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
 			if s.counter != nil {
 				b.ReportMetric(float64(s.counter.roundTrips()-before)/float64(b.N), "redis-cmds/op")
 			}

@@ -65,3 +65,8 @@ func (b *breaker) failure(now time.Time, limit int) {
 	b.backoff.Store(int64(d))
 	b.openUntil.Store(now.Add(d).UnixNano())
 }
+
+// breakerOpen reports whether the store's breaker is open or probing:
+// reads then take the sequential path, which does not ask the store
+// while it is open.
+func (p *Plugin) breakerOpen() bool { return p.breaker.openUntil.Load() != 0 }

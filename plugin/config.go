@@ -64,6 +64,20 @@ type Config struct {
 	// one process writes to the database; use lsnstore.NewRedis for several.
 	Store lsnstore.Store
 
+	// SequentialLookup makes a read wait for the store's answer before it
+	// starts. By default a read that needs the store's write positions
+	// starts at once on a replica that covers what is known locally (the
+	// session's position) while the store is asked, and keeps the rows
+	// only if that replica's replay position, as known before the query
+	// was sent, covers the required position once the store has answered;
+	// otherwise it discards them and runs where the rule sends it
+	// (docs/benchmarks.md, "Overlapped reads"). The guarantee is the same;
+	// the latency of a replica read is max(query, store) instead of their
+	// sum, at the price of a discarded replica query for reads that turn
+	// out to need a fresher server. With the in-memory store reads are
+	// always sequential (its answer costs nanoseconds). Default: false.
+	SequentialLookup bool
+
 	// Policy picks one replica among those fresh enough. Default:
 	// dbresolver.RandomPolicy{}.
 	Policy dbresolver.Policy

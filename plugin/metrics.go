@@ -18,6 +18,7 @@ import (
 //	freshread_replica_replicating{replica}      MariaDB and MySQL: 1 when both replication threads run, 0 when not
 //	freshread_unpublished_writes                1 while writes wait to be published (this process reads from the primary)
 //	freshread_store_discontinuities_total       times the position store was found to have lost positions (restart, flush, failover, eviction)
+//	freshread_overlap_discarded_total           replica queries started before the store answered whose rows were discarded (Config.SequentialLookup)
 //	freshread_store_eviction_possible           1 when the store's Redis may evict position keys (maxmemory with an evicting policy), 0 when not; absent when unknown
 func (p *Plugin) Collector() prometheus.Collector { return collector{p} }
 
@@ -29,6 +30,7 @@ var (
 	descUp          = prometheus.NewDesc("freshread_replica_up", "1 when the replica is usable for reads.", []string{"replica"}, nil)
 	descPending     = prometheus.NewDesc("freshread_unpublished_writes", "1 while writes wait to be published to the store.", nil, nil)
 	descLosses      = prometheus.NewDesc("freshread_store_discontinuities_total", "Times the position store was found to have lost positions (restart, flush, failover, eviction).", nil, nil)
+	descDiscarded   = prometheus.NewDesc("freshread_overlap_discarded_total", "Replica queries started before the store answered whose rows were discarded because the replica turned out not to be fresh enough.", nil, nil)
 	descEviction    = prometheus.NewDesc("freshread_store_eviction_possible", "1 when the position store's Redis may evict position keys (maxmemory with an evicting policy).", nil, nil)
 )
 
@@ -42,6 +44,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descReplicating
 	ch <- descPending
 	ch <- descLosses
+	ch <- descDiscarded
 	ch <- descEviction
 }
 
@@ -89,6 +92,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, pending)
 	ch <- prometheus.MustNewConstMetric(descLosses, prometheus.CounterValue, float64(p.stats.discontinuities.Load()))
+	ch <- prometheus.MustNewConstMetric(descDiscarded, prometheus.CounterValue, float64(p.stats.overlapDiscarded.Load()))
 	switch p.evictionRisk.Load() {
 	case evictionYes:
 		ch <- prometheus.MustNewConstMetric(descEviction, prometheus.GaugeValue, 1)

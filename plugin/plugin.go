@@ -80,6 +80,10 @@ type Plugin struct {
 	// randomPolicy: Config.Policy is dbresolver's RandomPolicy (the
 	// default), picked without allocating.
 	randomPolicy bool
+	// overlapping: reads overlap their store lookup with the replica query
+	// (overlap.go): Config.SequentialLookup is off and the store is not
+	// the in-memory one.
+	overlapping bool
 
 	initialized atomic.Bool
 	stop        chan struct{}
@@ -92,6 +96,8 @@ type Plugin struct {
 func New(cfg Config) *Plugin {
 	_, random := cfg.Policy.(dbresolver.RandomPolicy)
 	p := &Plugin{cfg: cfg.withDefaults(), stop: make(chan struct{}), randomPolicy: random || cfg.Policy == nil}
+	_, inMemory := p.cfg.Store.(*lsnstore.Memory)
+	p.overlapping = !p.cfg.SequentialLookup && !inMemory
 	ch := make(chan struct{})
 	p.tick.Store(&ch)
 	return p

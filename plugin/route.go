@@ -166,6 +166,22 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool)
 		}
 		required = s.position(p.cluster)
 	}
+	if tableWrites && p.overlapping && !db.DryRun && !p.breakerOpen() {
+		local := required
+		if floor := p.floor.Load(); floor != nil {
+			local = local.Merge(*floor)
+		}
+		if p.overlap(db, tables, lookup, required, local) {
+			return
+		}
+		if p.cfg.MaxWait == 0 {
+			// No replica covers what is known locally: the store's answer
+			// could only require more.
+			db.Statement.ConnPool = db.ConnPool
+			p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Required: local})
+			return
+		}
+	}
 	if tableWrites {
 		pos, err := p.tablesPosition(ctx, lookup)
 		if err != nil {
@@ -361,16 +377,25 @@ func (p *Plugin) pick(pools []gorm.ConnPool) gorm.ConnPool {
 
 func (p *Plugin) use(db *gorm.DB, pool gorm.ConnPool, reason Reason, tables []string, required lsnstore.Position) {
 	db.Statement.ConnPool = pool
-	if !p.observed(db.Statement.Context) {
-		p.stats.decision(ReplicaTarget, reason)
-	} else {
-		d := Decision{Target: ReplicaTarget, Reason: reason, Tables: tables, Required: required}
-		if rp, ok := pool.(*replicaPool); ok {
-			d.Replica = rp.r.name
-			d.ReplicaPosition = rp.r.state.Load().pos
-		}
-		p.decided(db.Statement.Context, d)
+	var r *replica
+	if rp, ok := pool.(*replicaPool); ok {
+		r = rp.r
 	}
+	p.usedReplica(db.Statement.Context, r, reason, tables, required)
+}
+
+// usedReplica reports a read sent to replica r (nil: unknown).
+func (p *Plugin) usedReplica(ctx context.Context, r *replica, reason Reason, tables []string, required lsnstore.Position) {
+	if !p.observed(ctx) {
+		p.stats.decision(ReplicaTarget, reason)
+		return
+	}
+	d := Decision{Target: ReplicaTarget, Reason: reason, Tables: tables, Required: required}
+	if r != nil {
+		d.Replica = r.name
+		d.ReplicaPosition = r.state.Load().pos
+	}
+	p.decided(ctx, d)
 }
 
 func (p *Plugin) observed(ctx context.Context) bool {

@@ -32,6 +32,9 @@ type stats struct {
 	// discontinuities counts the store's losses seen after the first
 	// verification (continuity.go).
 	discontinuities atomic.Uint64
+	// overlapDiscarded counts replica queries started before the store
+	// answered whose rows were discarded (overlap.go).
+	overlapDiscarded atomic.Uint64
 }
 
 // storeBucketBounds are the upper bounds of the store latency buckets.

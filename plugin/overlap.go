@@ -1,0 +1,178 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Overlapped reads (issue 15, docs/benchmarks.md): a read that needs the
+// store's write positions does not wait for them before it starts. It
+// starts on a replica the policy picks among those that cover what is
+// known locally (the session's position), while the store is asked in
+// another goroutine; when both have answered, the replica's rows are kept
+// only if the replica's replay position, as the poller knew it before the
+// query was sent, covers the required position (the session's, the
+// store's, the floor). A position known before the query is never ahead of
+// what the query saw, so this is the rule of the sequential path applied
+// to the same facts; otherwise the rows are discarded and the read runs
+// where that rule sends it (another fresh replica, a wait with MaxWait,
+// the primary). The latency of a read kept on its replica is the larger of
+// the query and the store round trip instead of their sum.
+
+// storeLookup is one asynchronous ask of the store, recycled.
+type storeLookup struct {
+	done chan struct{}
+	pos  lsnstore.Position
+	err  error
+}
+
+var storeLookups = sync.Pool{New: func() any { return &storeLookup{done: make(chan struct{}, 1)} }}
+
+// startLookup asks the store for tables' required position (tablesPosition)
+// in another goroutine. The caller waits for it once (wait).
+func (p *Plugin) startLookup(ctx context.Context, tables []string) *storeLookup {
+	l := storeLookups.Get().(*storeLookup)
+	go l.run(ctx, p, tables)
+	return l
+}
+
+func (l *storeLookup) run(ctx context.Context, p *Plugin, tables []string) {
+	l.pos, l.err = p.tablesPosition(ctx, tables)
+	l.done <- struct{}{}
+}
+
+// wait returns the answer and recycles l.
+func (l *storeLookup) wait() (lsnstore.Position, error) {
+	<-l.done
+	pos, err := l.pos, l.err
+	l.pos, l.err = lsnstore.Position{}, nil
+	storeLookups.Put(l)
+	return pos, err
+}
+
+// overlapPool is the pool of a read started on a replica while its
+// lookup runs. Its first query decides; any later call on it (GORM makes
+// one per statement) goes where that decision sent the read.
+type overlapPool struct {
+	gorm.ConnPool // the candidate replica's pool, for what reads do not use
+	p             *Plugin
+	cand          *replica
+	session       lsnstore.Position // the caller's session position
+	tables        []string          // the read's tables (decisions)
+	lookup        *storeLookup
+	primary       gorm.ConnPool // the statement's primary pool
+	mu            sync.Mutex
+	final         gorm.ConnPool // once decided
+}
+
+// overlap starts the read of db on a replica that covers local (the
+// session position and the floor), with its store lookup running
+// meanwhile. false: no replica covers it (the caller goes on without
+// overlapping).
+func (p *Plugin) overlap(db *gorm.DB, tables, lookup []string, session, local lsnstore.Position) bool {
+	pool, _ := p.freshReplica(local)
+	rp, ok := pool.(*replicaPool)
+	if !ok {
+		return false
+	}
+	db.Statement.ConnPool = &overlapPool{
+		ConnPool: rp, p: p, cand: rp.r, session: session, tables: tables,
+		lookup: p.startLookup(db.Statement.Context, lookup), primary: db.ConnPool,
+	}
+	return true
+}
+
+func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.final != nil {
+		return o.final.QueryContext(ctx, query, args...)
+	}
+	// The candidate's position before the query is sent: the rows can only
+	// be at least this fresh.
+	st := o.cand.state.Load()
+	usable := st.usable(time.Now(), o.p.cfg.MaxLag)
+	rows, err := o.cand.db.QueryContext(ctx, query, args...)
+	required, lerr := o.required()
+	if lerr == nil && usable && st.pos.Covers(required) {
+		if err != nil && o.p.engine.retryable(ctx, err) {
+			o.p.replicaFailed(ctx, o.cand, err)
+			o.final = o.primary
+			return o.final.QueryContext(ctx, query, args...)
+		}
+		o.final = o.cand.pool
+		o.p.usedReplica(ctx, o.cand, ReasonFresh, o.tables, required)
+		return rows, err
+	}
+	if rows != nil {
+		rows.Close()
+	}
+	o.p.stats.overlapDiscarded.Add(1)
+	o.final = o.p.resolve(ctx, o.primary, o.tables, required, lerr)
+	return o.final.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext cannot take back a *sql.Row: it waits for the lookup,
+// then runs where the rule sends it.
+func (o *overlapPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return o.decide(ctx).QueryRowContext(ctx, query, args...)
+}
+
+// ExecContext is not a read: the primary, once the lookup is done with.
+func (o *overlapPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	o.decide(ctx)
+	return o.primary.ExecContext(ctx, query, args...)
+}
+
+func (o *overlapPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return o.decide(ctx).PrepareContext(ctx, query)
+}
+
+func (o *overlapPool) GetDBConn() (*sql.DB, error) { return o.cand.db, nil }
+
+// decide waits for the lookup and chooses the pool without a speculative
+// query.
+func (o *overlapPool) decide(ctx context.Context) gorm.ConnPool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.final == nil {
+		required, err := o.required()
+		o.final = o.p.resolve(ctx, o.primary, o.tables, required, err)
+	}
+	return o.final
+}
+
+func (o *overlapPool) required() (lsnstore.Position, error) {
+	pos, err := o.lookup.wait()
+	if err != nil {
+		return lsnstore.Position{}, err
+	}
+	return o.session.Merge(pos), nil
+}
+
+// resolve is the sequential rule once the required position is known (or
+// the lookup failed): a fresh replica, a wait with MaxWait, the primary.
+func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []string, required lsnstore.Position, lookupErr error) gorm.ConnPool {
+	if lookupErr != nil {
+		p.decided(ctx, Decision{Target: Primary, Reason: ReasonStoreError, Tables: tables})
+		return primary
+	}
+	pool, best := p.freshReplica(required)
+	if pool == nil && p.cfg.MaxWait > 0 {
+		pool, best = p.waitFresh(ctx, required)
+	}
+	if pool == nil {
+		p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Required: required, ReplicaPosition: best})
+		return primary
+	}
+	if rp, ok := pool.(*replicaPool); ok {
+		p.usedReplica(ctx, rp.r, ReasonFresh, tables, required)
+	}
+	return pool
+}
