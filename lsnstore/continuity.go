@@ -111,6 +111,18 @@ func (rr *RedisReader) WritePosition(ctx context.Context, tables []string) (Posi
 	return rr.writePosition(ctx, tables, rr)
 }
 
+// WritePositions implements BatchReader, checking the anchor like
+// WritePosition in the same MGET.
+func (rr *RedisReader) WritePositions(ctx context.Context, sets [][]string) ([]Position, error) {
+	if rr.err != nil {
+		return nil, rr.err
+	}
+	if rr.accepted.Load() == nil {
+		return nil, fmt.Errorf("%w: not verified yet", ErrDiscontinuity)
+	}
+	return rr.writePositions(ctx, sets, rr)
+}
+
 // anchorScript returns the anchor: "<run_id>:<evicted_keys>:<random>".
 // It replaces it with a new one (ARGV[1] random) when it is missing
 // (restart without persistence, FLUSHALL, eviction), when the server is

@@ -146,41 +146,9 @@ func (r *Redis) writePosition(ctx context.Context, tables []string, rr *RedisRea
 		}
 	}
 	*buf = args // a grown slice is kept for the next call
-	ctx, call := r.withTimeout(ctx)
-	defer call.release()
-	var vals []any
-	if rr != nil && rr.guardEvictions.Load() {
-		keys := make([]string, len(args)-1)
-		for i, a := range args[1:] {
-			keys[i] = a.(string)
-		}
-		v, err := guardedRead.Run(ctx, r.rdb, keys).Slice()
-		if err != nil {
-			return Position{}, fmt.Errorf("lsnstore: redis MGET (eviction-guarded script): %w", err)
-		}
-		if len(v) != len(keys)+1 {
-			return Position{}, fmt.Errorf("%w: a reply of %d values to %d keys", ErrDiscontinuity, len(v), len(keys))
-		}
-		ev, _ := v[len(keys)].(string)
-		if err := rr.checkAnchor(v[0], ev); err != nil {
-			return Position{}, err
-		}
-		vals, args = v[1:len(keys)], args[1:]
-	} else {
-		cmd := redis.NewSliceCmd(ctx, args...)
-		if err := r.rdb.Process(ctx, cmd); err != nil {
-			return Position{}, fmt.Errorf("lsnstore: redis MGET: %w", err)
-		}
-		vals = cmd.Val()
-		if rr != nil {
-			if len(vals) == 0 {
-				return Position{}, fmt.Errorf("%w: empty MGET reply", ErrDiscontinuity)
-			}
-			if err := rr.checkAnchor(vals[0], ""); err != nil {
-				return Position{}, err
-			}
-			vals, args = vals[1:], args[1:]
-		}
+	vals, args, err := r.mget(ctx, args, rr)
+	if err != nil {
+		return Position{}, err
 	}
 	var pos Position
 	for i, v := range vals {
@@ -195,6 +163,112 @@ func (r *Redis) writePosition(ctx context.Context, tables []string, rr *RedisRea
 		pos = pos.Merge(p)
 	}
 	return pos, nil
+}
+
+// mget runs args ("mget", [anchor], keys...) and returns the values of the
+// keys, with args without the anchor: for a RedisReader (rr) the anchor
+// comes first and is checked, in a script with the server's eviction
+// count when rr guards evictions.
+func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader) ([]any, []any, error) {
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
+	var vals []any
+	if rr != nil && rr.guardEvictions.Load() {
+		keys := make([]string, len(args)-1)
+		for i, a := range args[1:] {
+			keys[i] = a.(string)
+		}
+		v, err := guardedRead.Run(ctx, r.rdb, keys).Slice()
+		if err != nil {
+			return nil, nil, fmt.Errorf("lsnstore: redis MGET (eviction-guarded script): %w", err)
+		}
+		if len(v) != len(keys)+1 {
+			return nil, nil, fmt.Errorf("%w: a reply of %d values to %d keys", ErrDiscontinuity, len(v), len(keys))
+		}
+		ev, _ := v[len(keys)].(string)
+		if err := rr.checkAnchor(v[0], ev); err != nil {
+			return nil, nil, err
+		}
+		return v[1:len(keys)], args[1:], nil
+	}
+	cmd := redis.NewSliceCmd(ctx, args...)
+	if err := r.rdb.Process(ctx, cmd); err != nil {
+		return nil, nil, fmt.Errorf("lsnstore: redis MGET: %w", err)
+	}
+	vals = cmd.Val()
+	if rr != nil {
+		if len(vals) == 0 {
+			return nil, nil, fmt.Errorf("%w: empty MGET reply", ErrDiscontinuity)
+		}
+		if err := rr.checkAnchor(vals[0], ""); err != nil {
+			return nil, nil, err
+		}
+		return vals[1:], args[1:], nil
+	}
+	return vals, args, nil
+}
+
+// WritePositions implements BatchReader with one MGET of the union of the
+// sets' keys.
+func (r *Redis) WritePositions(ctx context.Context, sets [][]string) ([]Position, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.writePositions(ctx, sets, nil)
+}
+
+func (r *Redis) writePositions(ctx context.Context, sets [][]string, rr *RedisReader) ([]Position, error) {
+	args := []any{"mget"}
+	if rr != nil {
+		args = append(args, r.anchorArg)
+	}
+	first := len(args)
+	index := make(map[any]int, 8) // key -> index among the keys
+	add := func(k any) int {
+		if i, ok := index[k]; ok {
+			return i
+		}
+		i := len(args) - first
+		index[k] = i
+		args = append(args, k)
+		return i
+	}
+	refs := make([][]int, len(sets))
+	for s, tables := range sets {
+		if tables == nil {
+			refs[s] = []int{add(r.maxKeyArg)}
+			continue
+		}
+		ref := make([]int, 0, len(tables)+1)
+		ref = append(ref, add(r.unknownArg))
+		for _, t := range tables {
+			ref = append(ref, add(r.tableKey(t)))
+		}
+		refs[s] = ref
+	}
+	vals, args, err := r.mget(ctx, args, rr)
+	if err != nil {
+		return nil, err
+	}
+	parsed := make([]Position, len(vals))
+	for i, v := range vals {
+		s, ok := v.(string)
+		if !ok {
+			continue // missing key: no recent write
+		}
+		p, ok := parsePosition(s)
+		if !ok {
+			return nil, fmt.Errorf("%w %q at key %v", ErrBadPosition, truncate(s), args[i+1])
+		}
+		parsed[i] = p
+	}
+	out := make([]Position, len(sets))
+	for s, ref := range refs {
+		for _, i := range ref {
+			out[s] = out[s].Merge(parsed[i])
+		}
+	}
+	return out, nil
 }
 
 // Raise implements Store with one script call (EVALSHA, or EVAL the first

@@ -332,3 +332,40 @@ func TestRedisKeyTTL(t *testing.T) {
 		t.Error("a negative KeyTTL was accepted")
 	}
 }
+
+// TestRedisWritePositions: a batch answers each set as WritePosition does,
+// in one command, for the store and for a verified reader.
+func TestRedisWritePositions(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	s := newTestRedis(rdb, RedisOptions{Database: uniqueDB("batch")})
+	raiseOK(t, s, []string{"a"}, 10)
+	raiseOK(t, s, []string{"b"}, 20)
+	raiseOK(t, s, []string{KeyedTable("c"), KeyName("c", "id", 1)}, 30)
+	raiseOK(t, s, nil, 5)
+	sets := [][]string{{"a"}, {"b", "a"}, {"x"}, nil, {}, {KeyName("c", "id", 1), UnkeyedName("c")}, {KeyName("c", "id", 2), UnkeyedName("c")}}
+	rr := s.NewReader().(*RedisReader)
+	if _, err := rr.WritePositions(ctx, sets); !IsDiscontinuity(err) {
+		t.Fatalf("an unverified reader answered: %v", err)
+	}
+	e, err := rr.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr.Accept(e)
+	for _, br := range []BatchReader{s, rr} {
+		got, err := br.WritePositions(ctx, sets)
+		if err != nil || len(got) != len(sets) {
+			t.Fatalf("%T: %v, %v", br, got, err)
+		}
+		for i, set := range sets {
+			want, err := s.WritePosition(ctx, set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got[i].Equal(want) {
+				t.Errorf("%T: set %q: %v, want %v", br, set, got[i], want)
+			}
+		}
+	}
+}

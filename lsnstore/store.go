@@ -44,3 +44,11 @@ var (
 	_ Store = (*Memory)(nil)
 	_ Store = (*Redis)(nil)
 )
+
+// BatchReader is a Store that answers several reads' WritePosition at
+// once: WritePositions(ctx, sets)[i] is WritePosition(ctx, sets[i]), all
+// in one round trip (Redis: one MGET of the union of their keys). The
+// plugin batches the lookups of concurrent reads through it.
+type BatchReader interface {
+	WritePositions(ctx context.Context, sets [][]string) ([]Position, error)
+}

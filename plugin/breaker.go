@@ -9,6 +9,9 @@ import (
 // errBreakerOpen is the store error while the breaker is open.
 var errBreakerOpen = errors.New("plugin: store circuit breaker open")
 
+// errClosed answers the lookups still queued when the plugin closes.
+var errClosed = errors.New("plugin: closed")
+
 // breaker stops consulting a failing store: after `limit` consecutive
 // failures it opens, reads go to the primary without asking the store, and
 // after a backoff (100ms doubling to 5s) one read probes it. Lock-free.

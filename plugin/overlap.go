@@ -30,20 +30,35 @@ type storeLookup struct {
 	done chan struct{}
 	pos  lsnstore.Position
 	err  error
+	// ctx and tables are the read's, for a batched ask (batch.go).
+	ctx    context.Context
+	tables []string
 }
 
 var storeLookups = sync.Pool{New: func() any { return &storeLookup{done: make(chan struct{}, 1)} }}
 
-// startLookup asks the store for tables' required position (tablesPosition)
-// in another goroutine. The caller waits for it once (wait).
+// startLookup asks the store for tables' required position (what
+// tablesPosition returns) asynchronously: through the batcher when the
+// store answers batches, else in a goroutine of its own. The caller waits
+// for it once (wait).
 func (p *Plugin) startLookup(ctx context.Context, tables []string) *storeLookup {
 	l := storeLookups.Get().(*storeLookup)
+	if p.batcher != nil {
+		l.ctx, l.tables = ctx, tables
+		p.batcher.submit(l)
+		return l
+	}
 	go l.run(ctx, p, tables)
 	return l
 }
 
 func (l *storeLookup) run(ctx context.Context, p *Plugin, tables []string) {
-	l.pos, l.err = p.tablesPosition(ctx, tables)
+	l.finish(p.tablesPosition(ctx, tables))
+}
+
+// finish delivers the answer to the waiter.
+func (l *storeLookup) finish(pos lsnstore.Position, err error) {
+	l.pos, l.err = pos, err
 	l.done <- struct{}{}
 }
 
@@ -51,7 +66,7 @@ func (l *storeLookup) run(ctx context.Context, p *Plugin, tables []string) {
 func (l *storeLookup) wait() (lsnstore.Position, error) {
 	<-l.done
 	pos, err := l.pos, l.err
-	l.pos, l.err = lsnstore.Position{}, nil
+	l.pos, l.err, l.ctx, l.tables = lsnstore.Position{}, nil, nil, nil
 	storeLookups.Put(l)
 	return pos, err
 }

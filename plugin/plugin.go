@@ -84,6 +84,9 @@ type Plugin struct {
 	// (overlap.go): Config.SequentialLookup is off and the store is not
 	// the in-memory one.
 	overlapping bool
+	// batcher batches the overlapped reads' lookups when the store
+	// answers batches (batch.go); nil otherwise.
+	batcher *lookupBatcher
 
 	initialized atomic.Bool
 	stop        chan struct{}
@@ -204,6 +207,14 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		}
 	}
 	p.pollOnce(ctx)
+	if br, ok := p.cfg.Store.(lsnstore.BatchReader); ok && p.overlapping {
+		p.batcher = newLookupBatcher(p, br)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.batcher.run(p.stop)
+		}()
+	}
 	p.wg.Add(1)
 	go p.poll()
 	return nil

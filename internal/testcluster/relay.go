@@ -282,5 +282,9 @@ func (r *Relay) Stall(on bool) {
 	}
 }
 
+// SetDelay holds every answer from the server for d before the client
+// gets it: a network's latency (a round trip takes d longer). Zero: none.
+func (r *Relay) SetDelay(d time.Duration) { r.r.SetDelay(d) }
+
 // Close closes the relay and every connection through it.
 func (r *Relay) Close() error { return r.r.Close() }

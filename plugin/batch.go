@@ -1,0 +1,120 @@
+package plugin
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Batched lookups (issue 15): the store lookups of overlapped reads
+// (overlap.go) go to one goroutine that asks the store for every lookup
+// queued since its last ask in one round trip (lsnstore.BatchReader: one
+// MGET of the union of their keys). A lookup is queued after its read
+// began and every ask is sent after it takes its queue, so each read's
+// answer is read from the store after the read began, as the sequential
+// path's is. With one ask in flight at a time, reads that arrive during an
+// ask share the next: under concurrency many reads cost one round trip.
+
+// lookupBatcher queues lookups for its goroutine (run).
+type lookupBatcher struct {
+	p      *Plugin
+	br     lsnstore.BatchReader
+	mu     sync.Mutex
+	q      []*storeLookup
+	closed bool          // run has ended: submit answers at once
+	wake   chan struct{} // capacity 1
+}
+
+func newLookupBatcher(p *Plugin, br lsnstore.BatchReader) *lookupBatcher {
+	return &lookupBatcher{p: p, br: br, wake: make(chan struct{}, 1)}
+}
+
+// submit queues l (whose ctx and tables are set) for the next ask.
+func (b *lookupBatcher) submit(l *storeLookup) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		l.finish(lsnstore.Position{}, errClosed)
+		return
+	}
+	b.q = append(b.q, l)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run asks the store for each batch until stop closes, then fails what is
+// still queued.
+func (b *lookupBatcher) run(stop <-chan struct{}) {
+	var batch []*storeLookup
+	var sets [][]string
+	for {
+		select {
+		case <-b.wake:
+		case <-stop:
+			b.mu.Lock()
+			batch, b.q, b.closed = b.q, nil, true
+			b.mu.Unlock()
+			for _, l := range batch {
+				l.finish(lsnstore.Position{}, errClosed)
+			}
+			return
+		}
+		for {
+			b.mu.Lock()
+			batch, b.q = b.q, batch[:0]
+			b.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			sets = b.ask(batch, sets[:0])
+			clear(batch)
+		}
+	}
+}
+
+// ask answers batch with one store call, through the circuit breaker.
+func (b *lookupBatcher) ask(batch []*storeLookup, sets [][]string) [][]string {
+	for _, l := range batch {
+		sets = append(sets, l.tables)
+	}
+	// The first read's context carries its values (tracing, the
+	// benchmarks' marks), not its deadline: the store bounds its calls.
+	ctx := context.WithoutCancel(batch[0].ctx)
+	p := b.p
+	now := time.Now()
+	var (
+		positions []lsnstore.Position
+		err       error
+	)
+	if !p.breaker.allow(now) {
+		err = errBreakerOpen
+	} else {
+		positions, err = b.br.WritePositions(ctx, sets)
+		p.stats.storeLatency(time.Since(now))
+		if err != nil {
+			if !lsnstore.IsDiscontinuity(err) {
+				p.breaker.failure(now, p.cfg.BreakerFailures)
+			}
+		} else {
+			p.breaker.success()
+		}
+	}
+	var floor lsnstore.Position
+	if f := p.floor.Load(); f != nil {
+		floor = *f
+	}
+	for i, l := range batch {
+		if err != nil {
+			l.finish(lsnstore.Position{}, err)
+			continue
+		}
+		l.finish(positions[i].Merge(floor), nil)
+	}
+	clear(sets)
+	return sets
+}
