@@ -147,7 +147,7 @@ func (s *Store) Resolve(ctx context.Context, ids []int64) (map[int64]int64, erro
 		for i, id := range ids {
 			keys[i] = s.key(id)
 		}
-		vals, err := s.cfg.Redis.MGet(ctx, keys...).Result()
+		vals, err := s.getMany(ctx, keys)
 		if err != nil {
 			s.redisErrors.Add(1)
 		} else {
@@ -204,6 +204,52 @@ func (s *Store) Resolve(ctx context.Context, ids []int64) (map[int64]int64, erro
 	return out, nil
 }
 
+// getMany reads keys from the cache in one round trip per server: one
+// MGET on a single server (a *redis.Client, Sentinel's included); on a
+// Cluster (or a Ring) a pipeline of GETs, which go-redis splits by node
+// and sends to the nodes at once. One MGET would fail there with CROSSSLOT
+// (the keys of a batch of IDs hash to different slots), and hash-tagging
+// every key into one slot would put every lookup on one node.
+func (s *Store) getMany(ctx context.Context, keys []string) ([]any, error) {
+	if _, single := s.cfg.Redis.(*redis.Client); single {
+		return s.cfg.Redis.MGet(ctx, keys...).Result()
+	}
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	vals := make([]any, len(keys))
+	for i, c := range cmds {
+		if v, err := c.Result(); err == nil {
+			vals[i] = v
+		} else if !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
+// delMany deletes keys: one DEL on a single server, a pipeline of DELs
+// (one round trip per node) on a Cluster or a Ring.
+func (s *Store) delMany(ctx context.Context, keys []string) error {
+	if _, single := s.cfg.Redis.(*redis.Client); single {
+		return s.cfg.Redis.Del(ctx, keys...).Err()
+	}
+	_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Del(ctx, k)
+		}
+		return nil
+	})
+	return err
+}
+
 // Delete removes pairs from the table, then from the cache.
 func (s *Store) Delete(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
@@ -217,7 +263,7 @@ func (s *Store) Delete(ctx context.Context, ids []int64) error {
 		for i, id := range ids {
 			keys[i] = s.key(id)
 		}
-		if err := s.cfg.Redis.Del(ctx, keys...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		if err := s.delMany(ctx, keys); err != nil && !errors.Is(err, redis.Nil) {
 			s.redisErrors.Add(1)
 		}
 	}
