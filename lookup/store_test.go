@@ -16,8 +16,16 @@ import (
 
 func newStore(t *testing.T, neg time.Duration) (*Store, redis.UniversalClient) {
 	t.Helper()
-	pg := testcluster.PostgresFor(t)
 	r := testcluster.RedisFor(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()}})
+	t.Cleanup(func() { rdb.Close() })
+	return newStoreOn(t, rdb, neg), rdb
+}
+
+// newStoreOn is a Store on a fresh lookup database with rdb as its cache.
+func newStoreOn(t testing.TB, rdb redis.UniversalClient, neg time.Duration) *Store {
+	t.Helper()
+	pg := testcluster.PostgresFor(t)
 	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(pg.CreateDatabase(t))), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -27,13 +35,11 @@ func newStore(t *testing.T, neg time.Duration) (*Store, redis.UniversalClient) {
 			s.Close()
 		}
 	})
-	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()}})
-	t.Cleanup(func() { rdb.Close() })
 	s := New(Config{DB: db, Redis: rdb, Prefix: "t:" + t.Name() + ":", NegativeTTL: neg})
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s, rdb
+	return s
 }
 
 func TestResolveReadThrough(t *testing.T) {

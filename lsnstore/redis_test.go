@@ -337,6 +337,10 @@ func TestRedisKeyTTL(t *testing.T) {
 // in one command, for the store and for a verified reader.
 func TestRedisWritePositions(t *testing.T) {
 	_, rdb := redisClient(t)
+	checkWritePositions(t, rdb)
+}
+
+func checkWritePositions(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	s := newTestRedis(rdb, RedisOptions{Database: uniqueDB("batch")})
 	raiseOK(t, s, []string{"a"}, 10)

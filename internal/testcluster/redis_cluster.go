@@ -1,0 +1,265 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisCluster is a Redis Cluster of three masters, each with one replica,
+// as local processes without persistence (issue 19). The masters hold the
+// slot ranges 0-5460, 5461-10922 and 10923-16383.
+//
+// There is no container provider yet: where no redis-server binary is
+// found, NewRedisCluster returns an error wrapping ErrUnavailable.
+type RedisCluster struct {
+	bin   string
+	dir   string
+	nodes [6]*sentinelNode // 0-2 start as masters, 3-5 as their replicas
+}
+
+// RedisClusterFor starts a RedisCluster for t (stopped when t ends), or
+// skips t (fails it when FRESHREAD_REQUIRE_INTEGRATION=1).
+func RedisClusterFor(t testing.TB) *RedisCluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := NewRedisCluster(ctx)
+	need(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// NewRedisCluster starts the nodes, assigns the slots, attaches the
+// replicas and waits until every node reports the cluster ok.
+func NewRedisCluster(ctx context.Context) (*RedisCluster, error) {
+	if os.Getenv(EnvNoLocal) == "1" {
+		return nil, unavailable("Redis Cluster", EnvNoLocal+"=1 disables local servers")
+	}
+	bin, err := lookPath("redis-server", "/usr/bin", "/usr/local/bin")
+	if err != nil {
+		return nil, unavailable("Redis Cluster", "redis-server not found; install it (Debian: apt-get install -y redis-server)")
+	}
+	dir, err := os.MkdirTemp("", "freshread-cluster-")
+	if err != nil {
+		return nil, fmt.Errorf("testcluster: %w", err)
+	}
+	c := &RedisCluster{bin: bin, dir: dir}
+	if err := c.start(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// clusterSlots are the masters' slot ranges.
+var clusterSlots = [3][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}
+
+func (c *RedisCluster) start(ctx context.Context) error {
+	for i := range c.nodes {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		n := &sentinelNode{name: fmt.Sprintf("node%d", i), port: port}
+		d := filepath.Join(c.dir, n.name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("testcluster: %w", err)
+		}
+		s := &RedisSentinel{bin: c.bin, dir: c.dir}
+		if err := s.launch(ctx, n, filepath.Join(d, "redis.log"),
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", d, "--daemonize", "no", "--protected-mode", "no",
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(d, "nodes.conf"),
+			"--cluster-node-timeout", "2000", "--cluster-announce-ip", "127.0.0.1",
+			"--repl-diskless-sync-delay", "0"); err != nil {
+			return err
+		}
+		c.nodes[i] = n
+	}
+	ids := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		id, err := c.do(ctx, i, "CLUSTER", "MYID").Text()
+		if err != nil {
+			return fmt.Errorf("testcluster: cluster node %s: %w", n.name, err)
+		}
+		ids[i] = id
+		if i > 0 {
+			if err := c.do(ctx, i, "CLUSTER", "MEET", "127.0.0.1", c.nodes[0].port).Err(); err != nil {
+				return fmt.Errorf("testcluster: cluster meet: %w", err)
+			}
+		}
+	}
+	for i, r := range clusterSlots {
+		if err := c.do(ctx, i, "CLUSTER", "ADDSLOTSRANGE", r[0], r[1]).Err(); err != nil {
+			return fmt.Errorf("testcluster: cluster addslotsrange: %w", err)
+		}
+	}
+	// Every node knows every other before a replica can name its master.
+	if err := waitFor(ctx, func() bool {
+		for i := range c.nodes {
+			out, err := c.do(ctx, i, "CLUSTER", "NODES").Text()
+			if err != nil || strings.Count(strings.TrimSpace(out), "\n")+1 != len(c.nodes) {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("testcluster: the cluster nodes do not meet: %w", err)
+	}
+	for i := 3; i < len(c.nodes); i++ {
+		if err := c.do(ctx, i, "CLUSTER", "REPLICATE", ids[i-3]).Err(); err != nil {
+			return fmt.Errorf("testcluster: cluster replicate: %w", err)
+		}
+	}
+	return c.settled(ctx)
+}
+
+// settled waits until every node reports cluster_state:ok and every
+// replica's link to its master is up.
+func (c *RedisCluster) settled(ctx context.Context) error {
+	err := waitFor(ctx, func() bool {
+		for i := range c.nodes {
+			if c.nodes[i] == nil || c.nodes[i].srv.exited() {
+				continue
+			}
+			info, err := c.do(ctx, i, "CLUSTER", "INFO").Text()
+			if err != nil || !strings.Contains(info, "cluster_state:ok") {
+				return false
+			}
+			repl, err := c.do(ctx, i, "INFO", "replication").Text()
+			if err != nil || strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("testcluster: the cluster does not settle: %w", err)
+	}
+	return nil
+}
+
+// do runs one command on node i.
+func (c *RedisCluster) do(ctx context.Context, i int, args ...any) *redis.Cmd {
+	rdb := redis.NewClient(&redis.Options{Addr: addrOf(c.nodes[i].port)})
+	defer rdb.Close()
+	return rdb.Do(ctx, args...)
+}
+
+// Addrs are the nodes' addresses, for redis.ClusterOptions.
+func (c *RedisCluster) Addrs() []string {
+	out := make([]string, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		if n != nil {
+			out = append(out, addrOf(n.port))
+		}
+	}
+	return out
+}
+
+// Client returns a ClusterClient on the cluster, closed when t ends.
+func (c *RedisCluster) Client(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// Failover promotes the replica of the master holding key's slot with
+// CLUSTER FAILOVER (a coordinated failover: no write is lost) and waits
+// until the cluster has settled with it as master. It returns the new
+// master's address.
+func (c *RedisCluster) Failover(ctx context.Context, key string) (string, error) {
+	slot, err := c.do(ctx, 0, "CLUSTER", "KEYSLOT", key).Int()
+	if err != nil {
+		return "", fmt.Errorf("testcluster: cluster keyslot: %w", err)
+	}
+	master := -1
+	for i := range c.nodes {
+		role, err := c.do(ctx, i, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			continue
+		}
+		out, err := c.do(ctx, i, "CLUSTER", "NODES").Text()
+		if err != nil {
+			continue
+		}
+		if ownsSlot(out, slot) {
+			master = i
+			break
+		}
+	}
+	if master < 0 {
+		return "", fmt.Errorf("testcluster: no master holds slot %d", slot)
+	}
+	replica := -1
+	for i := range c.nodes {
+		if i == master {
+			continue
+		}
+		repl, err := c.do(ctx, i, "INFO", "replication").Text()
+		if err == nil && strings.Contains(repl, "master_port:"+strconv.Itoa(c.nodes[master].port)+"\r\n") {
+			replica = i
+			break
+		}
+	}
+	if replica < 0 {
+		return "", fmt.Errorf("testcluster: the master of slot %d has no replica", slot)
+	}
+	if err := c.do(ctx, replica, "CLUSTER", "FAILOVER").Err(); err != nil {
+		return "", fmt.Errorf("testcluster: cluster failover: %w", err)
+	}
+	if err := waitFor(ctx, func() bool {
+		role, err := c.do(ctx, replica, "ROLE").Slice()
+		return err == nil && len(role) > 0 && role[0] == "master"
+	}); err != nil {
+		return "", fmt.Errorf("testcluster: the replica was not promoted: %w", err)
+	}
+	return addrOf(c.nodes[replica].port), c.settled(ctx)
+}
+
+// ownsSlot reports whether the "myself" line of CLUSTER NODES output lists
+// slot among its ranges.
+func ownsSlot(nodes string, slot int) bool {
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "myself") {
+			continue
+		}
+		for _, r := range f[8:] {
+			lo, hi, found := strings.Cut(r, "-")
+			a, err := strconv.Atoi(lo)
+			if err != nil {
+				continue
+			}
+			b := a
+			if found {
+				if b, err = strconv.Atoi(hi); err != nil {
+					continue
+				}
+			}
+			if a <= slot && slot <= b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Close stops every node and removes the files.
+func (c *RedisCluster) Close() error {
+	for _, n := range c.nodes {
+		if n != nil {
+			n.srv.stop(5 * time.Second)
+		}
+	}
+	return os.RemoveAll(c.dir)
+}

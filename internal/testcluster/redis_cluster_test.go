@@ -1,0 +1,48 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestRedisCluster: the cluster serves keys of every slot range through a
+// ClusterClient, and a failover of a key's master keeps the key.
+func TestRedisCluster(t *testing.T) {
+	c := RedisClusterFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := c.Client(t)
+	for i := 0; i < 30; i++ {
+		if err := rdb.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	masters := map[string]bool{}
+	for i := 0; i < 30; i++ {
+		k := fmt.Sprintf("k%d", i)
+		slot, err := rdb.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[fmt.Sprint(slot*3/16384)] = true
+	}
+	if len(masters) != 3 {
+		t.Fatalf("keys on %d slot ranges, want 3", len(masters))
+	}
+	before, err := rdb.MasterForKey(ctx, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := c.Failover(ctx, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == before.Options().Addr {
+		t.Fatalf("failover kept master %s", addr)
+	}
+	if got, err := rdb.Get(ctx, "k1").Int(); err != nil || got != 1 {
+		t.Fatalf("k1 after the failover: %v, %v", got, err)
+	}
+}

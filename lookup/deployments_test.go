@@ -1,0 +1,117 @@
+package lookup
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/sharding"
+)
+
+// ids returns n order IDs from first on.
+func ids(first, n int64) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = first + int64(i)
+	}
+	return out
+}
+
+// checkCachedINList: an IN list of 100 IDs is answered by the cache once
+// cached, without a Redis error, and deleted pairs leave it.
+func checkCachedINList(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	pairs := make([]sharding.Pair, 100)
+	for i := range pairs {
+		pairs[i] = sharding.Pair{OrderID: int64(1000 + i), UserID: int64(i)}
+	}
+	if err := s.Put(ctx, pairs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Resolve(ctx, ids(1000, 100))
+	if err != nil || len(got) != 100 || got[1099] != 99 {
+		t.Fatalf("resolve: %d pairs, %v", len(got), err)
+	}
+	if st := s.Stats(); st.Hits != 100 || st.Misses != 0 || st.RedisErrors != 0 {
+		t.Fatalf("an IN list of 100 cached IDs: %+v, want 100 hits, no miss, no Redis error", st)
+	}
+	if err := s.Delete(ctx, ids(1000, 50)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Resolve(ctx, ids(1000, 100))
+	if err != nil || len(got) != 50 {
+		t.Fatalf("after deleting 50: %d pairs, %v", len(got), err)
+	}
+	if st := s.Stats(); st.RedisErrors != 0 {
+		t.Fatalf("Redis errors: %+v", st)
+	}
+}
+
+// TestCachedINListDeployments runs checkCachedINList on a single Redis, a
+// Redis Cluster (where one MGET of the list fails with CROSSSLOT) and a
+// Sentinel setup (issue 19).
+func TestCachedINListDeployments(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		open func(t *testing.T) redis.UniversalClient
+	}{
+		{"Standalone", func(t *testing.T) redis.UniversalClient {
+			rdb := redis.NewClient(&redis.Options{Addr: testcluster.RedisFor(t).Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb
+		}},
+		{"Cluster", func(t *testing.T) redis.UniversalClient { return testcluster.RedisClusterFor(t).Client(t) }},
+		{"Sentinel", func(t *testing.T) redis.UniversalClient {
+			s := testcluster.RedisSentinelFor(t)
+			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb
+		}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			checkCachedINList(t, newStoreOn(t, d.open(t), time.Second))
+		})
+	}
+}
+
+// BenchmarkResolveINList resolves an IN list of 100 cached IDs: one MGET on
+// a single server, a pipeline of GETs split per node on a Cluster.
+func BenchmarkResolveINList(b *testing.B) {
+	for _, d := range []struct {
+		name string
+		open func(b *testing.B) redis.UniversalClient
+	}{
+		{"Standalone", func(b *testing.B) redis.UniversalClient {
+			rdb := redis.NewClient(&redis.Options{Addr: testcluster.RedisFor(b).Addr()})
+			b.Cleanup(func() { rdb.Close() })
+			return rdb
+		}},
+		{"Cluster", func(b *testing.B) redis.UniversalClient { return testcluster.RedisClusterFor(b).Client(b) }},
+	} {
+		b.Run(d.name, func(b *testing.B) {
+			s := newStoreOn(b, d.open(b), time.Second)
+			ctx := context.Background()
+			pairs := make([]sharding.Pair, 100)
+			for i := range pairs {
+				pairs[i] = sharding.Pair{OrderID: int64(1000 + i), UserID: int64(i)}
+			}
+			if err := s.Put(ctx, pairs); err != nil {
+				b.Fatal(err)
+			}
+			list := ids(1000, 100)
+			b.ReportAllocs()
+			for b.Loop() {
+				if got, err := s.Resolve(ctx, list); err != nil || len(got) != 100 {
+					b.Fatalf("resolve: %d, %v", len(got), err)
+				}
+			}
+			if st := s.Stats(); st.Misses != 0 || st.RedisErrors != 0 {
+				b.Fatalf("stats: %+v", st)
+			}
+		})
+	}
+}
