@@ -63,6 +63,7 @@ type IDGenerator struct {
 	cfg      IDConfig
 	worker   int
 	token    string
+	tagged   bool // hash-tagged key names (workerKey)
 	aheadMs  int64
 	started  time.Time
 	validFor atomic.Int64 // nanoseconds since started until which the lease is valid
@@ -97,6 +98,10 @@ func NewIDGenerator(ctx context.Context, cfg IDConfig) (*IDGenerator, error) {
 		cfg.Logger = slog.Default()
 	}
 	g := &IDGenerator{cfg: cfg, aheadMs: cfg.MaxAhead.Milliseconds(), started: time.Now(), stop: make(chan struct{})}
+	if cfg.Redis != nil {
+		_, single := cfg.Redis.(*redis.Client)
+		g.tagged = !single
+	}
 	floor := int64(0)
 	if cfg.Redis == nil {
 		if cfg.Worker < 0 || cfg.Worker >= MaxWorkers {
@@ -123,8 +128,27 @@ func NewIDGenerator(ctx context.Context, cfg IDConfig) (*IDGenerator, error) {
 // Worker is the leased worker ID.
 func (g *IDGenerator) Worker() int { return g.worker }
 
-func (g *IDGenerator) workerKey(i int) string { return g.cfg.Prefix + ":worker:" + strconv.Itoa(i) }
-func (g *IDGenerator) hwmKey(i int) string    { return g.cfg.Prefix + ":hwm:" + strconv.Itoa(i) }
+// workerKey and hwmKey name worker i's lease and high-water mark. The
+// lease scripts touch both, so on a Redis Cluster (any client but a
+// *redis.Client) they share a hash tag, "{<prefix>:<i>}", and one slot; on
+// a single server and behind Sentinel they keep their first names
+// (<prefix>:worker:<i>, <prefix>:hwm:<i>), so that generators of earlier
+// versions sharing the server see the same leases. A Cluster never
+// worked with the first names (the renewal failed with CROSSSLOT), so no
+// earlier generator holds a lease there.
+func (g *IDGenerator) workerKey(i int) string {
+	if g.tagged {
+		return "{" + g.cfg.Prefix + ":" + strconv.Itoa(i) + "}:worker"
+	}
+	return g.cfg.Prefix + ":worker:" + strconv.Itoa(i)
+}
+
+func (g *IDGenerator) hwmKey(i int) string {
+	if g.tagged {
+		return "{" + g.cfg.Prefix + ":" + strconv.Itoa(i) + "}:hwm"
+	}
+	return g.cfg.Prefix + ":hwm:" + strconv.Itoa(i)
+}
 
 // acquire leases a free worker ID; it returns the highest millisecond a
 // previous holder of that ID may have used, so the new holder starts above

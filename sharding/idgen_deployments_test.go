@@ -1,0 +1,68 @@
+package sharding
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/internal/testcluster"
+)
+
+// TestIDGeneratorDeployments: worker leases are taken, renewed, released
+// and taken over with their high-water mark on a Redis Cluster and behind
+// Sentinel as on a single server (issue 19).
+func TestIDGeneratorDeployments(t *testing.T) {
+	for _, d := range []struct {
+		name string
+		open func(t *testing.T) redis.UniversalClient
+	}{
+		{"Cluster", func(t *testing.T) redis.UniversalClient { return testcluster.RedisClusterFor(t).Client(t) }},
+		{"Sentinel", func(t *testing.T) redis.UniversalClient {
+			s := testcluster.RedisSentinelFor(t)
+			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb
+		}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			rdb := d.open(t)
+			ctx := context.Background()
+			prefix := "test:" + t.Name()
+			g1, err := NewIDGenerator(ctx, IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := g1.Next(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second) // several renewals
+			b, err := g1.Next(1)
+			if err != nil || b <= a {
+				t.Fatalf("after renewals: %d, %v (first %d)", b, err, a)
+			}
+			w := g1.Worker()
+			g1.Close()
+			// Take every other worker ID so the next generator gets w again.
+			for i := 0; i < MaxWorkers; i++ {
+				if i != w {
+					rdb.Set(ctx, g1.workerKey(i), "x", time.Minute)
+				}
+			}
+			g2, err := NewIDGenerator(ctx, IDConfig{Redis: rdb, Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g2.Close()
+			if g2.Worker() != w {
+				t.Fatalf("released worker %d not reused: got %d", w, g2.Worker())
+			}
+			c, err := g2.Next(1)
+			if err != nil || c <= b {
+				t.Fatalf("the next holder minted %d (err %v) after %d", c, err, b)
+			}
+		})
+	}
+}
