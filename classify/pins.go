@@ -181,7 +181,12 @@ func (p *pinParser) selectStmt() *Pinned {
 	}
 	return nil
 from:
-	i, ok := p.target(i + 1)
+	return p.targetWhere(i + 1)
+}
+
+// targetWhere reads `t [alias] WHERE ...` from i.
+func (p *pinParser) targetWhere(i int) *Pinned {
+	i, ok := p.target(i)
 	if !ok || !p.tok(i).is("where") {
 		return nil
 	}
@@ -233,15 +238,7 @@ func (p *pinParser) deleteStmt() *Pinned {
 	if !p.tok(1).is("from") {
 		return nil
 	}
-	i, ok := p.target(2)
-	if !ok || !p.tok(i).is("where") {
-		return nil
-	}
-	pins, ok := p.where(i + 1)
-	if !ok {
-		return nil
-	}
-	return &Pinned{Table: p.table, Pins: pins}
+	return p.targetWhere(2)
 }
 
 // whereEnd are the keywords that end a WHERE clause at depth 0.

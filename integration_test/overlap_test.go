@@ -3,8 +3,6 @@ package integration_test
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -18,19 +16,11 @@ func withRedis(t *testing.T) envOpt {
 // discarded reads the plugin's freshread_overlap_discarded_total.
 func discarded(t *testing.T, p *plugin.Plugin) float64 {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.Collector())
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	n := pluginMetric(t, p, "freshread_overlap_discarded_total")
+	if n < 0 {
+		t.Fatal("no freshread_overlap_discarded_total")
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == "freshread_overlap_discarded_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatal("no freshread_overlap_discarded_total")
-	return 0
+	return n
 }
 
 // checkOverlapDiscardsStaleRows: a read that starts on a replica before

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/sharding"
 )
@@ -55,25 +53,9 @@ func checkCachedINList(t *testing.T, s *Store) {
 // Redis Cluster (where one MGET of the list fails with CROSSSLOT) and a
 // Sentinel setup (issue 19).
 func TestCachedINListDeployments(t *testing.T) {
-	for _, d := range []struct {
-		name string
-		open func(t *testing.T) redis.UniversalClient
-	}{
-		{"Standalone", func(t *testing.T) redis.UniversalClient {
-			rdb := redis.NewClient(&redis.Options{Addr: testcluster.RedisFor(t).Addr()})
-			t.Cleanup(func() { rdb.Close() })
-			return rdb
-		}},
-		{"Cluster", func(t *testing.T) redis.UniversalClient { return testcluster.RedisClusterFor(t).Client(t) }},
-		{"Sentinel", func(t *testing.T) redis.UniversalClient {
-			s := testcluster.RedisSentinelFor(t)
-			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
-			t.Cleanup(func() { rdb.Close() })
-			return rdb
-		}},
-	} {
-		t.Run(d.name, func(t *testing.T) {
-			checkCachedINList(t, newStoreOn(t, d.open(t), time.Second))
+	for _, d := range testcluster.RedisDeployments() {
+		t.Run(d.Name, func(t *testing.T) {
+			checkCachedINList(t, newStoreOn(t, d.Client(t), time.Second))
 		})
 	}
 }
@@ -81,19 +63,9 @@ func TestCachedINListDeployments(t *testing.T) {
 // BenchmarkResolveINList resolves an IN list of 100 cached IDs: one MGET on
 // a single server, a pipeline of GETs split per node on a Cluster.
 func BenchmarkResolveINList(b *testing.B) {
-	for _, d := range []struct {
-		name string
-		open func(b *testing.B) redis.UniversalClient
-	}{
-		{"Standalone", func(b *testing.B) redis.UniversalClient {
-			rdb := redis.NewClient(&redis.Options{Addr: testcluster.RedisFor(b).Addr()})
-			b.Cleanup(func() { rdb.Close() })
-			return rdb
-		}},
-		{"Cluster", func(b *testing.B) redis.UniversalClient { return testcluster.RedisClusterFor(b).Client(b) }},
-	} {
-		b.Run(d.name, func(b *testing.B) {
-			s := newStoreOn(b, d.open(b), time.Second)
+	for _, d := range testcluster.RedisDeployments()[:2] { // single server and Cluster
+		b.Run(d.Name, func(b *testing.B) {
+			s := newStoreOn(b, d.Client(b), time.Second)
 			ctx := context.Background()
 			pairs := make([]sharding.Pair, 100)
 			for i := range pairs {

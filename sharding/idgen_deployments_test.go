@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/freshread/freshread/internal/testcluster"
 )
 
@@ -14,20 +12,9 @@ import (
 // and taken over with their high-water mark on a Redis Cluster and behind
 // Sentinel as on a single server (issue 19).
 func TestIDGeneratorDeployments(t *testing.T) {
-	for _, d := range []struct {
-		name string
-		open func(t *testing.T) redis.UniversalClient
-	}{
-		{"Cluster", func(t *testing.T) redis.UniversalClient { return testcluster.RedisClusterFor(t).Client(t) }},
-		{"Sentinel", func(t *testing.T) redis.UniversalClient {
-			s := testcluster.RedisSentinelFor(t)
-			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
-			t.Cleanup(func() { rdb.Close() })
-			return rdb
-		}},
-	} {
-		t.Run(d.name, func(t *testing.T) {
-			rdb := d.open(t)
+	for _, d := range testcluster.RedisDeployments()[1:] { // the single server: the tests above
+		t.Run(d.Name, func(t *testing.T) {
+			rdb := d.Client(t)
 			ctx := context.Background()
 			prefix := "test:" + t.Name()
 			g1, err := NewIDGenerator(ctx, IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: 300 * time.Millisecond})
