@@ -167,20 +167,10 @@ func (p *pinParser) target(i int) (int, bool) {
 
 // selectStmt: SELECT ... FROM t [alias] WHERE ...
 func (p *pinParser) selectStmt() *Pinned {
-	i, depth := 1, 0
-	for ; i < len(p.st); i++ {
-		t := p.st[i]
-		switch {
-		case t.op("("):
-			depth++
-		case t.op(")"):
-			depth--
-		case depth == 0 && t.is("from"):
-			goto from
-		}
+	i := p.until(1, func(t token) bool { return t.is("from") })
+	if i == len(p.st) {
+		return nil
 	}
-	return nil
-from:
 	return p.targetWhere(i + 1)
 }
 

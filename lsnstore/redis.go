@@ -152,17 +152,27 @@ func (r *Redis) writePosition(ctx context.Context, tables []string, rr *RedisRea
 	}
 	var pos Position
 	for i, v := range vals {
-		s, ok := v.(string)
-		if !ok {
-			continue // missing key: no recent write
-		}
-		p, ok := parsePosition(s)
-		if !ok {
-			return Position{}, fmt.Errorf("%w %q at key %v", ErrBadPosition, truncate(s), args[i+1])
+		p, err := positionValue(v, args[i+1])
+		if err != nil {
+			return Position{}, err
 		}
 		pos = pos.Merge(p)
 	}
 	return pos, nil
+}
+
+// positionValue parses an MGET value of key: a missing key is the zero
+// position (no recent write).
+func positionValue(v, key any) (Position, error) {
+	s, ok := v.(string)
+	if !ok {
+		return Position{}, nil
+	}
+	p, ok := parsePosition(s)
+	if !ok {
+		return Position{}, fmt.Errorf("%w %q at key %v", ErrBadPosition, truncate(s), key)
+	}
+	return p, nil
 }
 
 // mget runs args ("mget", [anchor], keys...) and returns the values of the
@@ -252,15 +262,9 @@ func (r *Redis) writePositions(ctx context.Context, sets [][]string, rr *RedisRe
 	}
 	parsed := make([]Position, len(vals))
 	for i, v := range vals {
-		s, ok := v.(string)
-		if !ok {
-			continue // missing key: no recent write
+		if parsed[i], err = positionValue(v, args[i+1]); err != nil {
+			return nil, err
 		}
-		p, ok := parsePosition(s)
-		if !ok {
-			return nil, fmt.Errorf("%w %q at key %v", ErrBadPosition, truncate(s), args[i+1])
-		}
-		parsed[i] = p
 	}
 	out := make([]Position, len(sets))
 	for s, ref := range refs {
