@@ -2,15 +2,25 @@ package integration_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
 
 // withRedis gives the test's env a Redis store: reads overlap their store
-// lookup with the replica query (Config.SequentialLookup off).
+// lookup with the replica query (Config.SequentialLookup off). Its calls
+// may take a second (the default 50 ms failed verifications, and so sent
+// reads to the primary, on a CI machine running packages in parallel
+// under -race).
 func withRedis(t *testing.T) envOpt {
-	store, _ := newRedisStore(t, "overlap-"+t.Name())
-	return withStore(store)
+	r := testcluster.RedisFor(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	return withStore(lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "overlap-" + t.Name(), Timeout: time.Second}))
 }
 
 // discarded reads the plugin's freshread_overlap_discarded_total.

@@ -152,6 +152,7 @@ func runWritePath(t *testing.T, e *env, wp writePath, id uint) {
 	}
 	e.resumeAll()
 	if !wp.fresh {
+		e.waitReplicaServes(e.db) // the plugin sees the replicas (and a store it has verified)
 		before := wp.read(e, e.db, id)
 		if old := wp.old; before.Name != old && !(old == "" && before.Name == "old") {
 			t.Fatalf("before the write: %+v", before)
