@@ -40,6 +40,7 @@ func discarded(t *testing.T, p *plugin.Plugin) float64 {
 // lacks keep its rows.
 func checkOverlapDiscardsStaleRows(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	e := newEnv(t, withRedis(t))
+	e.waitReplicaServes(e.db) // the store verified, the replicas seen
 	e.staleOnReplicas()
 	before := discarded(t, e.plug)
 	got := e.readItem(e.db, 1)

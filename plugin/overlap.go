@@ -112,15 +112,16 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 	// The candidate's position before the query is sent: the rows can only
 	// be at least this fresh.
 	st := o.cand.state.Load()
-	usable := st.usable(time.Now(), o.p.cfg.MaxLag)
+	if !st.usable(time.Now(), o.p.cfg.MaxLag) {
+		return o.rerun(ctx, query, args) // it went down since routing
+	}
 	rows, err := o.cand.db.QueryContext(ctx, query, args...)
+	if err != nil && o.p.engine.retryable(ctx, err) {
+		o.p.replicaFailed(ctx, o.cand, err)
+		return o.rerun(ctx, query, args)
+	}
 	required, lerr := o.required()
-	if lerr == nil && usable && st.pos.Covers(required) {
-		if err != nil && o.p.engine.retryable(ctx, err) {
-			o.p.replicaFailed(ctx, o.cand, err)
-			o.final = o.primary
-			return o.final.QueryContext(ctx, query, args...)
-		}
+	if lerr == nil && st.pos.Covers(required) {
 		o.final = o.cand.pool
 		o.p.usedReplica(ctx, o.cand, ReasonFresh, o.tables, required)
 		return rows, err
@@ -130,6 +131,14 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 	}
 	o.p.stats.overlapDiscarded.Add(1)
 	o.final = o.p.resolve(ctx, o.primary, o.tables, required, lerr)
+	return o.final.QueryContext(ctx, query, args...)
+}
+
+// rerun runs the query where the sequential rule sends it, once the lookup
+// has answered.
+func (o *overlapPool) rerun(ctx context.Context, query string, args []any) (*sql.Rows, error) {
+	required, err := o.required()
+	o.final = o.p.resolve(ctx, o.primary, o.tables, required, err)
 	return o.final.QueryContext(ctx, query, args...)
 }
 

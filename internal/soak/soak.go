@@ -693,12 +693,22 @@ func redisFaults(r *testcluster.Redis) []Fault {
 					c.Close()
 					return err
 				}
+				// Past maxmemory before Inject returns (128 × 4 KiB against
+				// 256 KiB of room), so the fault evicts even when a loaded
+				// machine starves the writer below (a CI run under -race
+				// healed an eviction fault that had evicted nothing).
+				val := strings.Repeat("x", 4096)
+				for i := 0; i < 128; i++ {
+					if err := c.Set(ctx, "soak-junk-"+strconv.Itoa(i), val, time.Hour).Err(); err != nil {
+						c.Close()
+						return err
+					}
+				}
 				done := make(chan struct{})
 				stopped := make(chan struct{})
 				go func() {
 					defer close(stopped)
-					val := strings.Repeat("x", 4096)
-					for i := 0; ; i++ {
+					for i := 128; ; i++ {
 						select {
 						case <-done:
 							return
