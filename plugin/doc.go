@@ -13,4 +13,14 @@
 // raises the written tables' positions in the store. A background poller
 // reads each replica's pg_last_wal_replay_lsn(). Any doubt (store down,
 // unknown tables, replica error) sends the read to the primary.
+//
+// With a remote store a read does not wait for the store before it starts
+// (overlap.go, batch.go): it runs on a replica that covers the caller's
+// session while the store is asked (concurrent reads share one MGET), and
+// its rows are kept only if that replica, as known before the query, had
+// replayed everything the store then requires; otherwise they are
+// discarded and the read runs where the rule sends it
+// (Config.SequentialLookup turns this off). With KeyedPositions, reads and
+// writes pinned to key values use positions per key (keys.go,
+// keys_raw.go).
 package plugin
