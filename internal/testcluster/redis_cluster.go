@@ -226,6 +226,74 @@ func (c *RedisCluster) Failover(ctx context.Context, key string) (string, error)
 	return addrOf(c.nodes[replica].port), c.settled(ctx)
 }
 
+// MoveSlot migrates the slot holding key from its master to another
+// master as Redis Cluster resharding does (SETSLOT IMPORTING/MIGRATING,
+// MIGRATE of the slot's keys one at a time with pause between them, SETSLOT
+// NODE on every master), so a client sees ASK and then MOVED redirections
+// while it runs. It returns the new owner's address.
+func (c *RedisCluster) MoveSlot(ctx context.Context, key string, pause time.Duration) (string, error) {
+	slot, err := c.do(ctx, 0, "CLUSTER", "KEYSLOT", key).Int()
+	if err != nil {
+		return "", fmt.Errorf("testcluster: cluster keyslot: %w", err)
+	}
+	src, dst := -1, -1
+	var masters []int
+	for i := range c.nodes {
+		role, err := c.do(ctx, i, "ROLE").Slice()
+		if err != nil || len(role) == 0 || role[0] != "master" {
+			continue
+		}
+		masters = append(masters, i)
+		out, err := c.do(ctx, i, "CLUSTER", "NODES").Text()
+		if err == nil && ownsSlot(out, slot) {
+			src = i
+		} else if dst < 0 {
+			dst = i
+		}
+	}
+	if src < 0 || dst < 0 {
+		return "", fmt.Errorf("testcluster: no source or destination master for slot %d", slot)
+	}
+	id := func(i int) (string, error) { return c.do(ctx, i, "CLUSTER", "MYID").Text() }
+	srcID, err := id(src)
+	if err != nil {
+		return "", err
+	}
+	dstID, err := id(dst)
+	if err != nil {
+		return "", err
+	}
+	if err := c.do(ctx, dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID).Err(); err != nil {
+		return "", fmt.Errorf("testcluster: setslot importing: %w", err)
+	}
+	if err := c.do(ctx, src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID).Err(); err != nil {
+		return "", fmt.Errorf("testcluster: setslot migrating: %w", err)
+	}
+	for {
+		keys, err := c.do(ctx, src, "CLUSTER", "GETKEYSINSLOT", slot, 1).StringSlice()
+		if err != nil {
+			return "", fmt.Errorf("testcluster: getkeysinslot: %w", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		if err := c.do(ctx, src, "MIGRATE", "127.0.0.1", c.nodes[dst].port, keys[0], 0, 5000).Err(); err != nil {
+			return "", fmt.Errorf("testcluster: migrate %s: %w", keys[0], err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+	for _, i := range append([]int{dst, src}, masters...) {
+		if err := c.do(ctx, i, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err(); err != nil {
+			return "", fmt.Errorf("testcluster: setslot node: %w", err)
+		}
+	}
+	return addrOf(c.nodes[dst].port), c.settled(ctx)
+}
+
 // ownsSlot reports whether the "myself" line of CLUSTER NODES output lists
 // slot among its ranges.
 func ownsSlot(nodes string, slot int) bool {

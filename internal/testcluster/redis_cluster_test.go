@@ -8,7 +8,8 @@ import (
 )
 
 // TestRedisCluster: the cluster serves keys of every slot range through a
-// ClusterClient, and a failover of a key's master keeps the key.
+// ClusterClient; a failover of a key's master, and moving a key's slot to
+// another master, keep the key.
 func TestRedisCluster(t *testing.T) {
 	c := RedisClusterFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -44,5 +45,20 @@ func TestRedisCluster(t *testing.T) {
 	}
 	if got, err := rdb.Get(ctx, "k1").Int(); err != nil || got != 1 {
 		t.Fatalf("k1 after the failover: %v, %v", got, err)
+	}
+	// Moving k2's slot to another master keeps it readable.
+	before, err = rdb.MasterForKey(ctx, "k2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err = c.MoveSlot(ctx, "k2", time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == before.Options().Addr {
+		t.Fatalf("the slot stayed on %s", addr)
+	}
+	if got, err := rdb.Get(ctx, "k2").Int(); err != nil || got != 2 {
+		t.Fatalf("k2 after its slot moved: %v, %v", got, err)
 	}
 }
