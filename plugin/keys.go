@@ -120,26 +120,26 @@ func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []str
 	if len(stmt.Joins) > 0 || len(stmt.Preloads) > 0 {
 		return nil, false
 	}
+	tn := p.tableNames(table) // one lookup per read
 	if pk, ok := integerKey(stmt); ok {
-		p.learnKey(table, pk.DBName)
+		tn.learn(pk.DBName)
 		if keys, ok := pinnedKeys(stmt, pk.DBName, true); ok {
-			return p.readNames(table, pk.DBName, keys)
+			return tn.readNames(table, pk.DBName, keys)
 		}
 	}
 	for _, col := range p.cfg.KeyColumns[table] {
 		if keys, ok := pinnedKeys(stmt, col, false); ok {
-			return p.readNames(table, col, keys)
+			return tn.readNames(table, col, keys)
 		}
 	}
 	return nil, false
 }
 
 // readNames are the names a read pinned to keys of table's col needs.
-func (p *Plugin) readNames(table, col string, keys []int64) ([]string, bool) {
+func (tn *tableKeyNames) readNames(table, col string, keys []int64) ([]string, bool) {
 	if len(keys) == 0 || len(keys) > maxKeys {
 		return nil, false
 	}
-	tn := p.tableNames(table)
 	names := make([]string, 0, len(keys)+2)
 	for _, k := range keys {
 		names = append(names, lsnstore.KeyName(table, col, k))
@@ -188,8 +188,10 @@ func (tn *tableKeyNames) unkeyedColumn(table, col string) string {
 }
 
 // learnKey records table's integer primary key column, for raw SQL.
-func (p *Plugin) learnKey(table, col string) {
-	tn := p.tableNames(table)
+func (p *Plugin) learnKey(table, col string) { p.tableNames(table).learn(col) }
+
+// learn records the table's integer primary key column.
+func (tn *tableKeyNames) learn(col string) {
 	if k := tn.pk.Load(); k == nil || *k != col {
 		c := col // only a change allocates
 		tn.pk.Store(&c)

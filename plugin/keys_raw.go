@@ -18,14 +18,15 @@ func (p *Plugin) rawKeyedReadNames(pn *classify.Pinned, table string, vars []any
 	if pn == nil || len(pn.Pins) == 0 {
 		return nil, false
 	}
-	if pk := p.tableNames(table).pk.Load(); pk != nil {
+	tn := p.tableNames(table)
+	if pk := tn.pk.Load(); pk != nil {
 		if keys, ok := p.rawPinnedKeys(pn, *pk, vars); ok {
-			return p.readNames(table, *pk, keys)
+			return tn.readNames(table, *pk, keys)
 		}
 	}
 	for _, col := range p.cfg.KeyColumns[table] {
 		if keys, ok := p.rawPinnedKeys(pn, col, vars); ok {
-			return p.readNames(table, col, keys)
+			return tn.readNames(table, col, keys)
 		}
 	}
 	return nil, false
