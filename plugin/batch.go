@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -85,35 +84,17 @@ func (b *lookupBatcher) ask(batch []*storeLookup, sets [][]string) [][]string {
 	// The first read's context carries its values (tracing, the
 	// benchmarks' marks), not its deadline: the store bounds its calls.
 	ctx := context.WithoutCancel(batch[0].ctx)
-	p := b.p
-	now := time.Now()
-	var (
-		positions []lsnstore.Position
-		err       error
-	)
-	if !p.breaker.allow(now) {
-		err = errBreakerOpen
-	} else {
+	var positions []lsnstore.Position
+	err := b.p.askStore(func() (err error) {
 		positions, err = b.br.WritePositions(ctx, sets)
-		p.stats.storeLatency(time.Since(now))
-		if err != nil {
-			if !lsnstore.IsDiscontinuity(err) {
-				p.breaker.failure(now, p.cfg.BreakerFailures)
-			}
-		} else {
-			p.breaker.success()
-		}
-	}
-	var floor lsnstore.Position
-	if f := p.floor.Load(); f != nil {
-		floor = *f
-	}
+		return err
+	})
 	for i, l := range batch {
 		if err != nil {
 			l.finish(lsnstore.Position{}, err)
 			continue
 		}
-		l.finish(positions[i].Merge(floor), nil)
+		l.finish(b.p.withFloor(positions[i]), nil)
 	}
 	clear(sets)
 	return sets

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"database/sql"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -184,6 +185,9 @@ func (o *overlapPool) required() (lsnstore.Position, error) {
 // the lookup failed): a fresh replica, a wait with MaxWait, the primary.
 func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []string, required lsnstore.Position, lookupErr error) gorm.ConnPool {
 	if lookupErr != nil {
+		if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+			p.cfg.Logger.DebugContext(ctx, "freshread: store unavailable, read goes to the primary", "err", lookupErr)
+		}
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonStoreError, Tables: tables})
 		return primary
 	}
@@ -195,8 +199,10 @@ func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []st
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Required: required, ReplicaPosition: best})
 		return primary
 	}
+	var r *replica
 	if rp, ok := pool.(*replicaPool); ok {
-		p.usedReplica(ctx, rp.r, ReasonFresh, tables, required)
+		r = rp.r
 	}
+	p.usedReplica(ctx, r, ReasonFresh, tables, required)
 	return pool
 }

@@ -167,10 +167,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool)
 		required = s.position(p.cluster)
 	}
 	if tableWrites && p.overlapping && !db.DryRun && !p.breakerOpen() {
-		local := required
-		if floor := p.floor.Load(); floor != nil {
-			local = local.Merge(*floor)
-		}
+		local := p.withFloor(required)
 		if p.overlap(db, tables, lookup, required, local) {
 			return
 		}
@@ -182,27 +179,13 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool)
 			return
 		}
 	}
+	var err error
 	if tableWrites {
-		pos, err := p.tablesPosition(ctx, lookup)
-		if err != nil {
-			if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
-				p.cfg.Logger.DebugContext(ctx, "freshread: store unavailable, read goes to the primary", "err", err)
-			}
-			p.toPrimary(db, ReasonStoreError, tables)
-			return
-		}
+		var pos lsnstore.Position
+		pos, err = p.tablesPosition(ctx, lookup)
 		required = required.Merge(pos)
 	}
-	pool, best := p.freshReplica(required)
-	if pool == nil && p.cfg.MaxWait > 0 {
-		pool, best = p.waitFresh(ctx, required)
-	}
-	if pool == nil {
-		db.Statement.ConnPool = db.ConnPool
-		p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Required: required, ReplicaPosition: best})
-		return
-	}
-	p.use(db, pool, ReasonFresh, tables, required)
+	db.Statement.ConnPool = p.resolve(ctx, db.ConnPool, tables, required, err)
 }
 
 // tablesPosition is the position a Table read of tables must wait for: the
@@ -210,33 +193,43 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool)
 // while the tracker's decoding of direct writes is missing or behind, and
 // after a store discontinuity).
 func (p *Plugin) tablesPosition(ctx context.Context, tables []string) (lsnstore.Position, error) {
-	pos, err := p.writePosition(ctx, tables)
+	var pos lsnstore.Position
+	err := p.askStore(func() (err error) {
+		pos, err = p.cfg.Store.WritePosition(ctx, tables)
+		return err
+	})
 	if err != nil {
 		return lsnstore.Position{}, err
 	}
-	if floor := p.floor.Load(); floor != nil {
-		pos = pos.Merge(*floor)
-	}
-	return pos, nil
+	return p.withFloor(pos), nil
 }
 
-// writePosition asks the store, through the circuit breaker.
-func (p *Plugin) writePosition(ctx context.Context, tables []string) (lsnstore.Position, error) {
+// withFloor merges the floor (floor.go), if any, into pos.
+func (p *Plugin) withFloor(pos lsnstore.Position) lsnstore.Position {
+	if floor := p.floor.Load(); floor != nil {
+		return pos.Merge(*floor)
+	}
+	return pos
+}
+
+// askStore runs one store call (a read's lookup, or a batch of them)
+// through the circuit breaker and records its latency. The store bounds
+// its own calls (lsnstore.RedisOptions.Timeout).
+func (p *Plugin) askStore(ask func() error) error {
 	now := time.Now()
 	if !p.breaker.allow(now) {
-		return lsnstore.Position{}, errBreakerOpen
+		return errBreakerOpen
 	}
-	// The store bounds its own calls (lsnstore.RedisOptions.Timeout).
-	pos, err := p.cfg.Store.WritePosition(ctx, tables)
-	p.stats.storeLatency(time.Now().Sub(now))
+	err := ask()
+	p.stats.storeLatency(time.Since(now))
 	if err != nil {
 		if !lsnstore.IsDiscontinuity(err) { // the store answered: not an outage
 			p.breaker.failure(now, p.cfg.BreakerFailures)
 		}
-		return lsnstore.Position{}, err
+		return err
 	}
 	p.breaker.success()
-	return pos, nil
+	return nil
 }
 
 // freshReplica returns a usable replica whose replay position covers
