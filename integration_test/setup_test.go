@@ -101,6 +101,7 @@ type env struct {
 type envSettings struct {
 	cfg         plugin.Config
 	prepareStmt bool
+	primary     gorm.Dialector // nil: the cluster's primary
 }
 
 type envOpt func(*envSettings)
@@ -108,6 +109,10 @@ type envOpt func(*envSettings)
 func withStore(s lsnstore.Store) envOpt { return func(o *envSettings) { o.cfg.Store = s } }
 
 func withConfig(f func(*plugin.Config)) envOpt { return func(o *envSettings) { f(&o.cfg) } }
+
+// withPrimary opens the *gorm.DB on primary (a relay in front of the
+// cluster's primary, say).
+func withPrimary(primary gorm.Dialector) envOpt { return func(o *envSettings) { o.primary = primary } }
 
 // withPrepareStmt opens the *gorm.DB with gorm.Config.PrepareStmt.
 func withPrepareStmt() envOpt { return func(o *envSettings) { o.prepareStmt = true } }
@@ -168,7 +173,11 @@ func (e *env) open(opts ...envOpt) (*gorm.DB, *plugin.Plugin) {
 		o(&set)
 	}
 	cfg := set.cfg
-	db, err := gorm.Open(e.c.primary(e.dbName), &gorm.Config{Logger: logger.Discard, PrepareStmt: set.prepareStmt})
+	primary := set.primary
+	if primary == nil {
+		primary = e.c.primary(e.dbName)
+	}
+	db, err := gorm.Open(primary, &gorm.Config{Logger: logger.Discard, PrepareStmt: set.prepareStmt})
 	if err != nil {
 		e.t.Fatal(err)
 	}

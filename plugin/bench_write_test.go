@@ -12,10 +12,12 @@ import (
 	"github.com/freshread/freshread/plugin"
 )
 
-// BenchmarkWrite measures one autocommit UPDATE through the plugin (with
-// the memory store): plain GORM, native positions (the position read after
-// COMMIT) and heartbeat positions (one extra write transaction), on
-// PostgreSQL and MariaDB. The difference is the cost of publishing.
+// BenchmarkWrite measures one UPDATE through the plugin (with the memory
+// store): plain GORM, native positions (the position read after COMMIT; on
+// PostgreSQL in COMMIT's own round trip for transactions, commit_fold.go)
+// and heartbeat positions (one extra write transaction), on PostgreSQL and
+// MariaDB, as an autocommit statement (SkipDefaultTransaction) and in
+// GORM's default transaction. The difference is the cost of publishing.
 func BenchmarkWrite(b *testing.B) {
 	type target struct {
 		name    string
@@ -34,39 +36,45 @@ func BenchmarkWrite(b *testing.B) {
 	}
 	for _, tg := range targets {
 		for _, mode := range []string{"plain", "native", "heartbeat"} {
-			b.Run(tg.name+"/"+mode, func(b *testing.B) {
-				primary, replica := tg.primary(b)
-				db, err := gorm.Open(primary, benchGormConfig())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer closeGorm(db)
-				if err := db.AutoMigrate(&benchItem{}); err != nil {
-					b.Fatal(err)
-				}
-				if err := db.Save(&benchItem{ID: 1, Name: "one", Version: 1}).Error; err != nil {
-					b.Fatal(err)
-				}
-				if mode != "plain" {
-					cfg := plugin.Config{Store: lsnstore.NewMemory(), Replicas: []plugin.Replica{{Name: "r0", Dialector: replica}}}
-					if mode == "heartbeat" {
-						cfg.Positions = plugin.Heartbeat
-					}
-					p := plugin.New(cfg)
-					if err := db.Use(p); err != nil {
-						b.Fatal(err)
-					}
-					defer p.Close()
-				}
-				w := db.Session(&gorm.Session{SkipDefaultTransaction: true})
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; b.Loop(); i++ {
-					if err := w.Model(&benchItem{ID: 1}).Update("version", i).Error; err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			for _, write := range []string{"autocommit", "tx"} {
+				benchWrite(b, tg.name+"/"+mode+"/"+write, mode, write == "tx", tg.primary)
+			}
 		}
 	}
+}
+
+func benchWrite(b *testing.B, name, mode string, inTx bool, open func(b *testing.B) (gorm.Dialector, gorm.Dialector)) {
+	b.Run(name, func(b *testing.B) {
+		primary, replica := open(b)
+		db, err := gorm.Open(primary, benchGormConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer closeGorm(db)
+		if err := db.AutoMigrate(&benchItem{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Save(&benchItem{ID: 1, Name: "one", Version: 1}).Error; err != nil {
+			b.Fatal(err)
+		}
+		if mode != "plain" {
+			cfg := plugin.Config{Store: lsnstore.NewMemory(), Replicas: []plugin.Replica{{Name: "r0", Dialector: replica}}}
+			if mode == "heartbeat" {
+				cfg.Positions = plugin.Heartbeat
+			}
+			p := plugin.New(cfg)
+			if err := db.Use(p); err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+		}
+		w := db.Session(&gorm.Session{SkipDefaultTransaction: !inTx})
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			if err := w.Model(&benchItem{ID: 1}).Update("version", i).Error; err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -60,6 +60,9 @@ type Plugin struct {
 	evictionCheckedAt time.Time
 	evictionWarning   sync.Once
 	pending           pendingWrites
+	// foldCommit: transactions the plugin begins fold the position read
+	// into their COMMIT (commit_fold.go).
+	foldCommit bool
 	// tick is closed and replaced after every poll, waking MaxWait waiters.
 	tick atomic.Pointer[chan struct{}]
 
@@ -170,6 +173,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		}
 		eng, p.engine = hb, hb
 	}
+	// With pgx and native positions, transactions read the position in
+	// their COMMIT's round trip (commit_fold.go). GORM's prepared pool
+	// binds its statements to a *sql.Tx, so it keeps the plain path.
+	_, native := eng.(pgEngine)
+	p.foldCommit = native && prepared == nil && foldsCommit(ctx, sqlDB)
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
 		return err
 	}

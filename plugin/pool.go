@@ -3,9 +3,16 @@ package plugin
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
+	"sync/atomic"
 
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/lsnstore"
 )
 
 // primaryPool wraps the primary's connection pool so that every transaction
@@ -27,6 +34,9 @@ var (
 )
 
 func (pp *primaryPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
+	if pp.p.foldCommit {
+		return pp.p.beginFolded(ctx, pp.db, opts)
+	}
 	tx, err := pp.db.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -39,10 +49,19 @@ func (pp *primaryPool) GetDBConn() (*sql.DB, error) { return pp.db, nil }
 
 // trackedTx is a primary transaction that remembers the tables its
 // statements write and publishes their positions after COMMIT succeeds.
+// It runs either as a *sql.Tx, or, folded (commit_fold.go), on a
+// *sql.Conn whose COMMIT also reads the position.
 type trackedTx struct {
-	*sql.Tx
-	ctx context.Context
-	p   *Plugin
+	*sql.Tx // nil when folded; it also gives GORM's prepared pool StmtContext
+	ctx     context.Context
+	p       *Plugin
+
+	// Folded: the connection, whether the transaction ended, the stop of
+	// its context watch, and the position read with its COMMIT.
+	conn      *sql.Conn
+	ended     atomic.Bool
+	stopWatch func() bool
+	foldedPos lsnstore.Position
 
 	mu      sync.Mutex
 	written writeSet
@@ -51,7 +70,36 @@ type trackedTx struct {
 var (
 	_ gorm.TxCommitter    = (*trackedTx)(nil)
 	_ gorm.GetDBConnector = (*trackedTx)(nil)
+	_ gorm.Tx             = (*trackedTx)(nil)
 )
+
+func (t *trackedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.conn != nil {
+		return t.conn.ExecContext(ctx, query, args...)
+	}
+	return t.Tx.ExecContext(ctx, query, args...)
+}
+
+func (t *trackedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if t.conn != nil {
+		return t.conn.QueryContext(ctx, query, args...)
+	}
+	return t.Tx.QueryContext(ctx, query, args...)
+}
+
+func (t *trackedTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if t.conn != nil {
+		return t.conn.QueryRowContext(ctx, query, args...)
+	}
+	return t.Tx.QueryRowContext(ctx, query, args...)
+}
+
+func (t *trackedTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	if t.conn != nil {
+		return t.conn.PrepareContext(ctx, query)
+	}
+	return t.Tx.PrepareContext(ctx, query)
+}
 
 // mark records that a statement of the transaction writes tables (nil:
 // unknown tables).
@@ -61,27 +109,91 @@ func (t *trackedTx) mark(tables []string) {
 	t.mu.Unlock()
 }
 
-// Commit commits, then (only when COMMIT succeeded) reads the primary's
-// insert position and publishes it for every table written. A failed
-// publish never fails the commit: the write happened.
-func (t *trackedTx) Commit() error {
-	if err := t.Tx.Commit(); err != nil {
-		return err
-	}
+// takeWritten returns the tables written and forgets them.
+func (t *trackedTx) takeWritten() writeSet {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	w := t.written
 	t.written = writeSet{}
-	t.mu.Unlock()
-	if !w.empty() {
+	return w
+}
+
+// Commit commits, then (only when COMMIT succeeded) reads the primary's
+// insert position and publishes it for every table written. A failed
+// publish never fails the commit: the write happened. A commit whose
+// outcome is unknown (the connection failed under it) leaves its writes
+// pending: reads go to the primary until they are published.
+func (t *trackedTx) Commit() error {
+	if t.conn != nil {
+		return t.commitFolded()
+	}
+	if err := t.Tx.Commit(); err != nil {
+		if w := t.takeWritten(); !w.empty() && commitOutcomeUnknown(err) {
+			t.p.pending.add(w)
+		}
+		return err
+	}
+	if w := t.takeWritten(); !w.empty() {
 		t.p.publish(t.ctx, w)
 	}
 	return nil
 }
 
+// commitFolded is Commit for a folded transaction: one round trip for
+// COMMIT and the position.
+func (t *trackedTx) commitFolded() error {
+	if err := t.ctx.Err(); err != nil {
+		// database/sql's Tx rolls back when its context ends; so does a
+		// folded one (the context watch may have done it already).
+		_ = t.endFolded(rollbackFolded)
+		t.takeWritten()
+		return err
+	}
+	err := t.endFolded(commitFolded)
+	w := t.takeWritten()
+	switch {
+	case err == nil:
+		if !w.empty() {
+			t.p.publishAt(t.ctx, w, t.foldedPos, nil)
+		}
+		return nil
+	case errors.Is(err, errPosition):
+		if !w.empty() {
+			t.p.publishAt(t.ctx, w, lsnstore.Position{}, err)
+		}
+		return nil
+	case !w.empty() && commitOutcomeUnknown(err):
+		t.p.pending.add(w)
+	}
+	return err
+}
+
 // Rollback publishes nothing.
-func (t *trackedTx) Rollback() error { return t.Tx.Rollback() }
+func (t *trackedTx) Rollback() error {
+	if t.conn != nil {
+		return t.endFolded(rollbackFolded)
+	}
+	return t.Tx.Rollback()
+}
 
 func (t *trackedTx) GetDBConn() (*sql.DB, error) { return t.p.primaryDB, nil }
+
+// commitOutcomeUnknown reports whether a COMMIT that returned err may have
+// committed anyway: anything but the server refusing the commit or a
+// transaction that was already over. A PostgreSQL error that ends the
+// session (FATAL, PANIC: the server was shut down or the backend
+// terminated) may have come after the commit record.
+func commitOutcomeUnknown(err error) bool {
+	var pgErr *pgconn.PgError
+	var myErr *mysql.MySQLError
+	switch {
+	case errors.As(err, &pgErr):
+		return pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC"
+	case errors.As(err, &myErr), errors.Is(err, sql.ErrTxDone), errors.Is(err, pgx.ErrTxCommitRollback):
+		return false
+	}
+	return true
+}
 
 // writeSet is the set of tables a transaction wrote; unknown is set when a
 // statement's tables could not be determined.

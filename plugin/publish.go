@@ -89,10 +89,19 @@ func (p *Plugin) publish(ctx context.Context, w writeSet) {
 	ctx = context.WithoutCancel(ctx)
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
+	pos, err := p.currentPosition(ctx)
+	p.publishAt(ctx, w, pos, err)
+}
+
+// publishAt publishes w at pos, read after its commit (err: it could not
+// be read).
+func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Position, err error) {
+	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
 	if s := SessionFrom(ctx); s != nil {
 		s.wrote(time.Now())
 	}
-	pos, err := p.currentPosition(ctx)
 	if err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the primary's position after commit; reads go to the primary until it is published", "err", err)
 		p.pending.add(w)
