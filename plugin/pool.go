@@ -152,14 +152,11 @@ func (t *trackedTx) commitFolded() error {
 	err := t.endFolded(commitFolded)
 	w := t.takeWritten()
 	switch {
-	case err == nil:
+	case err == nil || errors.Is(err, errPosition):
 		if !w.empty() {
-			t.p.publishAt(t.ctx, w, t.foldedPos, nil)
-		}
-		return nil
-	case errors.Is(err, errPosition):
-		if !w.empty() {
-			t.p.publishAt(t.ctx, w, lsnstore.Position{}, err)
+			ctx, cancel := publishContext(t.ctx)
+			t.p.publishAt(ctx, w, t.foldedPos, err)
+			cancel()
 		}
 		return nil
 	case !w.empty() && commitOutcomeUnknown(err):

@@ -86,19 +86,21 @@ const publishTimeout = 5 * time.Second
 // publish records w's position after its commit: the caller's session
 // first (in process, cannot fail), then the store.
 func (p *Plugin) publish(ctx context.Context, w writeSet) {
-	ctx = context.WithoutCancel(ctx)
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	ctx, cancel := publishContext(ctx)
 	defer cancel()
 	pos, err := p.currentPosition(ctx)
 	p.publishAt(ctx, w, pos, err)
 }
 
+// publishContext is the context of a publication: not cancelled with the
+// caller's (the write happened), bounded by publishTimeout.
+func publishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+}
+
 // publishAt publishes w at pos, read after its commit (err: it could not
-// be read).
+// be read), in a context from publishContext.
 func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Position, err error) {
-	ctx = context.WithoutCancel(ctx)
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
 	if s := SessionFrom(ctx); s != nil {
 		s.wrote(time.Now())
 	}
