@@ -1,8 +1,8 @@
-// The container provider (this file and docker_*.go) was written on a
-// machine without a Docker engine, so it has never been run there: only the
-// "no engine" path (dockerAvailable returning false quickly) was exercised.
-// It runs only where a Docker engine is reachable; set FRESHREAD_DOCKER=0 to
-// fall back to local binaries if it misbehaves.
+// The container provider (this file and docker_*.go): every server runs in
+// containers of one image built from image/Dockerfile (docker_image.go),
+// on a private Docker network per server group, published on loopback
+// ports. It is used when a Docker engine answers, unless
+// FRESHREAD_DOCKER=0.
 
 package testcluster
 
@@ -16,12 +16,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
 	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/network"
+	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 )
 
 // dockerProbe caches whether a Docker engine answered.
@@ -37,8 +40,93 @@ func dockerAvailable(ctx context.Context) bool {
 	if os.Getenv(EnvDocker) == "0" {
 		return false
 	}
-	dockerProbe.once.Do(func() { dockerProbe.ok = probeDocker() })
+	dockerProbe.once.Do(func() {
+		// Ryuk, testcontainers' reaper, is an image pulled from a
+		// registry; the containers here are removed by Run, and those of a
+		// process that died are removed by the next (removeOrphans).
+		if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
+			os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+		}
+		dockerProbe.ok = probeDocker()
+		if dockerProbe.ok {
+			removeOrphans(ctx)
+		}
+	})
 	return dockerProbe.ok
+}
+
+// useDocker reports whether servers run in containers: FRESHREAD_DOCKER=0
+// never, =1 always (no engine is then an error, not a fallback to local
+// binaries), unset when an engine answers.
+func useDocker(ctx context.Context) (bool, error) {
+	switch os.Getenv(EnvDocker) {
+	case "0":
+		return false, nil
+	case "1":
+		if !dockerAvailable(ctx) {
+			return false, fmt.Errorf("testcluster: %s=1 asks for containers, but no Docker engine answered (DOCKER_HOST, /var/run/docker.sock)", EnvDocker)
+		}
+		return true, nil
+	}
+	return dockerAvailable(ctx), nil
+}
+
+// Provider names the provider that servers started by this process come
+// from when no FRESHREAD_* server variable names a running server:
+// "containers" or "local".
+func Provider(ctx context.Context) (string, error) {
+	containers, err := useDocker(ctx)
+	if err != nil {
+		return "", err
+	}
+	if containers {
+		return "containers", nil
+	}
+	return "local", nil
+}
+
+// ownerLabel labels every container with the PID of the test process that
+// made it.
+const ownerLabel = "io.freshread.testcluster.pid"
+
+// removeOrphans removes the containers (and then unused networks) left by
+// test processes that no longer run: a test binary killed before Run
+// stopped its servers.
+func removeOrphans(ctx context.Context) {
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", ownerLabel))})
+	if err != nil {
+		return
+	}
+	for _, c := range list {
+		pid, err := strconv.Atoi(c.Labels[ownerLabel])
+		if err != nil || processAlive(pid) {
+			continue
+		}
+		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	}
+	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", ownerLabel))})
+	if err != nil {
+		return
+	}
+	for _, n := range nets {
+		if pid, err := strconv.Atoi(n.Labels[ownerLabel]); err == nil && !processAlive(pid) {
+			_ = cli.NetworkRemove(ctx, n.ID)
+		}
+	}
+}
+
+// processAlive reports whether a process with pid runs on this machine.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	return p.Signal(syscall.Signal(0)) == nil
 }
 
 // probeDocker asks the engine testcontainers would use for a ping. It never
@@ -139,9 +227,18 @@ func withFixedPort(containerPort, bindIP string, hostPort int) testcontainers.Cu
 	}
 }
 
-// runContainer creates and starts a container; on failure it removes
-// whatever was created.
+// runContainer creates and starts a container of image (the test image
+// when empty), labelled with this process so that a later run removes it
+// if this one dies without cleaning up; on failure it removes whatever was
+// created.
 func runContainer(ctx context.Context, what, image string, opts ...testcontainers.ContainerCustomizer) (*testcontainers.DockerContainer, error) {
+	if image == "" {
+		var err error
+		if image, err = ensureTestImage(ctx); err != nil {
+			return nil, err
+		}
+	}
+	opts = append(opts, testcontainers.WithLabels(map[string]string{ownerLabel: strconv.Itoa(os.Getpid())}))
 	c, err := testcontainers.Run(ctx, image, opts...)
 	if err != nil {
 		terminate(c)
@@ -227,7 +324,7 @@ func dockerNetwork(ctx context.Context) (host, bindIP string, nw *testcontainers
 	if host, bindIP, err = dockerPublish(ctx); err != nil {
 		return "", "", nil, err
 	}
-	if nw, err = network.New(ctx); err != nil {
+	if nw, err = tcnetwork.New(ctx, tcnetwork.WithLabels(map[string]string{ownerLabel: strconv.Itoa(os.Getpid())})); err != nil {
 		return "", "", nil, fmt.Errorf("testcluster: create docker network: %w", err)
 	}
 	return host, bindIP, nw, nil
@@ -239,4 +336,24 @@ func startBoth(a, b func() error) error {
 	go func() { errs <- a() }()
 	go func() { errs <- b() }()
 	return errors.Join(<-errs, <-errs)
+}
+
+// networkGateway is the host's address on a Docker network: what its
+// containers reach this process at.
+func networkGateway(ctx context.Context, nw *testcontainers.DockerNetwork) (string, error) {
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return "", fmt.Errorf("testcluster: docker client: %w", err)
+	}
+	defer cli.Close()
+	info, err := cli.NetworkInspect(ctx, nw.ID, network.InspectOptions{})
+	if err != nil {
+		return "", fmt.Errorf("testcluster: inspect network %s: %w", nw.Name, err)
+	}
+	for _, c := range info.IPAM.Config {
+		if ip := net.ParseIP(c.Gateway); ip != nil && ip.To4() != nil {
+			return c.Gateway, nil
+		}
+	}
+	return "", fmt.Errorf("testcluster: network %s has no IPv4 gateway", nw.Name)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/testcontainers/testcontainers-go"
@@ -14,13 +15,12 @@ import (
 )
 
 const (
-	mariadbImage = "mariadb:10.11"
 	// mariaPrimaryAlias is the primary's name on the pair's Docker network.
 	mariaPrimaryAlias = "mariadb-primary"
 	mariaReplicaAlias = "mariadb-replica"
 )
 
-// dockerMariaDB is a mariadb:10.11 primary and its GTID replica on a private
+// dockerMariaDB is a MariaDB 10.11 primary and its GTID replica on a private
 // Docker network, published on host ports.
 type dockerMariaDB struct {
 	net              *testcontainers.DockerNetwork
@@ -34,14 +34,28 @@ type dockerMariaNode struct {
 	c    *testcontainers.DockerContainer
 }
 
-// mariaServerArgs are the mariadbd options of a node; the image's
-// entrypoint passes arguments that start with "-" to mariadbd.
-func mariaServerArgs(serverID, port int) []string {
-	return append([]string{
-		// The server listens inside the container on its host port too,
-		// so @@port reports the port the tests know it by.
-		"--port=" + strconv.Itoa(port),
-	}, mariaReplicationArgs(serverID)...)
+// mariaScript is a MariaDB container's entrypoint, run as root: on first
+// start it installs the system tables (bootstrap writes no binlog, so both
+// servers start from the same empty GTID state) and lets root in from any
+// host with no password (the servers are published on loopback only),
+// with the binlog off for that; then it runs mariadbd as the mysql user,
+// as PID 1. The server listens inside the container on its host port too,
+// so @@port reports the port the tests know it by. A restarted container
+// keeps its data directory.
+func mariaScript(serverID, port int) string {
+	return fmt.Sprintf(`set -e
+mkdir -p /var/lib/mysql /run/mysqld
+chown mysql:mysql /var/lib/mysql /run/mysqld
+if [ ! -d /var/lib/mysql/mysql ]; then
+	mariadb-install-db --no-defaults --user=mysql --datadir=/var/lib/mysql --auth-root-authentication-method=normal --skip-test-db >/dev/null
+fi
+cat > /run/mysqld/init.sql <<'SQL'
+SET sql_log_bin = 0;
+CREATE USER IF NOT EXISTS 'root'@'%%';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'%%' WITH GRANT OPTION;
+SQL
+exec mariadbd --no-defaults --user=mysql --datadir=/var/lib/mysql --bind-address=0.0.0.0 --port=%d --init-file=/run/mysqld/init.sql %s
+`, port, strings.Join(mariaReplicationArgs(serverID), " "))
 }
 
 func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
@@ -61,16 +75,11 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	if m.replica, err = m.newNode(mariaReplicaAlias); err != nil {
 		return nil, err
 	}
-	// Both servers start concurrently; the root user (empty password, any
-	// host) is made by the image's initialisation on each.
+	// Both servers start concurrently.
 	start := func(nd *dockerMariaNode, serverID int) func() error {
 		return func() error {
-			c, err := runContainer(ctx, "MariaDB "+nd.name, mariadbImage,
-				testcontainers.WithEnv(map[string]string{
-					"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD": "1",
-					"MARIADB_INITDB_SKIP_TZINFO":        "1",
-				}),
-				testcontainers.WithCmd(mariaServerArgs(serverID, nd.port)...),
+			c, err := runContainer(ctx, "MariaDB "+nd.name, "",
+				testcontainers.WithEntrypoint("sh", "-c", mariaScript(serverID, nd.port)),
 				network.WithNetwork([]string{nd.name}, nw),
 				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
 			)
@@ -86,9 +95,8 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	}
 
 	// Both data directories went through the same initialisation, so the
-	// replica starts replicating from the primary's current position:
-	// whatever the initialisation may have written to either binlog is
-	// neither replayed nor in the way of strict GTID mode.
+	// replica starts replicating from the primary's current position
+	// (empty unless the initialisation wrote the binlog, which it does not).
 	mdb := &MariaDB{backend: m}
 	pos, err := mdb.PrimaryGTID(ctx)
 	if err != nil {
@@ -161,4 +169,16 @@ func (m *dockerMariaDB) close() error {
 	}
 	errs = append(errs, removeNetwork(m.net))
 	return errors.Join(errs...)
+}
+
+// restartPrimary stops the primary's container (mariadbd shuts down on
+// SIGTERM) and starts it again; the replica reconnects by itself.
+func (m *dockerMariaDB) restartPrimary(ctx context.Context) error {
+	if err := stopContainer(ctx, m.primary.c, 60*time.Second); err != nil {
+		return err
+	}
+	if err := m.primary.c.Start(ctx); err != nil {
+		return fmt.Errorf("testcluster: start MariaDB %s container: %w", m.primary.name, err)
+	}
+	return m.waitNode(ctx, m.primary)
 }

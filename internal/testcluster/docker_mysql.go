@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,8 @@ import (
 )
 
 const (
-	mysqlImage = "mysql:8.4"
+	// mysqlDefaultImage is what FRESHREAD_MYSQL_IMAGE=1 means.
+	mysqlDefaultImage = "mysql:8.4"
 	// mysqlPrimaryAlias is the primary's name on the pair's Docker network.
 	mysqlPrimaryAlias = "mysql-primary"
 	mysqlReplicaAlias = "mysql-replica"
@@ -73,7 +75,7 @@ func runMySQLNode(ctx context.Context, host, bindIP string, nw *testcontainers.D
 	if nw != nil {
 		opts = append(opts, network.WithNetwork([]string{nd.name}, nw))
 	}
-	c, err := runContainer(ctx, "MySQL "+nd.name, mysqlImage, opts...)
+	c, err := runContainer(ctx, "MySQL "+nd.name, mysqlImage(), opts...)
 	if err != nil {
 		return err
 	}
@@ -222,3 +224,19 @@ func (s *dockerMySQLSingle) dsn(db string) string {
 }
 
 func (s *dockerMySQLSingle) close() error { return terminate(s.node.c) }
+
+// mysqlImage is the MySQL image FRESHREAD_MYSQL_IMAGE names ("1":
+// mysql:8.4). MySQL containers are opt-in: Debian has no MySQL server
+// package, so the test image cannot hold one, and an engine without a
+// registry cannot pull one.
+func mysqlImage() string {
+	if v := os.Getenv(EnvMySQLImage); v != "" && v != "1" {
+		return v
+	}
+	return mysqlDefaultImage
+}
+
+// mysqlContainers reports whether MySQL may run in containers.
+func mysqlContainers(ctx context.Context) bool {
+	return os.Getenv(EnvMySQLImage) != "" && dockerAvailable(ctx)
+}

@@ -10,15 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
 )
 
-const (
-	postgresImage = "postgres:15"
-	// pgPrimaryAlias is the primary's name on the cluster's Docker network.
-	pgPrimaryAlias = "primary"
-)
+// pgPrimaryAlias is the primary's name on the cluster's Docker network.
+const pgPrimaryAlias = "primary"
 
 // pgServerArgs are the postgres command-line settings of every node, the
 // container counterpart of pgConf. Replicas need the same values (a hot
@@ -34,17 +32,38 @@ var pgServerArgs = []string{
 	"-c", "fsync=off",
 	"-c", "full_page_writes=off",
 	"-c", "max_connections=200",
+	"-c", "shared_buffers=32MB",
+	"-c", "log_min_messages=warning",
 	"-c", "wal_keep_size=256MB",
 }
 
-// pgReplicationHBA runs once in the primary's /docker-entrypoint-initdb.d:
-// the image's pg_hba.conf admits "all" databases from anywhere, which does
-// not cover replication connections from the replicas' containers.
-const pgReplicationHBA = `#!/bin/sh
-echo "host replication all all trust" >> "$PGDATA/pg_hba.conf"
-`
+// pgPrimaryScript is the primary container's entrypoint, run as root: on
+// first start it makes a cluster (trust authentication from anywhere,
+// replication included: the servers are published on loopback only); then
+// it runs postgres as the postgres user, as PID 1 so it gets the stop
+// signal (SIGINT, fast shutdown). A restarted container keeps its data
+// directory.
+func pgPrimaryScript(port int) string {
+	return fmt.Sprintf(`set -e
+mkdir -p "$PGDATA" /run/postgresql
+chown postgres:postgres "$PGDATA" /run/postgresql
+chmod 700 "$PGDATA"
+if [ ! -s "$PGDATA/PG_VERSION" ]; then
+	gosu postgres initdb -D "$PGDATA" -U postgres --auth=trust --no-sync >/dev/null
+	echo "host all all all trust" >> "$PGDATA/pg_hba.conf"
+	echo "host replication all all trust" >> "$PGDATA/pg_hba.conf"
+fi
+exec gosu postgres postgres -c listen_addresses='*' -c port=%d %s
+`, port, strings.Join(pgServerArgs, " "))
+}
 
-// dockerPostgres is a postgres:15 primary and its streaming replicas on a
+// withStopSignal sets the signal that stops the container (postgres:
+// SIGINT, a fast shutdown; SIGTERM would wait for clients to leave).
+func withStopSignal(sig string) testcontainers.CustomizeRequestOption {
+	return testcontainers.WithConfigModifier(func(c *container.Config) { c.StopSignal = sig })
+}
+
+// dockerPostgres is a PostgreSQL 15 primary and its streaming replicas on a
 // private Docker network, each published on a fixed host port so that stop
 // and start keep the URLs.
 type dockerPostgres struct {
@@ -83,16 +102,11 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 	}
 
 	primary := p.nodes[0]
-	primary.c, err = runContainer(ctx, "PostgreSQL primary", postgresImage,
-		testcontainers.WithEnv(map[string]string{"POSTGRES_HOST_AUTH_METHOD": "trust"}),
-		// The server listens inside the container on its host port too, so
-		// inet_server_port() reports the port the tests know it by.
-		testcontainers.WithCmd(append([]string{"postgres", "-c", "port=" + strconv.Itoa(primary.port)}, pgServerArgs...)...),
-		testcontainers.WithFiles(testcontainers.ContainerFile{
-			Reader:            strings.NewReader(pgReplicationHBA),
-			ContainerFilePath: "/docker-entrypoint-initdb.d/10-replication-hba.sh",
-			FileMode:          0o755,
-		}),
+	// The server listens inside the container on its host port too, so
+	// inet_server_port() reports the port the tests know it by.
+	primary.c, err = runContainer(ctx, "PostgreSQL primary", "",
+		testcontainers.WithEntrypoint("sh", "-c", pgPrimaryScript(primary.port)),
+		withStopSignal("SIGINT"),
 		network.WithNetwork([]string{primary.name}, nw),
 		withFixedPort(strconv.Itoa(primary.port)+"/tcp", bindIP, primary.port),
 	)
@@ -110,8 +124,9 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		wg.Add(1)
 		go func(i int, r *dockerPGNode) {
 			defer wg.Done()
-			c, err := runContainer(ctx, "PostgreSQL "+r.name, postgresImage,
+			c, err := runContainer(ctx, "PostgreSQL "+r.name, "",
 				testcontainers.WithEntrypoint("sh", "-c", pgReplicaScript(r.name, primary.port, r.port)),
+				withStopSignal("SIGINT"),
 				network.WithNetwork([]string{r.name}, nw),
 				withFixedPort(strconv.Itoa(r.port)+"/tcp", bindIP, r.port),
 			)
@@ -139,8 +154,8 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 func pgReplicaScript(name string, primaryPort, port int) string {
 	conninfo := fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", pgPrimaryAlias, primaryPort, name)
 	return fmt.Sprintf(`set -e
-mkdir -p "$PGDATA"
-chown postgres:postgres "$PGDATA"
+mkdir -p "$PGDATA" /run/postgresql
+chown postgres:postgres "$PGDATA" /run/postgresql
 chmod 700 "$PGDATA"
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	tries=0
@@ -156,7 +171,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
 	echo "primary_conninfo = '%[2]s'" >> "$PGDATA/postgresql.auto.conf"
 	chown postgres:postgres "$PGDATA/postgresql.auto.conf"
 fi
-exec gosu postgres postgres -c port=%[5]d %[3]s
+exec gosu postgres postgres -c listen_addresses='*' -c port=%[5]d %[3]s
 `, pgPrimaryAlias, conninfo, strings.Join(pgServerArgs, " "), primaryPort, port)
 }
 

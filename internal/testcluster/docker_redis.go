@@ -11,9 +11,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 )
 
-const redisImage = "redis:7"
-
-// dockerRedis is a redis:7 container whose port is published on a fixed
+// dockerRedis is a Redis 7 container whose port is published on a fixed
 // host port, so Stop and Start keep the address.
 type dockerRedis struct {
 	c    *testcontainers.DockerContainer
@@ -30,8 +28,8 @@ func startDockerRedis(ctx context.Context, args []string) (redisBackend, error) 
 	if err != nil {
 		return nil, err
 	}
-	c, err := runContainer(ctx, "Redis", redisImage,
-		testcontainers.WithCmd(append([]string{"redis-server", "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...),
+	c, err := runContainer(ctx, "Redis", "",
+		testcontainers.WithEntrypoint(append([]string{"redis-server", "--bind", "0.0.0.0", "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...),
 		withFixedPort("6379/tcp", bindIP, port),
 	)
 	if err != nil {

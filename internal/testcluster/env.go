@@ -22,7 +22,8 @@ const (
 	// EnvNoLocal set to 1 disables the local-binary provider, as on a
 	// machine without the servers (to check the skip path).
 	EnvNoLocal = "FRESHREAD_NO_LOCAL_SERVERS"
-	// EnvDocker set to 0 disables the container provider even when a Docker
-	// engine is reachable.
+	// EnvDocker chooses the container provider: 0 never (local binaries),
+	// 1 always (no Docker engine is then an error), unset when an engine
+	// answers.
 	EnvDocker = "FRESHREAD_DOCKER"
 )

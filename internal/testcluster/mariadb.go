@@ -44,10 +44,13 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	switch {
 	case os.Getenv(EnvMariaDBPrimary) != "":
 		b, err = newEnvMySQLPair(EnvMariaDBPrimary, EnvMariaDBReplica)
-	case dockerAvailable(ctx):
-		b, err = startDockerMariaDB(ctx)
 	default:
-		b, err = startLocalMariaDB(ctx)
+		var containers bool
+		if containers, err = useDocker(ctx); containers {
+			b, err = startDockerMariaDB(ctx)
+		} else if err == nil {
+			b, err = startLocalMariaDB(ctx)
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -42,11 +42,12 @@ import (
 // d after its commit (between about 0 and d). The relay delays every
 // transaction by d.
 //
-// The container and environment-variable providers run the replica where
-// this process's 127.0.0.1 is not reachable, so they keep MASTER_DELAY: d
-// must be a whole number of seconds, with the imprecision above; any other
-// d returns an error wrapping ErrUnsupported and leaves the replica
-// untouched.
+// The container provider's relay listens on the Docker network's gateway,
+// which the replica's container reaches. The environment-variable
+// provider runs the replica where this process may not be reachable, so
+// it keeps MASTER_DELAY: d must be a whole number of seconds, with the
+// imprecision above; any other d returns an error wrapping ErrUnsupported
+// and leaves the replica untouched.
 func (m *MariaDB) SetApplyDelay(ctx context.Context, d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("testcluster: MariaDB apply delay %v is negative", d)
@@ -58,6 +59,10 @@ func (m *MariaDB) SetApplyDelay(ctx context.Context, d time.Duration) error {
 		return m.setMasterDelay(ctx, d)
 	}
 	host, port := rb.primaryReplicationAddr()
+	listen, target, err := rb.relayAddrs(ctx)
+	if err != nil {
+		return err
+	}
 	switch {
 	case d == 0 && m.relay == nil:
 		return nil // already direct, and MASTER_DELAY is never set here
@@ -70,11 +75,11 @@ func (m *MariaDB) SetApplyDelay(ctx context.Context, d time.Duration) error {
 		m.relay.SetDelay(d)
 		return nil
 	}
-	r, err := newRelay(net.JoinHostPort(host, strconv.Itoa(port)), d)
+	r, err := newRelayOn(listen, target, d)
 	if err != nil {
 		return err
 	}
-	if err := m.pointReplica(ctx, "127.0.0.1", r.Port()); err != nil {
+	if err := m.pointReplica(ctx, listen, r.Port()); err != nil {
 		// Best effort: leave the replica replicating directly.
 		restore, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -86,16 +91,39 @@ func (m *MariaDB) SetApplyDelay(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// relayBackend is a backend whose replica runs on this machine, so that it
-// can replicate through a relay in this process listening on 127.0.0.1.
+// relayBackend is a backend whose replica can reach this process, so that
+// it can replicate through a relay in this process.
 type relayBackend interface {
 	// primaryReplicationAddr is the primary's address as the replica
 	// reaches it directly (its CHANGE MASTER TO MASTER_HOST and
 	// MASTER_PORT).
 	primaryReplicationAddr() (host string, port int)
+	// relayAddrs are the address a relay listens on, one the replica
+	// reaches, and the primary's address as this process reaches it.
+	relayAddrs(ctx context.Context) (listenHost, target string, err error)
 }
 
 func (m *localMariaDB) primaryReplicationAddr() (string, int) { return "127.0.0.1", m.primary.port }
+
+func (m *localMariaDB) relayAddrs(context.Context) (string, string, error) {
+	return "127.0.0.1", net.JoinHostPort("127.0.0.1", strconv.Itoa(m.primary.port)), nil
+}
+
+// A container replica replicates from the primary's alias on their
+// network; it reaches this process at the network's gateway, the host's
+// address on it, and this process reaches the primary on its published
+// port.
+func (m *dockerMariaDB) primaryReplicationAddr() (string, int) {
+	return mariaPrimaryAlias, m.primary.port
+}
+
+func (m *dockerMariaDB) relayAddrs(ctx context.Context) (string, string, error) {
+	gw, err := networkGateway(ctx, m.net)
+	if err != nil {
+		return "", "", err
+	}
+	return gw, hostPort(m.host, m.primary.port), nil
+}
 
 // setMasterDelay is SetApplyDelay for the providers without a relay.
 func (m *MariaDB) setMasterDelay(ctx context.Context, d time.Duration) error {

@@ -19,6 +19,10 @@ const (
 	// The DSN's port must be the server's own @@port (no port mapping):
 	// the tests tell the servers apart by it.
 	EnvMySQLPrimary = "FRESHREAD_MYSQL_PRIMARY_DSN"
+	// EnvMySQLImage set (to an image such as mysql:8.4, or 1 for that one)
+	// lets MySQL run in containers of that image when a Docker engine
+	// answers and can pull it; unset, MySQL needs the DSN variables.
+	EnvMySQLImage = "FRESHREAD_MYSQL_IMAGE"
 	// EnvMySQLReplica is the DSN of that primary's GTID replica
 	// (SOURCE_AUTO_POSITION=1); the user may STOP/START REPLICA.
 	EnvMySQLReplica = "FRESHREAD_MYSQL_REPLICA_DSN"
@@ -45,8 +49,9 @@ type mysqlBackend interface {
 }
 
 // StartMySQL starts (or connects to) a MySQL primary and its replica:
-// FRESHREAD_MYSQL_PRIMARY_DSN and FRESHREAD_MYSQL_REPLICA_DSN, else mysql:8.4
-// containers when a Docker engine is reachable. With neither it returns an
+// FRESHREAD_MYSQL_PRIMARY_DSN and FRESHREAD_MYSQL_REPLICA_DSN, else
+// containers of FRESHREAD_MYSQL_IMAGE when it is set and a Docker engine is
+// reachable. With neither it returns an
 // error wrapping ErrUnavailable and errNoMySQLProvider.
 func StartMySQL(ctx context.Context) (*MySQL, error) {
 	var (
@@ -56,11 +61,11 @@ func StartMySQL(ctx context.Context) (*MySQL, error) {
 	switch {
 	case os.Getenv(EnvMySQLPrimary) != "":
 		b, err = newEnvMySQLPair(EnvMySQLPrimary, EnvMySQLReplica)
-	case dockerAvailable(ctx):
+	case mysqlContainers(ctx):
 		b, err = startDockerMySQL(ctx)
 	default:
-		return nil, fmt.Errorf("%w: MySQL: %w: set %s and %s, or make a Docker engine reachable (no local-binary provider: Debian's mysql packages are MariaDB)",
-			ErrUnavailable, errNoMySQLProvider, EnvMySQLPrimary, EnvMySQLReplica)
+		return nil, fmt.Errorf("%w: MySQL: %w: set %s and %s, or %s=mysql:8.4 with a Docker engine that can pull it (no local-binary provider and no MySQL in the test image: Debian's mysql packages are MariaDB)",
+			ErrUnavailable, errNoMySQLProvider, EnvMySQLPrimary, EnvMySQLReplica, EnvMySQLImage)
 	}
 	if err != nil {
 		return nil, err

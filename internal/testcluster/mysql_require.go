@@ -85,9 +85,9 @@ func MySQLWithoutGTIDFor(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := startTimeout()
 	defer cancel()
-	if !dockerAvailable(ctx) {
-		t.Skipf("integration test skipped: %v: a MySQL server with gtid_mode=OFF needs a Docker engine (%s/%s name a GTID pair only)",
-			ErrUnavailable, EnvMySQLPrimary, EnvMySQLReplica)
+	if !mysqlContainers(ctx) {
+		t.Skipf("integration test skipped: %v: a MySQL server with gtid_mode=OFF needs %s and a Docker engine (%s/%s name a GTID pair only)",
+			ErrUnavailable, EnvMySQLImage, EnvMySQLPrimary, EnvMySQLReplica)
 	}
 	s, err := startDockerMySQLSingle(ctx, false)
 	need(t, err)

@@ -45,10 +45,13 @@ func StartPostgres(ctx context.Context, n int) (*Postgres, error) {
 	switch {
 	case os.Getenv(EnvPostgresPrimary) != "":
 		b, err = newEnvPostgres()
-	case dockerAvailable(ctx):
-		b, err = startDockerPostgres(ctx, n)
 	default:
-		b, err = startLocalPostgres(ctx, n)
+		var containers bool
+		if containers, err = useDocker(ctx); containers {
+			b, err = startDockerPostgres(ctx, n)
+		} else if err == nil {
+			b, err = startLocalPostgres(ctx, n)
+		}
 	}
 	if err != nil {
 		return nil, err

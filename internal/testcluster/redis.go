@@ -67,7 +67,11 @@ func startRedis(ctx context.Context) (*Redis, error) {
 }
 
 func startRedisWith(ctx context.Context, args []string) (*Redis, error) {
-	if dockerAvailable(ctx) {
+	containers, err := useDocker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if containers {
 		b, err := startDockerRedis(ctx, args)
 		if err != nil {
 			return nil, err

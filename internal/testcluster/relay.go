@@ -53,10 +53,16 @@ const relayQueue = 4096
 // newRelay listens on 127.0.0.1 (an ephemeral port) and forwards to target
 // with the target→client direction delayed by d (d ≥ 0).
 func newRelay(target string, d time.Duration) (*relay, error) {
+	return newRelayOn("127.0.0.1", target, d)
+}
+
+// newRelayOn is newRelay listening on host (a Docker network's gateway
+// address, for a replica in a container).
+func newRelayOn(host, target string, d time.Duration) (*relay, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("testcluster: relay delay %v is negative", d)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("testcluster: relay: %w", err)
 	}

@@ -285,3 +285,30 @@ func TestRedisStopStartSamePort(t *testing.T) {
 		t.Fatalf("after Start: %v", err)
 	}
 }
+
+// TestProviderIsTheOneAskedFor: FRESHREAD_DOCKER=1 runs the servers in
+// containers and =0 as local processes, and they are: a containerised
+// PostgreSQL sees the test's connection arrive on its container address
+// (the published port forwards it), a local one on 127.0.0.1.
+func TestProviderIsTheOneAskedFor(t *testing.T) {
+	asked := os.Getenv(testcluster.EnvDocker)
+	if asked != "0" && asked != "1" {
+		t.Skipf("%s is neither 0 nor 1: the provider follows the engine", testcluster.EnvDocker)
+	}
+	p := testcluster.PostgresFor(t)
+	got, err := testcluster.Provider(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"0": "local", "1": "containers"}[asked]
+	if got != want {
+		t.Fatalf("%s=%s: provider %q, want %q", testcluster.EnvDocker, asked, got, want)
+	}
+	var addr string
+	if err := open(t, "pgx", p.PrimaryDSN("")).QueryRowContext(ctxT(t), "SELECT host(inet_server_addr())").Scan(&addr); err != nil {
+		t.Fatal(err)
+	}
+	if inContainer := addr != "127.0.0.1"; inContainer != (want == "containers") {
+		t.Fatalf("%s=%s: the primary answers on %s", testcluster.EnvDocker, asked, addr)
+	}
+}

@@ -1,0 +1,160 @@
+package testcluster
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/testcontainers/testcontainers-go"
+)
+
+// testImageDockerfile describes the one image every test container runs:
+// PostgreSQL, MariaDB and Redis from Debian's packages (image/Dockerfile).
+//
+//go:embed image/Dockerfile
+var testImageDockerfile []byte
+
+const (
+	// testImageRepo is the repository of the built image; its tag is a
+	// hash of the Dockerfile, so a changed Dockerfile builds a new image.
+	testImageRepo = "freshread-testservers"
+	// defaultBaseImage is the Dockerfile's BASE, pulled by a normal engine.
+	defaultBaseImage = "debian:bookworm-slim"
+	// OfflineBaseImage is the base scripts/make-base-image makes from
+	// Debian's packages for an engine that cannot pull (debootstrap, then
+	// docker import). When the default base is not present and this one
+	// is, the image is built from it.
+	OfflineBaseImage = "freshread/debian:bookworm"
+)
+
+// TestImageTag is the tag of the test image for this Dockerfile.
+func TestImageTag() string {
+	sum := sha256.Sum256(testImageDockerfile)
+	return testImageRepo + ":" + hex.EncodeToString(sum[:])[:12]
+}
+
+var testImage struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
+// ensureTestImage returns the test image's tag, building it once per
+// process when the engine does not have it (several test processes
+// building at once take turns through a lock file).
+func ensureTestImage(ctx context.Context) (string, error) {
+	testImage.once.Do(func() { testImage.tag, testImage.err = buildTestImage(ctx) })
+	return testImage.tag, testImage.err
+}
+
+// BuildTestImage builds the test image if the engine does not have it and
+// returns its tag (make images, .ci/run).
+func BuildTestImage(ctx context.Context) (string, error) { return ensureTestImage(ctx) }
+
+func buildTestImage(ctx context.Context) (string, error) {
+	tag := TestImageTag()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return "", fmt.Errorf("testcluster: docker client: %w", err)
+	}
+	defer cli.Close()
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "freshread-testimage.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := cli.ImageInspect(ctx, tag); err == nil {
+		return tag, nil
+	}
+	base := defaultBaseImage
+	if _, err := cli.ImageInspect(ctx, defaultBaseImage); err != nil {
+		if _, err := cli.ImageInspect(ctx, OfflineBaseImage); err == nil {
+			base = OfflineBaseImage
+		}
+	}
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(testImageDockerfile)), ModTime: time.Unix(0, 0)}); err != nil {
+		return "", err
+	}
+	if _, err := tw.Write(testImageDockerfile); err != nil {
+		return "", err
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	bctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := cli.ImageBuild(bctx, &ctxTar, build.ImageBuildOptions{
+		Tags:        []string{tag},
+		BuildArgs:   map[string]*string{"BASE": &base},
+		Remove:      true,
+		ForceRemove: true,
+	})
+	if err != nil {
+		return "", buildError(base, err)
+	}
+	defer res.Body.Close()
+	if err := readBuildStream(res.Body); err != nil {
+		return "", buildError(base, err)
+	}
+	if _, err := cli.ImageInspect(ctx, tag); err != nil {
+		return "", buildError(base, fmt.Errorf("image %s missing after the build: %w", tag, err))
+	}
+	fmt.Fprintf(os.Stderr, "testcluster: built %s from %s in %s\n", tag, base, time.Since(start).Round(time.Second))
+	return tag, nil
+}
+
+// buildError says what to do when the base cannot be pulled.
+func buildError(base string, err error) error {
+	hint := ""
+	if base == defaultBaseImage {
+		hint = fmt.Sprintf("; an engine that cannot pull %s needs a base made from Debian's packages first: sudo scripts/make-base-image (tags %s)", defaultBaseImage, OfflineBaseImage)
+	}
+	return fmt.Errorf("testcluster: build the test image %s from %s (%s=0 uses local binaries instead): %w%s", TestImageTag(), base, EnvDocker, err, hint)
+}
+
+// readBuildStream reads the engine's build output (JSON messages) to the
+// end and returns the error it reports, with the last lines of output.
+func readBuildStream(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	var tail []string
+	for {
+		var msg struct {
+			Stream      string `json:"stream"`
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("read build output: %w", err)
+		}
+		if s := strings.TrimSpace(msg.Stream); s != "" {
+			tail = append(tail, s)
+			if len(tail) > 15 {
+				tail = tail[1:]
+			}
+		}
+		if msg.Error != "" {
+			return fmt.Errorf("%s (last output: %s)", msg.Error, strings.Join(tail, " | "))
+		}
+	}
+}
