@@ -2,12 +2,14 @@
 GO ?= go
 export FRESHREAD_REQUIRE_INTEGRATION ?= 1
 
-.PHONY: test vet fmt-check build-nocgo check-deps deps demo bench soak
+.PHONY: test vet fmt-check build-nocgo servers check-deps deps demo bench soak
 
 ## test: vet, gofmt, the CGO_ENABLED=0 build, and every test with -race,
 ## including the integration tests against real servers (a missing server
-## fails; run `go test ./...` directly to skip them instead).
-test: check-deps vet fmt-check build-nocgo
+## fails; run `go test ./...` directly to skip them instead). The servers
+## come from containers when a Docker engine answers, else from local
+## binaries (FRESHREAD_DOCKER=1 / 0 forces one; scripts/servers).
+test: servers vet fmt-check build-nocgo
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 vet:
@@ -20,7 +22,12 @@ fmt-check:
 build-nocgo:
 	CGO_ENABLED=0 $(GO) build ./...
 
-## check-deps: name what is missing; installs nothing.
+## servers: get the servers: the container image, or local binaries
+## (installed when missing, as root with apt).
+servers:
+	@scripts/servers
+
+## check-deps: name the local binaries that are missing; installs nothing.
 check-deps:
 	@scripts/install-deps --check
 
@@ -31,7 +38,7 @@ deps:
 ## demo: start a replicated cluster, run the example service against it
 ## (freshness, then a trigger-written table with the tracker), then the
 ## sharded order service.
-demo:
+demo: servers
 	$(GO) run ./example/cmd/demo
 	$(GO) run ./example/cmd/sharddemo
 
@@ -46,5 +53,5 @@ bench:
 ## (default 5m; make test runs 40s); FRESHREAD_SOAK_FAULTS=a,b restricts the
 ## faults; must report 0 stale reads (docs/reliability.md).
 FRESHREAD_SOAK_DURATION ?= 5m
-soak: check-deps
+soak: servers
 	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)(Sentinel)?$$' ./internal/soak/

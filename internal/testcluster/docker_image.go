@@ -5,12 +5,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,11 +22,40 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 )
 
-// testImageDockerfile describes the one image every test container runs:
-// PostgreSQL, MariaDB and Redis from Debian's packages (image/Dockerfile).
+// testImageFiles are the build context of the one image every test
+// container runs: PostgreSQL, MariaDB and Redis from Debian's packages
+// (image/Dockerfile) and the servers' entrypoints.
 //
-//go:embed image/Dockerfile
-var testImageDockerfile []byte
+//go:embed image
+var testImageFiles embed.FS
+
+// testImageContext is the build context (a tar of image/, every file
+// executable but the Dockerfile) and a hash of its contents.
+var testImageContext = sync.OnceValues(func() ([]byte, string) {
+	entries, err := fs.ReadDir(testImageFiles, "image")
+	if err != nil {
+		panic(err) // embedded: cannot fail
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	h := sha256.New()
+	for _, e := range entries { // sorted by name
+		b, err := testImageFiles.ReadFile("image/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		mode := int64(0o755)
+		if e.Name() == "Dockerfile" {
+			mode = 0o644
+		}
+		_ = tw.WriteHeader(&tar.Header{Name: e.Name(), Mode: mode, Size: int64(len(b)), ModTime: time.Unix(0, 0)})
+		_, _ = tw.Write(b)
+		fmt.Fprintf(h, "%s %d %d\n", e.Name(), mode, len(b))
+		h.Write(b)
+	}
+	_ = tw.Close()
+	return buf.Bytes(), hex.EncodeToString(h.Sum(nil))[:12]
+})
 
 const (
 	// testImageRepo is the repository of the built image; its tag is a
@@ -40,10 +70,10 @@ const (
 	OfflineBaseImage = "freshread/debian:bookworm"
 )
 
-// TestImageTag is the tag of the test image for this Dockerfile.
+// TestImageTag is the tag of the test image for these files.
 func TestImageTag() string {
-	sum := sha256.Sum256(testImageDockerfile)
-	return testImageRepo + ":" + hex.EncodeToString(sum[:])[:12]
+	_, sum := testImageContext()
+	return testImageRepo + ":" + sum
 }
 
 var testImage struct {
@@ -85,21 +115,11 @@ func buildTestImage(ctx context.Context) (string, error) {
 			base = OfflineBaseImage
 		}
 	}
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(testImageDockerfile)), ModTime: time.Unix(0, 0)}); err != nil {
-		return "", err
-	}
-	if _, err := tw.Write(testImageDockerfile); err != nil {
-		return "", err
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
+	tarball, _ := testImageContext()
 	bctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := cli.ImageBuild(bctx, &ctxTar, build.ImageBuildOptions{
+	res, err := cli.ImageBuild(bctx, bytes.NewReader(tarball), build.ImageBuildOptions{
 		Tags:        []string{tag},
 		BuildArgs:   map[string]*string{"BASE": &base},
 		Remove:      true,

@@ -34,30 +34,6 @@ type dockerMariaNode struct {
 	c    *testcontainers.DockerContainer
 }
 
-// mariaScript is a MariaDB container's entrypoint, run as root: on first
-// start it installs the system tables (bootstrap writes no binlog, so both
-// servers start from the same empty GTID state) and lets root in from any
-// host with no password (the servers are published on loopback only),
-// with the binlog off for that; then it runs mariadbd as the mysql user,
-// as PID 1. The server listens inside the container on its host port too,
-// so @@port reports the port the tests know it by. A restarted container
-// keeps its data directory.
-func mariaScript(serverID, port int) string {
-	return fmt.Sprintf(`set -e
-mkdir -p /var/lib/mysql /run/mysqld
-chown mysql:mysql /var/lib/mysql /run/mysqld
-if [ ! -d /var/lib/mysql/mysql ]; then
-	mariadb-install-db --no-defaults --user=mysql --datadir=/var/lib/mysql --auth-root-authentication-method=normal --skip-test-db >/dev/null
-fi
-cat > /run/mysqld/init.sql <<'SQL'
-SET sql_log_bin = 0;
-CREATE USER IF NOT EXISTS 'root'@'%%';
-GRANT ALL PRIVILEGES ON *.* TO 'root'@'%%' WITH GRANT OPTION;
-SQL
-exec mariadbd --no-defaults --user=mysql --datadir=/var/lib/mysql --bind-address=0.0.0.0 --port=%d --init-file=/run/mysqld/init.sql %s
-`, port, strings.Join(mariaReplicationArgs(serverID), " "))
-}
-
 func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	host, bindIP, nw, err := dockerNetwork(ctx)
 	if err != nil {
@@ -79,7 +55,7 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	start := func(nd *dockerMariaNode, serverID int) func() error {
 		return func() error {
 			c, err := runContainer(ctx, "MariaDB "+nd.name, "",
-				testcontainers.WithEntrypoint("sh", "-c", mariaScript(serverID, nd.port)),
+				testcontainers.WithEntrypoint(append([]string{"freshread-mariadb", strconv.Itoa(nd.port)}, mariaReplicationArgs(serverID)...)...),
 				network.WithNetwork([]string{nd.name}, nw),
 				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
 			)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,45 +16,6 @@ import (
 
 // pgPrimaryAlias is the primary's name on the cluster's Docker network.
 const pgPrimaryAlias = "primary"
-
-// pgServerArgs are the postgres command-line settings of every node, the
-// container counterpart of pgConf. Replicas need the same values (a hot
-// standby refuses to start with fewer connections or senders than the
-// primary), and command-line settings are not copied by pg_basebackup.
-var pgServerArgs = []string{
-	"-c", "wal_level=logical",
-	"-c", "max_wal_senders=10",
-	"-c", "max_replication_slots=10",
-	"-c", "hot_standby=on",
-	"-c", "hot_standby_feedback=on",
-	"-c", "wal_receiver_status_interval=1s",
-	"-c", "fsync=off",
-	"-c", "full_page_writes=off",
-	"-c", "max_connections=200",
-	"-c", "shared_buffers=32MB",
-	"-c", "log_min_messages=warning",
-	"-c", "wal_keep_size=256MB",
-}
-
-// pgPrimaryScript is the primary container's entrypoint, run as root: on
-// first start it makes a cluster (trust authentication from anywhere,
-// replication included: the servers are published on loopback only); then
-// it runs postgres as the postgres user, as PID 1 so it gets the stop
-// signal (SIGINT, fast shutdown). A restarted container keeps its data
-// directory.
-func pgPrimaryScript(port int) string {
-	return fmt.Sprintf(`set -e
-mkdir -p "$PGDATA" /run/postgresql
-chown postgres:postgres "$PGDATA" /run/postgresql
-chmod 700 "$PGDATA"
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
-	gosu postgres initdb -D "$PGDATA" -U postgres --auth=trust --no-sync >/dev/null
-	echo "host all all all trust" >> "$PGDATA/pg_hba.conf"
-	echo "host replication all all trust" >> "$PGDATA/pg_hba.conf"
-fi
-exec gosu postgres postgres -c listen_addresses='*' -c port=%d %s
-`, port, strings.Join(pgServerArgs, " "))
-}
 
 // withStopSignal sets the signal that stops the container (postgres:
 // SIGINT, a fast shutdown; SIGTERM would wait for clients to leave).
@@ -105,7 +65,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 	// The server listens inside the container on its host port too, so
 	// inet_server_port() reports the port the tests know it by.
 	primary.c, err = runContainer(ctx, "PostgreSQL primary", "",
-		testcontainers.WithEntrypoint("sh", "-c", pgPrimaryScript(primary.port)),
+		testcontainers.WithEntrypoint("freshread-postgres", "primary", strconv.Itoa(primary.port)),
 		withStopSignal("SIGINT"),
 		network.WithNetwork([]string{primary.name}, nw),
 		withFixedPort(strconv.Itoa(primary.port)+"/tcp", bindIP, primary.port),
@@ -125,7 +85,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		go func(i int, r *dockerPGNode) {
 			defer wg.Done()
 			c, err := runContainer(ctx, "PostgreSQL "+r.name, "",
-				testcontainers.WithEntrypoint("sh", "-c", pgReplicaScript(r.name, primary.port, r.port)),
+				testcontainers.WithEntrypoint("freshread-postgres", "replica", strconv.Itoa(r.port), pgPrimaryAlias, strconv.Itoa(primary.port), r.name),
 				withStopSignal("SIGINT"),
 				network.WithNetwork([]string{r.name}, nw),
 				withFixedPort(strconv.Itoa(r.port)+"/tcp", bindIP, r.port),
@@ -143,36 +103,6 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// pgReplicaScript is the replica containers' entrypoint, run as root like
-// the image's own: on first start it clones the primary with pg_basebackup
-// (retrying while the primary is not reachable yet); then it runs postgres
-// as the postgres user, as PID 1 so it gets the image's stop signal
-// (SIGINT, fast shutdown). A restarted container keeps its data directory
-// and skips the clone.
-func pgReplicaScript(name string, primaryPort, port int) string {
-	conninfo := fmt.Sprintf("host=%s port=%d user=postgres application_name=%s", pgPrimaryAlias, primaryPort, name)
-	return fmt.Sprintf(`set -e
-mkdir -p "$PGDATA" /run/postgresql
-chown postgres:postgres "$PGDATA" /run/postgresql
-chmod 700 "$PGDATA"
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
-	tries=0
-	until gosu postgres pg_basebackup -h %[1]s -p %[4]d -U postgres -D "$PGDATA" -R -X stream --checkpoint=fast --no-sync; do
-		tries=$((tries + 1))
-		if [ "$tries" -ge 60 ]; then
-			echo "pg_basebackup from %[1]s failed" >&2
-			exit 1
-		fi
-		rm -rf "$PGDATA"/*
-		sleep 1
-	done
-	echo "primary_conninfo = '%[2]s'" >> "$PGDATA/postgresql.auto.conf"
-	chown postgres:postgres "$PGDATA/postgresql.auto.conf"
-fi
-exec gosu postgres postgres -c listen_addresses='*' -c port=%[5]d %[3]s
-`, pgPrimaryAlias, conninfo, strings.Join(pgServerArgs, " "), primaryPort, port)
 }
 
 // waitNode waits until nd accepts queries through its published port (a
