@@ -26,6 +26,7 @@ func port(t *testing.T, tx *gorm.DB) int {
 func TestSessionReplaysBufferedStateOnWrite(t *testing.T) {
 	e := newEnv(t)
 	e.resumeAll()
+	e.waitReplicaServes(e.db) // the session starts on a replica only once the poller has seen one
 	err := e.plug.Session(context.Background(), e.db, func(tx *gorm.DB) error {
 		if p := port(t, tx); !e.isReplica(p) {
 			t.Fatalf("session did not start on a replica: port %d", p)
@@ -62,6 +63,7 @@ func TestSessionReplaysBufferedStateOnWrite(t *testing.T) {
 func TestSessionTempTableMovesToPrimary(t *testing.T) {
 	e := newEnv(t)
 	e.resumeAll()
+	e.waitReplicaServes(e.db) // the session starts on a replica only once the poller has seen one
 	err := e.plug.Session(context.Background(), e.db, func(tx *gorm.DB) error {
 		if err := tx.Exec("SELECT set_config('app.tag', 'tmp', false)").Error; err != nil {
 			return err
@@ -92,6 +94,7 @@ func TestSessionReplayFailureWritesNothing(t *testing.T) {
 	}
 	e.resumeAll()
 	e.pauseAll()
+	e.waitReplicaServes(e.db)
 	raw, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.dbName)), quiet())
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +129,7 @@ func TestSessionMovesEarlyForFreshness(t *testing.T) {
 	}
 	e.resumeAll()
 	e.pauseAll()
+	e.waitReplicaServes(e.db)
 	other, _ := e.open()
 	err := e.plug.Session(context.Background(), e.db, func(tx *gorm.DB) error {
 		if got := e.readOther(tx); !e.isReplica(got.Port) {
@@ -151,6 +155,7 @@ func TestSessionMovesEarlyForFreshness(t *testing.T) {
 func TestSessionBeginPolicy(t *testing.T) {
 	e := newEnv(t)
 	e.resumeAll()
+	e.waitReplicaServes(e.db) // the session starts on a replica only once the poller has seen one
 	err := e.plug.Session(context.Background(), e.db, func(tx *gorm.DB) error {
 		if err := tx.Exec("BEGIN READ ONLY").Error; err != nil {
 			return err
