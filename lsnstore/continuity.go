@@ -235,10 +235,18 @@ func watchClient(rdb redis.UniversalClient) *clientWatch {
 	if v, loaded := clientWatches.LoadOrStore(rdb, w); loaded {
 		return v.(*clientWatch)
 	}
+	var reload func()
 	if c, ok := rdb.(*redis.ClusterClient); ok {
-		c.OnNewNode(func(n *redis.Client) { n.AddHook(&suspectHook{w: w, pool: n.PoolStats}) })
+		// After a master crashes, nothing redirects the client (the dead
+		// master sends no MOVED), and go-redis rereads the slot map only
+		// every ClusterStateReloadInterval (default 60 s): until then every
+		// command for the master's slots fails and reads stay on the
+		// primary. A broken connection asks for a reload at once (go-redis
+		// runs one at a time, 200 ms apart).
+		reload = func() { c.ReloadState(context.Background()) }
+		c.OnNewNode(func(n *redis.Client) { n.AddHook(&suspectHook{w: w, pool: n.PoolStats, reload: reload}) })
 	}
-	rdb.AddHook(&suspectHook{w: w, pool: rdb.PoolStats})
+	rdb.AddHook(&suspectHook{w: w, pool: rdb.PoolStats, reload: reload})
 	return w
 }
 
@@ -247,6 +255,8 @@ type suspectHook struct {
 	pool func() *redis.PoolStats
 	// stale is the pool's count of removed connections at the last dial.
 	stale atomic.Uint32
+	// reload rereads a Cluster client's slot map; nil for other clients.
+	reload func()
 }
 
 // DialHook counts a new connection made when the pool was empty or had
@@ -303,6 +313,9 @@ func (h *suspectHook) check(err error) {
 		return
 	}
 	h.w.suspect.Add(1)
+	if h.reload != nil {
+		h.reload()
+	}
 }
 
 // EvictionChecker is implemented by stores whose server may evict keys

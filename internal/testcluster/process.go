@@ -199,6 +199,34 @@ func (s *server) stop(timeout time.Duration) {
 	}
 }
 
+// kill kills the server at once (SIGKILL to its process group: no
+// shutdown, nothing flushed) and waits until it has exited.
+func (s *server) kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// signal sends sig to the running server (SIGSTOP, SIGCONT...).
+func (s *server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("testcluster: server not running")
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("testcluster: signal %v: %w", sig, err)
+	}
+	return nil
+}
+
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,52 +179,103 @@ func (c *RedisCluster) Client(t testing.TB) *redis.ClusterClient {
 // until the cluster has settled with it as master. It returns the new
 // master's address.
 func (c *RedisCluster) Failover(ctx context.Context, key string) (string, error) {
+	_, replica, err := c.pair(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	return c.promoted(ctx, replica, 0, "FAILOVER")
+}
+
+// CutReplication prepares a crash failover that loses writes: it stops
+// (SIGSTOP) the replica of the master holding key's slot and closes the
+// master's replication link to it, so that writes the master acknowledges
+// from now on reach no replica. The returned crash kills the master
+// (SIGKILL), lets the replica go on, and waits until the cluster has
+// elected it master (after the node timeout, 2 s): the writes made between
+// CutReplication and crash are lost. Call crash soon: a replica stopped
+// for longer than the node timeout is flagged as failing too.
+func (c *RedisCluster) CutReplication(ctx context.Context, key string) (crash func(context.Context) (string, error), err error) {
+	master, replica, err := c.pair(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.nodes[replica].srv.signal(syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
+	if err := c.do(ctx, master, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		_ = c.nodes[replica].srv.signal(syscall.SIGCONT)
+		return nil, fmt.Errorf("testcluster: client kill type replica: %w", err)
+	}
+	return func(ctx context.Context) (string, error) {
+		c.nodes[master].srv.kill()
+		if err := c.nodes[replica].srv.signal(syscall.SIGCONT); err != nil {
+			return "", err
+		}
+		// The cluster elects the replica by itself after the node
+		// timeout; a loaded machine can miss an election round, so it
+		// is nudged (FORCE: the master is gone) when it takes longer.
+		return c.promoted(ctx, replica, 8*time.Second, "FAILOVER", "FORCE")
+	}, nil
+}
+
+// pair finds the master holding key's slot and its replica.
+func (c *RedisCluster) pair(ctx context.Context, key string) (master, replica int, err error) {
 	slot, err := c.do(ctx, 0, "CLUSTER", "KEYSLOT", key).Int()
 	if err != nil {
-		return "", fmt.Errorf("testcluster: cluster keyslot: %w", err)
+		return 0, 0, fmt.Errorf("testcluster: cluster keyslot: %w", err)
 	}
-	master := -1
+	master = -1
 	for i := range c.nodes {
+		if c.nodes[i].srv.exited() {
+			continue
+		}
 		role, err := c.do(ctx, i, "ROLE").Slice()
 		if err != nil || len(role) == 0 || role[0] != "master" {
 			continue
 		}
 		out, err := c.do(ctx, i, "CLUSTER", "NODES").Text()
-		if err != nil {
-			continue
-		}
-		if ownsSlot(out, slot) {
+		if err == nil && ownsSlot(out, slot) {
 			master = i
 			break
 		}
 	}
 	if master < 0 {
-		return "", fmt.Errorf("testcluster: no master holds slot %d", slot)
+		return 0, 0, fmt.Errorf("testcluster: no master holds slot %d", slot)
 	}
-	replica := -1
 	for i := range c.nodes {
-		if i == master {
+		if i == master || c.nodes[i].srv.exited() {
 			continue
 		}
 		repl, err := c.do(ctx, i, "INFO", "replication").Text()
 		if err == nil && strings.Contains(repl, "master_port:"+strconv.Itoa(c.nodes[master].port)+"\r\n") {
-			replica = i
-			break
+			return master, i, nil
 		}
 	}
-	if replica < 0 {
-		return "", fmt.Errorf("testcluster: the master of slot %d has no replica", slot)
-	}
-	if err := c.do(ctx, replica, "CLUSTER", "FAILOVER").Err(); err != nil {
-		return "", fmt.Errorf("testcluster: cluster failover: %w", err)
-	}
+	return 0, 0, fmt.Errorf("testcluster: the master of slot %d has no replica", slot)
+}
+
+// promoted waits until node i is a master and the cluster has settled,
+// and returns its address. It sends CLUSTER <failover...> to node i after
+// wait, and again every 10 s while it is not promoted: a manual failover
+// that the replica cannot complete in time (its offset behind the
+// master's on a loaded machine) is dropped by Redis without an error.
+func (c *RedisCluster) promoted(ctx context.Context, i int, wait time.Duration, failover ...any) (string, error) {
+	next := time.Now().Add(wait)
+	var nudgeErr error
 	if err := waitFor(ctx, func() bool {
-		role, err := c.do(ctx, replica, "ROLE").Slice()
-		return err == nil && len(role) > 0 && role[0] == "master"
+		role, err := c.do(ctx, i, "ROLE").Slice()
+		if err == nil && len(role) > 0 && role[0] == "master" {
+			return true
+		}
+		if time.Now().After(next) {
+			next = time.Now().Add(10 * time.Second)
+			nudgeErr = c.do(ctx, i, append([]any{"CLUSTER"}, failover...)...).Err()
+		}
+		return false
 	}); err != nil {
-		return "", fmt.Errorf("testcluster: the replica was not promoted: %w", err)
+		return "", fmt.Errorf("testcluster: the replica was not promoted (last CLUSTER %v: %v): %w", failover, nudgeErr, err)
 	}
-	return addrOf(c.nodes[replica].port), c.settled(ctx)
+	return addrOf(c.nodes[i].port), c.settled(ctx)
 }
 
 // MoveSlot migrates the slot holding key from its master to another

@@ -62,3 +62,42 @@ func TestRedisCluster(t *testing.T) {
 		t.Fatalf("k2 after its slot moved: %v, %v", got, err)
 	}
 }
+
+// TestRedisClusterCrashLosesWrites: a write the master acknowledged after
+// CutReplication is gone once the crash has promoted the replica, and the
+// cluster serves the key's slot again.
+func TestRedisClusterCrashLosesWrites(t *testing.T) {
+	c := RedisClusterFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := c.Client(t)
+	if err := rdb.Set(ctx, "k3", "kept", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The replica has the first value before the link is cut.
+	master, err := rdb.MasterForKey(ctx, "k3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := master.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	crash, err := c.CutReplication(ctx, "k3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "k3", "lost", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := crash(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == master.Options().Addr {
+		t.Fatalf("the crash kept master %s", addr)
+	}
+	fresh := c.Client(t)
+	if got, err := fresh.Get(ctx, "k3").Result(); err != nil || got != "kept" {
+		t.Fatalf("k3 after the crash failover: %q, %v; want the value from before the cut", got, err)
+	}
+}
