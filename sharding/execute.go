@@ -244,7 +244,7 @@ func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Sta
 		sub.Statement.ConnPool = conn
 	}
 	sub.Statement.Settings.Delete(hintKey)
-	if tg.split >= 0 && mutate == nil {
+	if (tg.split >= 0 || tg.rawParts != nil) && mutate == nil {
 		mutate = s.partMutator(tg, sh.index, nil)
 	}
 	if mutate != nil {
@@ -284,6 +284,11 @@ func (s *Sharding) txConn(db *gorm.DB, tg *target, sh *shard) (gorm.ConnPool, er
 // split IN list, and a fresh destination when dest is set.
 func (s *Sharding) partMutator(tg *target, si int, dest func(*gorm.Statement)) func(*gorm.Statement) {
 	return func(st *gorm.Statement) {
+		if part, ok := tg.rawParts[si]; ok {
+			st.SQL.Reset()
+			st.SQL.WriteString(part.sql)
+			st.Vars = part.vars
+		}
 		if tg.split >= 0 {
 			c := st.Clauses["WHERE"]
 			w := c.Expression.(clause.Where)

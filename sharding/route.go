@@ -98,6 +98,8 @@ type target struct {
 	split      int
 	splitCol   string
 	splitParts map[int][]any
+	// rawParts: raw SQL whose IN list is split, the text per shard index.
+	rawParts map[int]rawPart
 	// ids: order IDs named by the condition (for the lookup cleanup).
 	ids []int64
 	// create: the rows of a Create per shard.
@@ -366,8 +368,12 @@ func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 	if tg.reason == "" {
 		tg.reason = "key"
 	}
-	if tg.bounded && bits.OnesCount64(tg.mask) > 1 && !tg.raw {
-		s.planSplit(tg, whereExprs, match, shardOfID)
+	if tg.bounded && bits.OnesCount64(tg.mask) > 1 {
+		if tg.raw {
+			s.planRawSplit(tg, c, stmt.SQL.String(), stmt.Vars, shardOfID)
+		} else {
+			s.planSplit(tg, whereExprs, match, shardOfID)
+		}
 	}
 	return nil
 }
