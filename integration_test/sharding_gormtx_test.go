@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/sharding"
@@ -324,5 +325,87 @@ func TestShardingFirstOrCreateAndSave(t *testing.T) {
 	}
 	if got := e.statusOn("resaved"); got["s0"] != 4 || got["s1"] != 4 || got["s2"] != 2 || got["s3"] != 2 {
 		t.Fatalf("Save of a slice: %v", got)
+	}
+}
+
+// ShOrderWithItems is an order saved with its items (has many);
+// ShOrderWithProducts has an association on a table of the default
+// database.
+type ShOrderWithItems struct {
+	ID     int64 `gorm:"primaryKey;autoIncrement:false"`
+	UserID int64
+	Status string
+	Amount int
+	Items  []ShItem `gorm:"foreignKey:OrderID"`
+}
+
+func (ShOrderWithItems) TableName() string { return "orders" }
+
+type ShOrderWithProducts struct {
+	ID       int64 `gorm:"primaryKey;autoIncrement:false"`
+	UserID   int64
+	Status   string
+	Products []ShProduct `gorm:"foreignKey:ID"`
+}
+
+func (ShOrderWithProducts) TableName() string { return "orders" }
+
+// Associations saved with a sharded row (Create, Save) run on the row's
+// shard: allowed when their rows are on that shard, refused before
+// anything is written otherwise.
+func TestShardingAssociations(t *testing.T) {
+	e := newShEnv(t, withIDs(fixedIDs(t, 14)))
+	a, b := int64(1), int64(300)
+	itemsOn := func(sku string) map[string]int {
+		out := map[string]int{}
+		for _, name := range shardNames {
+			var n int64
+			e.direct[name].Model(&ShItem{}).Where("sku = ?", sku).Count(&n)
+			if n > 0 {
+				out[name] = int(n)
+			}
+		}
+		return out
+	}
+	o := ShOrderWithItems{UserID: a, Status: "assoc", Items: []ShItem{{UserID: a, Sku: "ok"}, {UserID: a, Sku: "ok"}}}
+	if err := e.db.Create(&o).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got, items := e.statusOn("assoc"), itemsOn("ok"); got[e.s.ShardOf(a)] != 1 || items[e.s.ShardOf(a)] != 2 || len(items) != 1 {
+		t.Fatalf("order %v items %v, want both on %s", got, items, e.s.ShardOf(a))
+	}
+	refused := map[string]struct {
+		err error
+		run func() error
+	}{
+		"item of another shard": {sharding.ErrCrossShard, func() error {
+			return e.db.Create(&ShOrderWithItems{UserID: a, Status: "mixed", Items: []ShItem{{UserID: a, Sku: "m"}, {UserID: b, Sku: "m"}}}).Error
+		}},
+		"item without a key": {sharding.ErrNoShardKey, func() error {
+			return e.db.Create(&ShOrderWithItems{UserID: a, Status: "mixed", Items: []ShItem{{Sku: "m"}}}).Error
+		}},
+		"table of the default database": {sharding.ErrCrossShard, func() error {
+			return e.db.Create(&ShOrderWithProducts{UserID: a, Status: "mixed", Products: []ShProduct{{ID: 9, Name: "m"}}}).Error
+		}},
+		"Save with an item of another shard": {sharding.ErrCrossShard, func() error {
+			o.Items = append(o.Items, ShItem{UserID: b, Sku: "m"})
+			o.Status = "mixed"
+			return e.db.Save(&o).Error
+		}},
+	}
+	for name, c := range refused {
+		if err := c.run(); !errors.Is(err, c.err) {
+			t.Fatalf("%s: %v, want %v", name, err, c.err)
+		}
+	}
+	if got, items := e.statusOn("mixed"), itemsOn("m"); len(got) != 0 || len(items) != 0 {
+		t.Fatalf("refused statements wrote orders %v, items %v", got, items)
+	}
+	// Without its associations the row is written.
+	if err := e.db.Omit(clause.Associations).Create(&ShOrderWithItems{UserID: a, Status: "omitted", Items: []ShItem{{UserID: b, Sku: "m"}}}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got, items := e.statusOn("omitted"), itemsOn("m"); got[e.s.ShardOf(a)] != 1 || len(items) != 0 {
+		t.Fatalf("Omit: orders %v, items %v", got, items)
 	}
 }

@@ -160,6 +160,9 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 	if s.cfg.OnRoute != nil {
 		s.cfg.OnRoute(stmt.Context, Route{Table: tableName, Op: tg.op.String(), Shards: s.names(tg.mask, true), Reason: tg.reason})
 	}
+	if err := s.checkAssociations(db, tg); err != nil {
+		return err
+	}
 	if tg.create != nil && len(tg.create.pairs) > 0 {
 		// Lookup first: an order never exists without its lookup row.
 		if err := s.cfg.Lookup.Put(stmt.Context, tg.create.pairs); err != nil {
