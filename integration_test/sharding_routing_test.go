@@ -302,3 +302,70 @@ func TestShardingKeylessWriteRefused(t *testing.T) {
 		t.Fatalf("raw update by key: status %q", o.Status)
 	}
 }
+
+// Raw SQL IN lists and = ANY($1) are split per shard like the GORM
+// path's: each shard is asked only for the keys it owns, so a stray copy
+// of a row on another shard (as while buckets move) is neither read nor
+// written.
+func TestShardingRawINSplit(t *testing.T) {
+	e := newShEnv(t, withIDs(fixedIDs(t, 13)))
+	users := []int64{3, 300, 600, 4} // s0, s1, s2, s0
+	for _, u := range users {
+		if err := e.db.Create(&ShOrder{UserID: u, Status: "x"}).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.direct["s1"].Create(&ShOrder{ID: 77, UserID: 3, Status: "x"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]func(*[]ShOrder) error{
+		"IN ?": func(d *[]ShOrder) error {
+			return e.db.Raw("SELECT * FROM orders WHERE user_id IN ? AND status = ?", users, "x").Find(d).Error
+		},
+		"IN (?, ?, ?, ?)": func(d *[]ShOrder) error {
+			return e.db.Raw("SELECT * FROM orders WHERE status = 'x' AND user_id IN (?, ?, ?, ?)", users[0], users[1], users[2], users[3]).Find(d).Error
+		},
+		"IN literals": func(d *[]ShOrder) error {
+			return e.db.Raw("SELECT * FROM orders WHERE user_id IN (3, 300, 600, 4)").Find(d).Error
+		},
+		"= ANY($1)": func(d *[]ShOrder) error {
+			return e.db.Raw("SELECT * FROM orders WHERE user_id = ANY($1)", users).Find(d).Error
+		},
+		"Scan": func(d *[]ShOrder) error {
+			return e.db.Raw("SELECT * FROM orders WHERE user_id = ANY(ARRAY[3, 300, 600, 4])").Scan(d).Error
+		},
+	}
+	for name, read := range reads {
+		e.resetCounts()
+		var got []ShOrder
+		if err := read(&got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got) != 4 {
+			t.Fatalf("%s: %d rows %+v, want 4 (the stray copy left out)", name, len(got), got)
+		}
+		for _, o := range got {
+			if o.ID == 77 {
+				t.Fatalf("%s: read the stray copy on s1", name)
+			}
+		}
+		if c := e.countsSnapshot(); c["s0"] != 1 || c["s1"] != 1 || c["s2"] != 1 || sum(c) != 3 {
+			t.Fatalf("%s: statements per shard %v, want one on s0, s1, s2", name, c)
+		}
+	}
+	res := e.db.Exec("UPDATE orders SET status = ? WHERE user_id IN ?", "y", users)
+	if res.Error != nil || res.RowsAffected != 4 {
+		t.Fatalf("raw UPDATE: %d rows, %v; want 4", res.RowsAffected, res.Error)
+	}
+	res = e.db.Exec("DELETE FROM orders WHERE status = 'y' AND user_id = ANY($1)", users[:2])
+	if res.Error != nil || res.RowsAffected != 2 {
+		t.Fatalf("raw DELETE: %d rows, %v; want 2", res.RowsAffected, res.Error)
+	}
+	var stray ShOrder
+	if err := e.direct["s1"].First(&stray, 77).Error; err != nil || stray.Status != "x" {
+		t.Fatalf("the stray copy was written: %+v %v", stray, err)
+	}
+	if n := e.totalOrders(); n != 3 { // 300's deleted with 3's; 600, 4 and the stray remain
+		t.Fatalf("%d orders left, want 3", n)
+	}
+}

@@ -55,14 +55,28 @@ type shEnv struct {
 	s       *sharding.Sharding
 	direct  map[string]*gorm.DB // plain connections to each shard's primary
 
-	mu     sync.Mutex
-	counts map[string]int // statements per shard
-	routes []sharding.Route
+	mu        sync.Mutex
+	counts    map[string]int // statements per shard
+	routes    []sharding.Route
+	decisions []plugin.Decision // of the default database's freshread plugin (newShEnvFresh)
 }
 
 type shOpt func(*sharding.Config)
 
 func newShEnv(t *testing.T, opts ...shOpt) *shEnv {
+	t.Helper()
+	return openShEnv(t, false, opts...)
+}
+
+// newShEnvFresh is newShEnv with a freshread plugin (the two replicas, an
+// in-memory store) on the default database, installed before the
+// sharding plugin.
+func newShEnvFresh(t *testing.T, opts ...shOpt) *shEnv {
+	t.Helper()
+	return openShEnv(t, true, opts...)
+}
+
+func openShEnv(t *testing.T, freshness bool, opts ...shOpt) *shEnv {
 	t.Helper()
 	pg := testcluster.PostgresFor(t)
 	e := &shEnv{t: t, pg: pg, shardDB: map[string]string{}, direct: map[string]*gorm.DB{}, counts: map[string]int{}}
@@ -119,6 +133,21 @@ func newShEnv(t *testing.T, opts ...shOpt) *shEnv {
 	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(e.defName)), quiet())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if freshness {
+		fc := plugin.Config{PollInterval: 5 * time.Millisecond, OnDecision: func(_ context.Context, d plugin.Decision) {
+			e.mu.Lock()
+			e.decisions = append(e.decisions, d)
+			e.mu.Unlock()
+		}}
+		for i := 0; i < pg.Replicas(); i++ {
+			fc.Replicas = append(fc.Replicas, plugin.Replica{Name: replicaName(i), Dialector: postgres.Open(pg.ReplicaDSN(i, e.defName))})
+		}
+		p := plugin.New(fc)
+		if err := db.Use(p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
 	}
 	e.s = sharding.New(cfg)
 	if err := db.Use(e.s); err != nil {

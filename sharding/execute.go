@@ -23,10 +23,13 @@ type createPlan struct {
 	single  bool
 	byShard map[int][]int // shard index -> row indexes
 	after   []int         // rows whose lookup pair is written after the insert (DB-assigned IDs)
+	pairs   []Pair        // lookup pairs written before the insert (by execute, once routed)
 }
 
 // prepareRows reads the key of every row to create, mints missing IDs,
-// writes lookup pairs (before the rows) and groups the rows per shard.
+// collects the lookup pairs (execute writes them before the rows, once the
+// statement has passed the transaction checks) and groups the rows per
+// shard.
 // pinned: the shard is already chosen (hint); keys are still required
 // only for IDs and the lookup.
 func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
@@ -90,12 +93,7 @@ func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
 			}
 		}
 	}
-	if len(pairs) > 0 {
-		// Lookup first: an order never exists without its lookup row.
-		if err := s.cfg.Lookup.Put(ctx, pairs); err != nil {
-			return fmt.Errorf("sharding: write the lookup of %q: %w", t.Name, err)
-		}
-	}
+	plan.pairs = pairs
 	if !pinned {
 		tg.mask, tg.bounded, tg.reason = 0, true, "key"
 		for si := range plan.byShard {
@@ -161,6 +159,15 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 	}
 	if s.cfg.OnRoute != nil {
 		s.cfg.OnRoute(stmt.Context, Route{Table: tableName, Op: tg.op.String(), Shards: s.names(tg.mask, true), Reason: tg.reason})
+	}
+	if err := s.checkAssociations(db, tg); err != nil {
+		return err
+	}
+	if tg.create != nil && len(tg.create.pairs) > 0 {
+		// Lookup first: an order never exists without its lookup row.
+		if err := s.cfg.Lookup.Put(stmt.Context, tg.create.pairs); err != nil {
+			return fmt.Errorf("sharding: write the lookup of %q: %w", tableName, err)
+		}
 	}
 	if n == 0 {
 		// Contradictory keys (user_id = 1 AND user_id = 2 on other shards):
@@ -231,11 +238,16 @@ func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Sta
 	sub := db.Session(&gorm.Session{Initialized: true})
 	sub.Config = sh.db.Config
 	sub.Statement.ConnPool = sh.db.Config.ConnPool
-	if tg.tx != nil {
-		sub.Statement.ConnPool = activeTx(db.Statement.ConnPool)
+	if tg.tx != nil || tg.many {
+		conn, err := s.txConn(db, tg, sh)
+		if err != nil {
+			sub.Error = err
+			return sub
+		}
+		sub.Statement.ConnPool = conn
 	}
 	sub.Statement.Settings.Delete(hintKey)
-	if tg.split >= 0 && mutate == nil {
+	if (tg.split >= 0 || tg.rawParts != nil) && mutate == nil {
 		mutate = s.partMutator(tg, sh.index, nil)
 	}
 	if mutate != nil {
@@ -259,18 +271,27 @@ func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Sta
 	return sub
 }
 
-// activeTx unwraps a shardTx to the shard's own transaction.
-func activeTx(p gorm.ConnPool) gorm.ConnPool {
-	if t, ok := p.(*shardTx); ok {
-		return t.ConnPool
+// txConn returns the shard's own transaction of the statement's
+// transaction: the shardTx's, or the lazyTx's (beginning it on sh).
+func (s *Sharding) txConn(db *gorm.DB, tg *target, sh *shard) (gorm.ConnPool, error) {
+	if tg.lazy != nil {
+		return tg.lazy.shardConn(sh, tg.many)
 	}
-	return p
+	if t, ok := db.Statement.ConnPool.(*shardTx); ok {
+		return t.ConnPool, nil
+	}
+	return db.Statement.ConnPool, nil
 }
 
 // partMutator returns the statement change for shard si: its part of a
 // split IN list, and a fresh destination when dest is set.
 func (s *Sharding) partMutator(tg *target, si int, dest func(*gorm.Statement)) func(*gorm.Statement) {
 	return func(st *gorm.Statement) {
+		if part, ok := tg.rawParts[si]; ok {
+			st.SQL.Reset()
+			st.SQL.WriteString(part.sql)
+			st.Vars = part.vars
+		}
 		if tg.split >= 0 {
 			c := st.Clauses["WHERE"]
 			w := c.Expression.(clause.Where)
@@ -501,8 +522,10 @@ func (s *Sharding) lookupCleanup(db *gorm.DB, tg *target) error {
 	var gone []int64
 	for si, ids := range byShard {
 		conn := s.shards[si].db.Session(&gorm.Session{Context: ctx, NewDB: true})
-		if tg.tx != nil {
-			conn.Statement.ConnPool = activeTx(db.Statement.ConnPool)
+		if tg.tx != nil || tg.many {
+			if conn.Statement.ConnPool, err = s.txConn(db, tg, s.shards[si]); err != nil {
+				return nil
+			}
 		}
 		var left []int64
 		if err := conn.Table(tg.t.Name).Where(clause.IN{Column: clause.Column{Name: tg.t.ID}, Values: toAny(ids)}).

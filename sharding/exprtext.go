@@ -30,12 +30,15 @@ type tok struct {
 	text   string // lower-cased for unquoted identifiers
 	quoted bool
 	param  int // tkParam: index into the variables (-1 for "?": next)
+	// pos, end: the token's bytes in the text (raw IN splitting).
+	pos, end int
 }
 
 func lexSQL(s string) []tok {
 	var out []tok
 	for i := 0; i < len(s); {
 		c := s[i]
+		start, n0 := i, len(out)
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			i++
@@ -109,6 +112,12 @@ func lexSQL(s string) []tok {
 			out = append(out, tok{kind: tkOp, text: s[i:j]})
 			i = j
 		}
+		switch n := len(out); {
+		case n > n0:
+			out[n-1].pos, out[n-1].end = start, i
+		case n == n0-1 && n > 0: // a dotted name joined to the one before
+			out[n-1].end = i
+		}
 	}
 	return out
 }
@@ -135,8 +144,23 @@ func (t tok) op(s string) bool    { return t.kind == tkOp && t.text == s }
 type cond struct {
 	op     condOp
 	kids   []*cond
-	column int     // leaf: colKey or colID
-	values []int64 // leaf: the values the column is restricted to
+	column int      // leaf: colKey or colID
+	values []int64  // leaf: the values the column is restricted to
+	src    *listSrc // leaf of raw text: where its values are written (raw IN splitting)
+}
+
+// listSrc is where the values of an "IN (...)", "= ANY($n)" or
+// "= ANY(ARRAY[...])" predicate are, in the statement's text.
+type listSrc struct {
+	param int        // = ANY($n): the index of the array variable; -1 for a list
+	elems []listElem // a list: its elements, one value each
+}
+
+// listElem is one element of a list.
+type listElem struct {
+	pos, end int // its bytes in the text
+	param    int // its variable's index, or -1 for a literal
+	value    int64
 }
 
 type condOp uint8
@@ -265,13 +289,16 @@ func (p *textParser) matchParen(open int) int {
 func (p *textParser) predicate(ts []tok) *cond {
 	// Resolve every parameter of the predicate first, in order.
 	vals := make([]any, len(ts))
+	idxs := make([]int, len(ts))
 	for i, t := range ts {
+		idxs[i] = -1
 		if t.kind == tkParam {
 			idx := t.param
 			if idx < 0 {
 				idx = p.next
 				p.next++
 			}
+			idxs[i] = idx
 			if idx >= 0 && idx < len(p.vars) {
 				vals[i] = p.vars[idx]
 			} else {
@@ -299,21 +326,43 @@ func (p *textParser) predicate(ts []tok) *cond {
 			return leafOf(c, ts[2], vals[2])
 		}
 		if ts[2].op("(") && ts[len(ts)-1].op(")") {
-			leaf := &cond{op: opLeaf, column: c}
-			for i := 3; i < len(ts)-1; i++ {
-				if ts[i].op(",") {
-					continue
-				}
-				l := leafOf(c, ts[i], vals[i])
-				if l.op != opLeaf {
-					return otherCond
-				}
-				leaf.values = append(leaf.values, l.values...)
-			}
-			return leaf
+			return listLeaf(c, ts, vals, idxs, 3, len(ts)-1)
 		}
+	case len(ts) == 6 && ts[1].op("=") && ts[2].is("any") && ts[3].op("(") && ts[4].kind == tkParam && ts[5].op(")") && col(0) != 0:
+		// = ANY($n) with an array of keys.
+		leaf := leafOf(col(0), ts[4], vals[4])
+		if leaf.op == opLeaf {
+			leaf.src = &listSrc{param: idxs[4]}
+		}
+		return leaf
+	case len(ts) >= 8 && ts[1].op("=") && ts[2].is("any") && ts[3].op("(") && ts[4].is("array") && ts[5].op("[") &&
+		ts[len(ts)-2].op("]") && ts[len(ts)-1].op(")") && col(0) != 0:
+		// = ANY(ARRAY[v, ...]).
+		return listLeaf(col(0), ts, vals, idxs, 6, len(ts)-2)
 	}
 	return otherCond
+}
+
+// listLeaf reads the comma-separated values ts[from:to] of a list on
+// column c, each a literal or a parameter.
+func listLeaf(c int, ts []tok, vals []any, idxs []int, from, to int) *cond {
+	leaf := &cond{op: opLeaf, column: c, src: &listSrc{param: -1}}
+	for i := from; i < to; i++ {
+		if ts[i].op(",") && i > from {
+			continue
+		}
+		l := leafOf(c, ts[i], vals[i])
+		if l.op != opLeaf || (i+1 < to && !ts[i+1].op(",")) {
+			return otherCond
+		}
+		leaf.values = append(leaf.values, l.values...)
+		if len(l.values) == 1 && leaf.src != nil {
+			leaf.src.elems = append(leaf.src.elems, listElem{pos: ts[i].pos, end: ts[i].end, param: idxs[i], value: l.values[0]})
+		} else {
+			leaf.src = nil // a parameter holding several values: not split
+		}
+	}
+	return leaf
 }
 
 type missingVar struct{}

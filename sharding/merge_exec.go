@@ -715,11 +715,22 @@ func (mergeConn) QueryContext(_ context.Context, query string, args []driver.Nam
 	if query != mergeQuery || len(args) != 1 {
 		return nil, errors.New("sharding merge: unexpected query")
 	}
+	if e, ok := args[0].Value.(errArg); ok {
+		return nil, e.err
+	}
 	r, ok := args[0].Value.(*mergeResult)
 	if !ok {
 		return nil, errors.New("sharding merge: unexpected argument")
 	}
 	return &mergeRows{r: r}, nil
+}
+
+// errArg, as the merge query's argument, makes the query fail with err.
+type errArg struct{ err error }
+
+// errRow returns a *sql.Row whose Scan returns err.
+func errRow(ctx context.Context, err error) *sql.Row {
+	return mergeDB().QueryRowContext(ctx, mergeQuery, errArg{err})
 }
 
 type mergeRows struct {

@@ -89,11 +89,17 @@ type target struct {
 	bounded bool
 	reason  string
 	tx      *shard // the statement runs inside this shard's transaction
+	// lazy: the transaction begun on the default database (tx.go), which
+	// binds to tx; many: CreateInBatches' own, which may span shards.
+	lazy *lazyTx
+	many bool
 	// split: the top-level WHERE member index whose IN list is split per
 	// shard, and the values per shard index.
 	split      int
 	splitCol   string
 	splitParts map[int][]any
+	// rawParts: raw SQL whose IN list is split, the text per shard index.
+	rawParts map[int]rawPart
 	// ids: order IDs named by the condition (for the lookup cleanup).
 	ids []int64
 	// create: the rows of a Create per shard.
@@ -111,6 +117,8 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 		tg.tx = c.sh
 	case *shardPool:
 		pinned = c.sh
+	case *lazyTx:
+		tg.lazy = c
 	case gorm.TxCommitter:
 		defaultTx = true
 	}
@@ -144,9 +152,48 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 		tg.write = op == opCreate || op == opUpdate || op == opDelete
 	}
 
+	if lz := tg.lazy; lz != nil {
+		if tg.t != nil && !tg.raw && op == opCreate && lz.batch() {
+			tg.many = true // each batch may reach other shards
+		} else if sh := lz.boundShard(); sh != nil {
+			tg.tx = sh
+		}
+	}
+
 	if tg.t == nil {
 		// Not a sharded table.
 		switch {
+		case tg.lazy != nil && tg.tx == nil && pinned != nil:
+			tg.tx = pinned // a hint binds the transaction to its shard
+			tg.mask, tg.bounded, tg.reason = 1<<pinned.index, true, "hint"
+			return s.execute(db, tg)
+		case tg.lazy != nil && tg.tx == nil:
+			if op == opRaw && !hasTables {
+				// SAVEPOINT, SET LOCAL...: kept for the database the
+				// transaction binds to, unless it is bound already.
+				queued, err := tg.lazy.queue(stmt.SQL.String())
+				if err != nil {
+					return err
+				}
+				if queued {
+					db.Error = &handled{}
+					return nil
+				}
+			}
+			conn, err := tg.lazy.defaultConn()
+			if err != nil {
+				return err
+			}
+			stmt.ConnPool = conn
+			return nil
+		case tg.tx == nil && pinned == nil:
+			if dp, ok := stmt.ConnPool.(*defaultPool); ok {
+				// The default database's own chain: its default
+				// transaction begins on its own pool (the freshread
+				// primary pool), not as a lazyTx.
+				stmt.ConnPool = dp.ConnPool
+			}
+			return nil
 		case tg.tx != nil && hasTables:
 			return fmt.Errorf("%w: table %q lives on the default database, the transaction on shard %q", ErrCrossShard, stmt.Table, tg.tx.name)
 		case tg.tx != nil:
@@ -161,8 +208,11 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 		}
 		return nil // the default database: the default chain goes on
 	}
-	if defaultTx {
+	if defaultTx || (tg.lazy != nil && tg.lazy.onDefault()) {
 		return fmt.Errorf("%w: table %q is sharded but the transaction is on the default database (begin it with Sharding.On or ForUser)", ErrCrossShard, tg.t.Name)
+	}
+	if tg.lazy != nil && tg.tx == nil && pinned != nil {
+		tg.tx = pinned // a hint binds the transaction to its shard
 	}
 	if pinned != nil {
 		if tg.tx != nil && pinned != tg.tx {
@@ -183,11 +233,22 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 	} else if err := s.analyze(db, tg); err != nil {
 		return err
 	}
-	if tg.tx != nil {
+	switch {
+	case tg.tx != nil:
 		if !tg.bounded || tg.mask&^(1<<tg.tx.index) != 0 {
 			return fmt.Errorf("%w: %s on %q reaches shards %v, the transaction is on %q", ErrCrossShard, op, tg.t.Name, s.names(tg.mask, tg.bounded), tg.tx.name)
 		}
 		tg.mask = 1 << tg.tx.index
+	case tg.lazy != nil:
+		// A transaction begun on the default database that has not run
+		// anything yet (or CreateInBatches' own): it binds to the shard of
+		// the rows, and lives on that one shard.
+		switch n := bits.OnesCount64(tg.mask); {
+		case !tg.bounded || (n > 1 && !tg.many):
+			return fmt.Errorf("%w: %s on %q reaches shards %v in one transaction begun on the default database (a transaction lives on one shard: split it per user, or use Sharding.ForUser)", ErrCrossShard, op, tg.t.Name, s.names(tg.mask, tg.bounded))
+		case n == 1:
+			tg.tx = s.shards[tg.singleShard()]
+		}
 	}
 	if tg.write && !tg.bounded {
 		return fmt.Errorf("%w: %s on %q", ErrNoShardKey, op, tg.t.Name)
@@ -307,8 +368,12 @@ func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 	if tg.reason == "" {
 		tg.reason = "key"
 	}
-	if tg.bounded && bits.OnesCount64(tg.mask) > 1 && !tg.raw {
-		s.planSplit(tg, whereExprs, match, shardOfID)
+	if tg.bounded && bits.OnesCount64(tg.mask) > 1 {
+		if tg.raw {
+			s.planRawSplit(tg, c, stmt.SQL.String(), stmt.Vars, shardOfID)
+		} else {
+			s.planSplit(tg, whereExprs, match, shardOfID)
+		}
 	}
 	return nil
 }

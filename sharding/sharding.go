@@ -69,7 +69,32 @@ func (s *Sharding) Initialize(db *gorm.DB) error {
 		return err
 	}
 	s.classifier = classify.New(classify.Config{Dialect: classify.Postgres})
-	return callbacks.RegisterSharding(db, newShardHooks(s))
+	if err := callbacks.RegisterSharding(db, newShardHooks(s)); err != nil {
+		return err
+	}
+	s.wrapDefaultPool(db)
+	return nil
+}
+
+// wrapDefaultPool installs defaultPool on the default database, so that
+// the transactions begun there bind to the database of their first
+// statement (tx.go). GORM's prepared-statement pool (PrepareStmt) is left
+// as it is: its transactions must be *sql.Tx-like, so a transaction begun
+// there stays on the default database and refuses sharded tables.
+func (s *Sharding) wrapDefaultPool(db *gorm.DB) {
+	pool := db.Config.ConnPool
+	switch pool.(type) {
+	case *gorm.PreparedStmtDB, gorm.TxCommitter:
+		return
+	case gorm.ConnPoolBeginner, gorm.TxBeginner:
+	default:
+		return
+	}
+	dp := &defaultPool{ConnPool: pool, s: s}
+	db.Config.ConnPool = dp
+	if db.Statement != nil && db.Statement.ConnPool == pool {
+		db.Statement.ConnPool = dp
+	}
 }
 
 func (s *Sharding) setup(db *gorm.DB) error {

@@ -3,7 +3,11 @@ package sharding
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 
 	"gorm.io/gorm"
 )
@@ -19,22 +23,23 @@ type shardPool struct {
 var _ gorm.ConnPoolBeginner = (*shardPool)(nil)
 
 func (p *shardPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
-	var (
-		inner gorm.ConnPool
-		err   error
-	)
-	switch b := p.ConnPool.(type) {
-	case gorm.ConnPoolBeginner:
-		inner, err = b.BeginTx(ctx, opts)
-	case gorm.TxBeginner:
-		inner, err = b.BeginTx(ctx, opts)
-	default:
-		return nil, fmt.Errorf("sharding: shard %q: pool %T cannot begin a transaction", p.sh.name, p.ConnPool)
-	}
+	inner, err := beginOn(ctx, p.ConnPool, opts, "shard "+p.sh.name)
 	if err != nil {
 		return nil, err
 	}
 	return &shardTx{ConnPool: inner, sh: p.sh}, nil
+}
+
+// beginOn begins a transaction on pool (a database's own pool: the
+// freshread primary pool, *sql.DB, ...).
+func beginOn(ctx context.Context, pool gorm.ConnPool, opts *sql.TxOptions, where string) (gorm.ConnPool, error) {
+	switch b := pool.(type) {
+	case gorm.ConnPoolBeginner:
+		return b.BeginTx(ctx, opts)
+	case gorm.TxBeginner:
+		return b.BeginTx(ctx, opts)
+	}
+	return nil, fmt.Errorf("sharding: %s: pool %T cannot begin a transaction", where, pool)
 }
 
 func (p *shardPool) GetDBConn() (*sql.DB, error) { return p.sh.sqlDB() }
@@ -67,3 +72,337 @@ func (t *shardTx) Rollback() error {
 }
 
 func (t *shardTx) GetDBConn() (*sql.DB, error) { return t.sh.sqlDB() }
+
+// defaultPool wraps the default database's pool (installed by Initialize)
+// so that every transaction begun on it (db.Transaction, Begin, and the
+// one GORM opens itself for CreateInBatches) is a lazyTx, which begins
+// where its first statement goes: on the default database, or on the
+// shard of a sharded table's rows.
+//
+// Like the freshread primary pool it must not implement Commit or
+// Rollback: GORM would take it for a transaction.
+type defaultPool struct {
+	gorm.ConnPool // the default database's pool
+	s             *Sharding
+}
+
+var (
+	_ gorm.ConnPoolBeginner = (*defaultPool)(nil)
+	_ gorm.GetDBConnector   = (*defaultPool)(nil)
+)
+
+func (p *defaultPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
+	t := &lazyTx{s: p.s, def: p.ConnPool, ctx: ctx, opts: opts}
+	// Who began it: resolved only if a batch spans shards (batchOrigin).
+	t.npc = runtime.Callers(2, t.pcs[:])
+	return t, nil
+}
+
+func (p *defaultPool) GetDBConn() (*sql.DB, error) { return connDB(p.ConnPool) }
+
+func connDB(pool gorm.ConnPool) (*sql.DB, error) {
+	switch c := pool.(type) {
+	case *sql.DB:
+		return c, nil
+	case gorm.GetDBConnector:
+		return c.GetDBConn()
+	}
+	return nil, gorm.ErrInvalidDB
+}
+
+// lazyTx is a transaction begun on the default database's pool. It
+// begins nothing until its first statement: a statement on a table of
+// the default database binds it to the default database, one on a
+// sharded table to the shard of its rows; from then on it is that
+// database's transaction, and a statement for any other database fails
+// with ErrCrossShard. The one exception is the transaction GORM's
+// CreateInBatches opens for itself (batch): it may hold one transaction
+// per shard its rows reach, committed one after the other (atomic on each
+// shard, not across shards, like a Create that spans shards).
+//
+// Statements without a table before the binding (SAVEPOINT, SET LOCAL)
+// are kept and run first on the database it binds to.
+type lazyTx struct {
+	s    *Sharding
+	def  gorm.ConnPool // the default database's pool
+	ctx  context.Context
+	opts *sql.TxOptions
+	pcs  [5]uintptr // the callers of BeginTx
+	npc  int
+
+	mu      sync.Mutex
+	done    bool
+	onDef   gorm.ConnPool   // the default database's transaction, once bound there
+	shards  []int           // shard indexes, in the order their transactions began
+	inner   []gorm.ConnPool // their transactions
+	queued  []string        // statements without a table, run when it binds
+	batchOK int8            // 0 unknown, 1 CreateInBatches' own, -1 not
+}
+
+var (
+	_ gorm.TxCommitter    = (*lazyTx)(nil)
+	_ gorm.GetDBConnector = (*lazyTx)(nil)
+)
+
+// where says which database the transaction is on (for errors).
+func (t *lazyTx) where() string {
+	switch {
+	case t.onDef != nil:
+		return "the default database"
+	case len(t.shards) > 0:
+		return fmt.Sprintf("shard %q", t.s.shards[t.shards[0]].name)
+	}
+	return "no database yet"
+}
+
+// batch reports whether GORM's CreateInBatches began the transaction for
+// itself (gorm.(*DB).Begin called by Transaction called by
+// CreateInBatches), rather than the application.
+func (t *lazyTx) batch() bool {
+	if t.batchOK == 0 {
+		t.batchOK = -1
+		frames := runtime.CallersFrames(t.pcs[:t.npc])
+		want := []string{"gorm.io/gorm.(*DB).Begin", "gorm.io/gorm.(*DB).Transaction", "gorm.io/gorm.(*DB).CreateInBatches"}
+		for i := 0; i < len(want); i++ {
+			f, more := frames.Next()
+			if f.Function != want[i] {
+				return false
+			}
+			if !more && i < len(want)-1 {
+				return false
+			}
+		}
+		t.batchOK = 1
+	}
+	return t.batchOK == 1
+}
+
+// queue keeps a statement without a table for the database the
+// transaction binds to; it reports false once bound.
+func (t *lazyTx) queue(sqlText string) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return true, sql.ErrTxDone
+	}
+	if t.onDef != nil || len(t.shards) > 0 {
+		return false, nil
+	}
+	t.queued = append(t.queued, sqlText)
+	return true, nil
+}
+
+// defaultConn binds the transaction to the default database (beginning
+// it there) and returns the default database's transaction.
+func (t *lazyTx) defaultConn() (gorm.ConnPool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil, sql.ErrTxDone
+	}
+	if t.onDef != nil {
+		return t.onDef, nil
+	}
+	if len(t.shards) > 0 {
+		return nil, fmt.Errorf("%w: a table of the default database in a transaction on %s", ErrCrossShard, t.where())
+	}
+	conn, err := beginOn(t.ctx, t.def, t.opts, "the default database")
+	if err != nil {
+		return nil, fmt.Errorf("sharding: begin the transaction on the default database: %w", err)
+	}
+	if err := t.replay(conn); err != nil {
+		return nil, err
+	}
+	t.onDef = conn
+	return conn, nil
+}
+
+// shardConn binds the transaction to shard sh (beginning a transaction
+// there) and returns that transaction. many allows a second shard (only
+// for CreateInBatches' own transaction).
+func (t *lazyTx) shardConn(sh *shard, many bool) (gorm.ConnPool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return nil, sql.ErrTxDone
+	}
+	for i, si := range t.shards {
+		if si == sh.index {
+			return t.inner[i], nil
+		}
+	}
+	if t.onDef != nil || (len(t.shards) > 0 && !many) {
+		return nil, fmt.Errorf("%w: shard %q in a transaction on %s", ErrCrossShard, sh.name, t.where())
+	}
+	conn, err := beginOn(t.ctx, sh.db.Config.ConnPool, t.opts, "shard "+sh.name)
+	if err != nil {
+		return nil, fmt.Errorf("sharding: begin the transaction on shard %q: %w", sh.name, err)
+	}
+	if err := t.replay(conn); err != nil {
+		return nil, err
+	}
+	t.shards = append(t.shards, sh.index)
+	t.inner = append(t.inner, conn)
+	return conn, nil
+}
+
+// onDefault reports whether the transaction is bound to the default
+// database.
+func (t *lazyTx) onDefault() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.onDef != nil
+}
+
+// boundShard returns the shard the transaction is bound to (nil when it
+// is not bound to exactly one shard).
+func (t *lazyTx) boundShard() *shard {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.shards) != 1 {
+		return nil
+	}
+	return t.s.shards[t.shards[0]]
+}
+
+// replay runs the queued statements on the transaction just begun; on
+// failure it rolls it back.
+func (t *lazyTx) replay(conn gorm.ConnPool) error {
+	for _, q := range t.queued {
+		if _, err := conn.ExecContext(t.ctx, q); err != nil {
+			if c, ok := conn.(gorm.TxCommitter); ok {
+				_ = c.Rollback()
+			}
+			return fmt.Errorf("sharding: run %q at the start of the transaction: %w", q, err)
+		}
+	}
+	t.queued = nil
+	return nil
+}
+
+// one returns the transaction's only database connection, binding it to
+// the default database when it has none (direct use of the pool, outside
+// GORM's callbacks: the router always picks the connection itself).
+func (t *lazyTx) one() (gorm.ConnPool, error) {
+	t.mu.Lock()
+	switch {
+	case t.done:
+		t.mu.Unlock()
+		return nil, sql.ErrTxDone
+	case t.onDef != nil:
+		defer t.mu.Unlock()
+		return t.onDef, nil
+	case len(t.inner) == 1:
+		defer t.mu.Unlock()
+		return t.inner[0], nil
+	case len(t.inner) > 1:
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: a statement outside GORM's callbacks in a transaction over several shards", ErrCrossShard)
+	}
+	t.mu.Unlock()
+	return t.defaultConn()
+}
+
+func (t *lazyTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	c, err := t.one()
+	if err != nil {
+		return nil, err
+	}
+	return c.PrepareContext(ctx, query)
+}
+
+func (t *lazyTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c, err := t.one()
+	if err != nil {
+		return nil, err
+	}
+	return c.ExecContext(ctx, query, args...)
+}
+
+func (t *lazyTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c, err := t.one()
+	if err != nil {
+		return nil, err
+	}
+	return c.QueryContext(ctx, query, args...)
+}
+
+func (t *lazyTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	c, err := t.one()
+	if err != nil {
+		return errRow(ctx, err)
+	}
+	return c.QueryRowContext(ctx, query, args...)
+}
+
+func (t *lazyTx) GetDBConn() (*sql.DB, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.shards) > 0 {
+		return t.s.shards[t.shards[0]].sqlDB()
+	}
+	return connDB(t.def)
+}
+
+// Commit commits what the transaction began: the default database's
+// transaction, or its shard's; CreateInBatches' transaction over several
+// shards commits them in the order they began, and when one fails rolls
+// back those not yet committed and says which committed.
+func (t *lazyTx) Commit() error {
+	return t.end(true)
+}
+
+// Rollback rolls back every transaction it began.
+func (t *lazyTx) Rollback() error {
+	return t.end(false)
+}
+
+func (t *lazyTx) end(commit bool) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return sql.ErrTxDone
+	}
+	t.done = true
+	t.queued = nil
+	if t.onDef != nil {
+		return endTx(t.onDef, commit)
+	}
+	var (
+		committed []string
+		errs      []error
+	)
+	for i, conn := range t.inner {
+		name := t.s.shards[t.shards[i]].name
+		if !commit || len(errs) > 0 {
+			if err := endTx(conn, false); err != nil && commit {
+				errs = append(errs, fmt.Errorf("sharding: roll back shard %q: %w", name, err))
+			} else if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if err := endTx(conn, true); err != nil {
+			if len(committed) > 0 {
+				err = fmt.Errorf("sharding: commit on shard %q failed after shards %s committed (not atomic across shards): %w", name, strings.Join(committed, ", "), err)
+			} else {
+				err = fmt.Errorf("sharding: commit on shard %q: %w", name, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		committed = append(committed, name)
+	}
+	return errors.Join(errs...)
+}
+
+func endTx(conn gorm.ConnPool, commit bool) error {
+	c, ok := conn.(gorm.TxCommitter)
+	if !ok {
+		return gorm.ErrInvalidTransaction
+	}
+	if commit {
+		return c.Commit()
+	}
+	return c.Rollback()
+}
