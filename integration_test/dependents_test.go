@@ -87,11 +87,13 @@ func checkLearnedDependentsNeverReadStale(t *testing.T, e *env, schema []string)
 	}
 
 	e.resumeAll()
-	audit = e.count(db, "SELECT COUNT(*) AS n, "+port+" AS port FROM audit")
-	if audit.N != 1 {
-		t.Fatalf("after catch-up: %d audit rows", audit.N)
-	}
-	e.mustReplica(served{Port: audit.Port}, "read of audit after catch-up")
+	e.eventuallyReplica(func() served {
+		audit = e.count(db, "SELECT COUNT(*) AS n, "+port+" AS port FROM audit")
+		if audit.N != 1 {
+			t.Fatalf("after catch-up: %d audit rows", audit.N)
+		}
+		return served{Port: audit.Port}
+	}, "read of audit after catch-up")
 }
 
 // TestLearnedDependentsNeverReadStale: on PostgreSQL, without a tracker

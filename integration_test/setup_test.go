@@ -293,6 +293,26 @@ func (e *env) waitReplicaServes(db *gorm.DB) {
 	}
 }
 
+// eventuallyReplica reads with read until a replica serves it (the
+// poller has seen the replicas catch up), failing the test after 15 s. It
+// returns the replica's answer.
+func (e *env) eventuallyReplica(read func() served, what string) served {
+	e.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	got := read()
+	for !e.isReplica(got.Port) {
+		if time.Now().After(deadline) {
+			e.mu.Lock()
+			last := e.decisions[max(0, len(e.decisions)-3):]
+			e.mu.Unlock()
+			e.t.Fatalf("%s: never served by a replica within 15 s: %+v (last decisions %+v)", what, got, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+		got = read()
+	}
+	return got
+}
+
 func (e *env) isReplica(port int) bool {
 	for i := 0; i < e.c.replicas(); i++ {
 		if e.c.replicaPort(i) == port {
