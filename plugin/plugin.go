@@ -146,7 +146,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		}
 		sqlDB, prepared = inner, cp
 	default:
-		return fmt.Errorf("%w: the primary pool is a %T, want *sql.DB", ErrConfig, db.ConnPool)
+		return fmt.Errorf("%w: the primary pool is a %T, want *sql.DB (install freshread before plugins that wrap the pool, such as sharding)", ErrConfig, db.ConnPool)
 	}
 	p.primaryDB = sqlDB
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
