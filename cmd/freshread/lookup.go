@@ -57,7 +57,9 @@ func runLookup(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	lookupTable := fs.String("lookup-table", "order_lookup", "the lookup table")
 	chunk := fs.Int("chunk", 1000, "rows per keyset chunk")
 	restart := fs.Bool("restart", false, "ignore recorded progress and start over")
-	redisAddr := fs.String("redis", "", "Redis host:port of the lookup cache, to fill it as well (optional)")
+	redisAddr := fs.String("redis", "", "Redis host:port of the lookup cache, to fill it as well (optional; see --redis-url for Cluster and Sentinel)")
+	redisURL := fs.String("redis-url", "", "Redis URL of the lookup cache instead of --redis, in --redis-mode's form (see freshread tracker --help)")
+	redisMode := fs.String("redis-mode", "single", "the Redis deployment of --redis-url: "+redisModes)
 	redisPrefix := fs.String("redis-prefix", "freshread:lookup:", "key prefix of the lookup cache")
 	if err := fs.Parse(args[1:]); err != nil {
 		if err == flag.ErrHelp {
@@ -88,8 +90,20 @@ func runLookup(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		sources = append(sources, lookup.Source{Name: name, DB: sdb})
 	}
 	cfg := lookup.Config{DB: ldb, Table: *lookupTable, Prefix: *redisPrefix}
-	if *redisAddr != "" {
+	switch {
+	case *redisAddr != "" && *redisURL != "":
+		fmt.Fprintln(stderr, "freshread lookup backfill: give --redis or --redis-url, not both")
+		return 2
+	case *redisAddr != "":
 		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr})
+		defer rdb.Close()
+		cfg.Redis = rdb
+	case *redisURL != "":
+		rdb, err := openRedis(*redisMode, *redisURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "freshread lookup backfill: --redis-url: %v\n", err)
+			return 2
+		}
 		defer rdb.Close()
 		cfg.Redis = rdb
 	}

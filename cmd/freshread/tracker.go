@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/freshread/freshread/registry"
 	"github.com/freshread/freshread/tracker"
 )
@@ -49,6 +47,11 @@ Quick start:
   freshread tracker --mode logical --listen :9187
 
   curl localhost:9187/readyz         # 200 when Redis and every database answer
+
+Redis Cluster and Sentinel (the plugin's store on the same deployment):
+
+  freshread tracker --redis-mode cluster --redis-url 'redis://n1:7000?addr=n2:7000&addr=n3:7000' ...
+  freshread tracker --redis-mode sentinel --redis-url 'redis://s1:26379?master_name=freshread&addr=s2:26379' ...
 
 Every flag can also be set by the environment variable in brackets.
 Flags:
@@ -119,7 +122,8 @@ func parseDatabase(v string) (registry.Entry, error) {
 func runTracker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("freshread tracker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	redisURL := fs.String("redis-url", "", "Redis URL, redis://[:password@]host:port/db or rediss:// [FRESHREAD_REDIS_URL] (required)")
+	redisURL := fs.String("redis-url", "", "Redis URL, redis://[:password@]host:port/db or rediss://; with --redis-mode cluster every seed node as ?addr=host:port&addr=..., with sentinel the sentinels and ?master_name=name [FRESHREAD_REDIS_URL] (required)")
+	redisMode := fs.String("redis-mode", envDefault("FRESHREAD_REDIS_MODE", "single"), "the Redis deployment: "+redisModes+" [FRESHREAD_REDIS_MODE]")
 	dsnTemplate := fs.String("dsn-template", "", "PostgreSQL connection string with {host}, {port}, {database} (and {role}: primary or a replica name) [FRESHREAD_PG_DSN_TEMPLATE] (required)")
 	prefix := fs.String("prefix", envDefault("FRESHREAD_PREFIX", ""), "key prefix, as the plugin's store (default \"freshread:\") [FRESHREAD_PREFIX]")
 	mode := fs.String("mode", envDefault("FRESHREAD_TRACKER_MODE", "none"), "direct-write tracking: none, stats (pg_stat_user_tables, ~1-10 s late) or logical (exact; wal_level=logical) [FRESHREAD_TRACKER_MODE]")
@@ -187,13 +191,11 @@ func runTracker(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "freshread tracker: --redis-url (FRESHREAD_REDIS_URL) and --dsn-template (FRESHREAD_PG_DSN_TEMPLATE) are required; see --help")
 		return 2
 	}
-	ropts, err := redis.ParseURL(*redisURL)
+	rdb, err := openRedis(*redisMode, *redisURL)
 	if err != nil {
-		fmt.Fprintln(stderr, "freshread tracker: --redis-url does not parse (value not shown: it may hold a password)")
+		fmt.Fprintf(stderr, "freshread tracker: --redis-url: %v\n", err)
 		return 2
 	}
-	ropts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	dsn, err := tracker.DSNTemplate(*dsnTemplate)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -18,7 +19,10 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/tracker"
 )
 
@@ -68,10 +72,43 @@ func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestTrackerDaemon runs the daemon against real servers: --print-graph,
-// then the daemon with /readyz and /metrics, stopped by SIGTERM.
+// then the daemon with /readyz and /metrics, stopped by SIGTERM; on a
+// single Redis, a Redis Cluster and Sentinel (--redis-mode), each time
+// checking that the graph is in the deployment's store.
 func TestTrackerDaemon(t *testing.T) {
+	seeds := func(addrs []string, query string) string {
+		return "redis://" + addrs[0] + "?" + query + "addr=" + strings.Join(addrs[1:], "&addr=")
+	}
+	for _, d := range []struct {
+		name string
+		open func(t *testing.T) (mode, url string, rdb redis.UniversalClient)
+	}{
+		{"Standalone", func(t *testing.T) (string, string, redis.UniversalClient) {
+			rs := testcluster.RedisFor(t)
+			rdb := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			return "single", "redis://" + rs.Addr() + "/0", rdb
+		}},
+		{"Cluster", func(t *testing.T) (string, string, redis.UniversalClient) {
+			c := testcluster.RedisClusterFor(t)
+			return "cluster", seeds(c.Addrs(), ""), c.Client(t)
+		}},
+		{"Sentinel", func(t *testing.T) (string, string, redis.UniversalClient) {
+			s := testcluster.RedisSentinelFor(t)
+			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
+			t.Cleanup(func() { rdb.Close() })
+			return "sentinel", seeds(s.SentinelAddrs(), "master_name="+testcluster.SentinelMaster+"&"), rdb
+		}},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			mode, url, rdb := d.open(t)
+			checkTrackerDaemon(t, mode, url, rdb)
+		})
+	}
+}
+
+func checkTrackerDaemon(t *testing.T, redisMode, redisURL string, rdb redis.UniversalClient) {
 	pg := testcluster.PostgresFor(t)
-	rs := testcluster.RedisFor(t)
 	db := pg.CreateDatabase(t)
 	u, _ := url.Parse(pg.PrimaryDSN(db))
 	setup := []string{
@@ -82,7 +119,8 @@ func TestTrackerDaemon(t *testing.T) {
 	if err := execAll(pg.PrimaryDSN(db), setup); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("FRESHREAD_REDIS_URL", "redis://"+rs.Addr()+"/0")
+	t.Setenv("FRESHREAD_REDIS_URL", redisURL)
+	t.Setenv("FRESHREAD_REDIS_MODE", redisMode)
 	t.Setenv("FRESHREAD_PG_DSN_TEMPLATE", "postgres://postgres:daemon-s3cret@{host}:{port}/{database}?sslmode=disable")
 	database := u.Host + "/" + db
 
@@ -142,6 +180,13 @@ func TestTrackerDaemon(t *testing.T) {
 			t.Fatalf("/metrics: no %s:\n%s", want, body)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The daemon published the graph in the deployment's store (the
+	// database's name is its store name).
+	store := lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: db, Timeout: 5 * time.Second})
+	deps, err := store.Dependents(context.Background())
+	if err != nil || len(deps.Graph["a"]) != 1 || deps.Graph["a"][0] != "b" {
+		t.Fatalf("the graph in the %s store: %+v (err %v)", redisMode, deps, err)
 	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
