@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/registry"
 	"github.com/freshread/freshread/tracker"
@@ -16,8 +20,17 @@ import (
 // finds it and publishes the trigger graph; the running plugin picks the
 // graph up by itself, and a trigger-written table is then read fresh.
 func TestTrackerAnnounceEndToEnd(t *testing.T) {
+	for _, d := range testcluster.RedisDeployments() {
+		t.Run(d.Name, func(t *testing.T) { checkAnnounceEndToEnd(t, d.Client(t)) })
+	}
+}
+
+// checkAnnounceEndToEnd runs TestTrackerAnnounceEndToEnd with the store,
+// the registry and the tracker on rdb; the tracker also publishes the
+// replicas' replay positions there.
+func checkAnnounceEndToEnd(t *testing.T, rdb redis.UniversalClient) {
 	storeName := "announce-" + t.Name()
-	store, _ := newRedisStore(t, storeName)
+	store := lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: storeName, Timeout: time.Second})
 	e := newEnv(t)
 	e.exec(`
 CREATE TABLE ta (id int PRIMARY KEY, v text);
@@ -45,11 +58,15 @@ CREATE TRIGGER ta_audit AFTER INSERT ON ta FOR EACH ROW EXECUTE FUNCTION ta_audi
 	}
 
 	startTracker(e, storeName, tracker.ModeNone, func(c *tracker.Config) {
+		c.Redis = rdb
 		c.Databases = nil
 		c.NoRegistry = false
 		c.RegistryInterval = 100 * time.Millisecond
 	})
 	waitGraph(t, store, "ta")
+	if rp, err := store.ReplayPositions(context.Background()); err != nil || len(rp) != e.pg.Replicas() {
+		t.Fatalf("replay positions in the store: %v (err %v), want %d replicas", rp, err, e.pg.Replicas())
+	}
 	time.Sleep(1200 * time.Millisecond) // the plugin checks the graph's version every second
 	e.resumeAll()
 	e.pauseAll()

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/freshread/freshread/internal/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/tracker"
@@ -81,10 +83,23 @@ func waitReady(t *testing.T, tr *tracker.Tracker, within time.Duration) {
 }
 
 func checkDirectWrite(t *testing.T, mode tracker.Mode) {
+	checkDirectWriteOn(t, mode, nil)
+}
+
+// checkDirectWriteOn is checkDirectWrite with the store and the tracker on
+// rdb (nil: the package's Redis server).
+func checkDirectWriteOn(t *testing.T, mode tracker.Mode, rdb redis.UniversalClient) {
 	name := "direct-" + t.Name()
-	store, _ := newRedisStore(t, name)
+	var store *lsnstore.Redis
+	var onRedis []func(*tracker.Config)
+	if rdb == nil {
+		store, _ = newRedisStore(t, name)
+	} else {
+		store = lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: name, Timeout: time.Second})
+		onRedis = append(onRedis, func(c *tracker.Config) { c.Redis = rdb })
+	}
 	e := newEnv(t, withStore(store))
-	run := startTracker(e, name, mode)
+	run := startTracker(e, name, mode, onRedis...)
 	if mode == tracker.ModeLogical {
 		t.Cleanup(func() { dropSlot(e, run) })
 	}
@@ -153,6 +168,19 @@ func TestDirectWritesWithoutTracker(t *testing.T) {
 
 func TestTrackerDirectWriteLogical(t *testing.T) {
 	checkDirectWrite(t, tracker.ModeLogical)
+}
+
+// TestTrackerDirectWriteRedisDeployments is TestTrackerDirectWriteLogical
+// with the tracker and the plugins sharing a store on a Redis Cluster and
+// behind Sentinel: the tracker's raise of a direct write and its decoded
+// position reach the plugins there too (issue 19).
+func TestTrackerDirectWriteRedisDeployments(t *testing.T) {
+	for _, d := range testcluster.RedisDeployments() {
+		if d.Name == "Standalone" {
+			continue // TestTrackerDirectWriteLogical
+		}
+		t.Run(d.Name, func(t *testing.T) { checkDirectWriteOn(t, tracker.ModeLogical, d.Client(t)) })
+	}
 }
 
 func TestTrackerDirectWriteStats(t *testing.T) {
