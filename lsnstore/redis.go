@@ -48,6 +48,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	if rdb == nil {
 		r.err = errors.Join(r.err, errors.New("lsnstore: NewRedis: nil redis client"))
 	}
+	r.err = errors.Join(r.err, refuseClientCache(rdb))
 	o := opts.withDefaults()
 	r.opts = o
 	r.timeout = o.Timeout
@@ -63,6 +64,22 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	r.anchorKey = r.base + "anchor"
 	r.anchorArg = r.anchorKey
 	return r
+}
+
+// refuseClientCache returns an error for a client with go-redis's
+// client-side cache: its invalidations arrive after the writer's raise
+// returns, so a process would read another's raise stale for milliseconds
+// (93.7 % of raises read at once by another process, docs/benchmarks.md,
+// "Client-side caching"), and for as long as a silent partition lasts.
+func refuseClientCache(rdb redis.UniversalClient) error {
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	if o := c.Options(); o.ClientSideCache != nil || o.ClientSideCacheConfig != nil {
+		return errors.New("lsnstore: NewRedis: the client caches reads on the client side (redis.Options.ClientSideCache or ClientSideCacheConfig), which would serve positions older than another process's raise; give the store a client without it")
+	}
+	return nil
 }
 
 // tableKey returns the key of table's write position, boxed, from a cache

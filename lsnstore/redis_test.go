@@ -373,3 +373,19 @@ func checkWritePositions(t *testing.T, rdb redis.UniversalClient) {
 		}
 	}
 }
+
+// TestRedisRefusesClientSideCache: a client with go-redis's client-side
+// cache would answer reads from process memory after another process's
+// raise; every call of a store on it fails with an error saying so.
+func TestRedisRefusesClientSideCache(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Protocol: 3, ClientSideCacheConfig: &redis.ClientSideCacheConfig{}})
+	defer rdb.Close()
+	s := NewRedis(rdb, RedisOptions{Database: "d"})
+	_, err := s.WritePosition(context.Background(), []string{"a"})
+	if err == nil || !strings.Contains(err.Error(), "caches reads on the client side") {
+		t.Fatalf("WritePosition on a caching client: %v", err)
+	}
+	if err := s.Raise(context.Background(), []string{"a"}, PositionOf(1)); err == nil || !strings.Contains(err.Error(), "caches reads") {
+		t.Fatalf("Raise on a caching client: %v", err)
+	}
+}

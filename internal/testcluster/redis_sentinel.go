@@ -333,8 +333,33 @@ func (s *RedisSentinel) KillMaster(ctx context.Context) (string, error) {
 	}
 	victim.srv.stop(0) // SIGTERM, then SIGKILL at once
 	s.killed = victim
+	return s.newMaster(ctx, old)
+}
+
+// Failover asks a sentinel for a failover (SENTINEL FAILOVER: no vote,
+// and no wait for the replica to have the master's last writes: those
+// held back by StallReplication are lost) and waits until every sentinel
+// names the replica as master. The old master becomes its replica. It
+// returns the new master's address.
+func (s *RedisSentinel) Failover(ctx context.Context) (string, error) {
+	old, err := s.MasterAddr(ctx)
+	if err != nil {
+		return "", err
+	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addrOf(s.sentinels[0].port)})
+	err = sc.Failover(ctx, SentinelMaster).Err()
+	sc.Close()
+	if err != nil {
+		return "", fmt.Errorf("testcluster: sentinel failover: %w", err)
+	}
+	return s.newMaster(ctx, old)
+}
+
+// newMaster waits until the sentinels name a master other than old that
+// accepts writes, and agree on it.
+func (s *RedisSentinel) newMaster(ctx context.Context, old string) (string, error) {
 	var now string
-	err = waitFor(ctx, func() bool {
+	err := waitFor(ctx, func() bool {
 		a, err := s.MasterAddr(ctx)
 		if err != nil || a == old {
 			return false
@@ -349,7 +374,7 @@ func (s *RedisSentinel) KillMaster(ctx context.Context) (string, error) {
 		return true
 	})
 	if err != nil {
-		return "", fmt.Errorf("testcluster: no failover after killing the master %s: %w", old, err)
+		return "", fmt.Errorf("testcluster: no failover from the master %s: %w", old, err)
 	}
 	if err := s.settled(ctx, now, ""); err != nil {
 		return "", fmt.Errorf("testcluster: the sentinels do not agree on the new master %s: %w", now, err)

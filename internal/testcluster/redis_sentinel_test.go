@@ -57,3 +57,40 @@ func TestRedisSentinelFailoverLosesStalledWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisSentinelCoordinatedFailover: SENTINEL FAILOVER promotes the
+// replica, which lacks a key written while its replication was stalled;
+// the old master follows it and loses the key too.
+func TestRedisSentinelCoordinatedFailover(t *testing.T) {
+	s := RedisSentinelFor(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.StallReplication(true)
+	if err := rdb.Set(ctx, "during", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := s.MasterAddr(ctx)
+	now, err := s.Failover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now == old {
+		t.Fatalf("failover kept master %s", now)
+	}
+	c := redis.NewClient(&redis.Options{Addr: now})
+	defer c.Close()
+	if n := c.Exists(ctx, "before").Val(); n != 1 {
+		t.Fatal("the new master lacks the key written before the stall")
+	}
+	if n := c.Exists(ctx, "during").Val(); n != 0 {
+		t.Fatal("the new master has the key written during the stall: the stall did not hold")
+	}
+}
