@@ -222,8 +222,12 @@ func TestMariaDBStoreLossNeverReadsStale(t *testing.T) {
 // A's update reaches the master only. The master is killed and the
 // sentinels promote the replica, which lacks the raise. B (a process that
 // read through the failover) and C (started after it) must still read
-// the update fresh, while the database replicas are paused.
-func checkSentinelFailover(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
+// the update fresh, while the database replicas are paused. fault
+// fails the master over (nil: kill it).
+func checkSentinelFailover(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, fault func(*testcluster.RedisSentinel, context.Context) (string, error)) {
+	if fault == nil {
+		fault = (*testcluster.RedisSentinel).KillMaster
+	}
 	s := testcluster.RedisSentinelFor(t)
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster,
 		SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
@@ -252,7 +256,7 @@ func checkSentinelFailover(t *testing.T, newEnv func(*testing.T, ...envOpt) *env
 		t.Fatalf("before the failover: STALE READ %+v", got)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := s.KillMaster(ctx); done <- err }()
+	go func() { _, err := fault(s, ctx); done <- err }()
 	// Read through the failover: every read that returns must be fresh.
 	reads := 0
 	for waiting := true; waiting; {
@@ -299,9 +303,17 @@ func checkSentinelFailover(t *testing.T, newEnv func(*testing.T, ...envOpt) *env
 }
 
 func TestSentinelFailoverNeverReadsStale(t *testing.T) {
-	checkSentinelFailover(t, newEnv)
+	checkSentinelFailover(t, newEnv, nil)
+}
+
+// TestSentinelCoordinatedFailoverNeverReadsStale is the same through a
+// failover asked of a sentinel (SENTINEL FAILOVER) instead of a crash:
+// the promoted replica lacks the raise, and the old master, now its
+// replica, loses it too (issue 19).
+func TestSentinelCoordinatedFailoverNeverReadsStale(t *testing.T) {
+	checkSentinelFailover(t, newEnv, (*testcluster.RedisSentinel).Failover)
 }
 
 func TestMariaDBSentinelFailoverNeverReadsStale(t *testing.T) {
-	checkSentinelFailover(t, newMariaEnv)
+	checkSentinelFailover(t, newMariaEnv, nil)
 }
