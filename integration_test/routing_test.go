@@ -3,6 +3,8 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -17,6 +19,8 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/plugin/dbresolver"
 
+	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -440,5 +444,71 @@ func TestConnectionStaysPinned(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMiddlewareTwoProcessesRedisDeployments: behind the middleware, a
+// POST served by one process and the GET after it, with the session
+// cookie, served by another, their plugins sharing a store on a single
+// Redis, a Cluster or Sentinel: the GET sees the write (replay paused;
+// every read of the session waits for its write, so the primary), and a
+// request without the cookie still reads an untouched table from a
+// replica (issue 19).
+func TestMiddlewareTwoProcessesRedisDeployments(t *testing.T) {
+	for _, d := range testcluster.RedisDeployments() {
+		t.Run(d.Name, func(t *testing.T) {
+			store := lsnstore.NewRedis(d.Client(t), lsnstore.RedisOptions{Database: "mw-" + t.Name(), Timeout: time.Second})
+			e := newEnv(t, withStore(store))
+			other, _ := e.open(withStore(store))
+			if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+				t.Fatal(err)
+			}
+			e.resumeAll()
+			e.waitReplicaServes(other)
+			e.pauseAll()
+			writer := httptest.NewServer(plugin.Middleware(plugin.MiddlewareConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if err := setName(e.db.WithContext(r.Context()), 1); err != nil {
+					http.Error(w, err.Error(), 500)
+				}
+			})))
+			defer writer.Close()
+			reader := httptest.NewServer(plugin.Middleware(plugin.MiddlewareConfig{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got := e.readItem(other.WithContext(r.Context()), 1)
+				untouched := e.readOther(other.WithContext(r.Context()))
+				fmt.Fprintf(w, "%s %d %d", got.Name, got.Port, untouched.Port)
+			})))
+			defer reader.Close()
+			jar, _ := cookiejar.New(nil)
+			c := &http.Client{Jar: jar}
+			resp, err := c.Post(writer.URL+"/items/1", "text/plain", nil)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("POST: %v %v", resp, err)
+			}
+			resp.Body.Close()
+			// Both servers are on 127.0.0.1: the cookie jar sends the
+			// writer's cookie to the reader as well.
+			resp, err = c.Get(reader.URL + "/items/1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			f := strings.Fields(string(body))
+			if len(f) != 3 || f[0] != "new" || atoi(f[1]) != e.pg.PrimaryPort() {
+				t.Fatalf("GET in the other process after the POST: %q, want new from the primary", body)
+			}
+			if atoi(f[2]) != e.pg.PrimaryPort() {
+				t.Fatalf("GET in the other process, untouched table in the session: %q, want the primary", body)
+			}
+			resp, err = http.Get(reader.URL + "/items/1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if f := strings.Fields(string(body)); len(f) != 3 || f[0] != "new" || atoi(f[1]) != e.pg.PrimaryPort() || !e.isReplica(atoi(f[2])) {
+				t.Fatalf("GET without the cookie: %q, want new from the primary (the store) and the untouched table from a replica", body)
+			}
+		})
 	}
 }
