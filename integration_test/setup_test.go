@@ -2,10 +2,12 @@ package integration_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
@@ -94,6 +96,7 @@ type env struct {
 
 	mu        sync.Mutex
 	decisions []plugin.Decision
+	plugs     []*plugin.Plugin // every plugin open() made
 }
 
 // envSettings is what envOpts change: the plugin's Config and how the
@@ -191,11 +194,65 @@ func (e *env) open(opts ...envOpt) (*gorm.DB, *plugin.Plugin) {
 	if err := db.Use(p); err != nil {
 		e.t.Fatal(err)
 	}
+	e.mu.Lock()
+	e.plugs = append(e.plugs, p)
+	e.mu.Unlock()
 	e.t.Cleanup(func() {
 		p.Close()
 		closeDB(db)
 	})
 	return db, p
+}
+
+// waitPollersCaughtUp waits, up to 5 s, until every plugin of e reports
+// every replica usable with no lag at its last poll (the poller has seen
+// the catch-up waitCaughtUp waited for). It does not fail: a plugin whose
+// replicas cannot catch up (one paused, a primary writing on) leaves the
+// test's own assertions to decide.
+func (e *env) waitPollersCaughtUp() {
+	e.mu.Lock()
+	plugs := slices.Clone(e.plugs)
+	e.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range plugs {
+		for !pollerCaughtUp(p) {
+			if time.Now().After(deadline) {
+				e.t.Logf("a plugin's poller does not report its replicas caught up 5 s after they did")
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// pollerCaughtUp reads p's metrics: every replica up, lag 0.
+func pollerCaughtUp(p *plugin.Plugin) bool {
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(p.Collector()); err != nil {
+		return false
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return false
+	}
+	ups, lags := 0, 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "freshread_replica_up":
+				if m.GetGauge().GetValue() != 1 {
+					return false
+				}
+				ups++
+			case "freshread_replica_replay_lag_bytes":
+				if m.GetGauge().GetValue() != 0 {
+					return false
+				}
+				lags++
+			}
+		}
+	}
+	return ups > 0 && lags == ups
 }
 
 func replicaName(i int) string { return []string{"r0", "r1", "r2", "r3"}[i] }
@@ -247,7 +304,8 @@ func (e *env) resumeAll() {
 		}
 	}
 	e.waitCaughtUp()
-	time.Sleep(50 * time.Millisecond) // several poll intervals (5ms): the poller has seen the replicas catch up
+	time.Sleep(50 * time.Millisecond) // several poll intervals (5ms)
+	e.waitPollersCaughtUp()
 }
 
 // served is a row with the server port that produced it.
