@@ -411,7 +411,7 @@ func TestShardingMergeUnsupported(t *testing.T) {
 	for name, q := range map[string]func() error{
 		"HAVING": func() error {
 			var x any2
-			return e.db.Model(&ShOrder{}).Select("status, sum(amount) AS t").Group("status").Having("sum(amount) > ?", 10).Find(&x).Error
+			return e.db.Model(&ShOrder{}).Select("status, sum(amount) AS t").Group("status").Having("sum(amount) % ? = 0", 10).Find(&x).Error
 		},
 		"DISTINCT": func() error {
 			var x any2

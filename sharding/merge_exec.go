@@ -528,21 +528,36 @@ func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnTy
 		copy(row[nv:], g.vals[3*nv:])
 		out = append(out, row)
 	}
-	// Sort the merged groups (keys index merged rows).
-	if len(p.order) > 0 {
-		mc := &comparer{textOK: cmp.textOK, why: cmp.why}
-		for i, it := range p.items {
-			k := cmp.kinds[p.src[i]]
-			if it.agg == "avg" {
-				k = kindNumeric
+	// The kinds of the merged columns (keys and HAVING index merged rows).
+	mc := &comparer{textOK: cmp.textOK, why: cmp.why}
+	for i, it := range p.items {
+		k := cmp.kinds[p.src[i]]
+		if it.agg == "avg" {
+			k = kindNumeric
+		}
+		mc.kinds = append(mc.kinds, k)
+		mc.types = append(mc.types, res.cols[i].dbType)
+	}
+	for _, gc := range p.groupCol {
+		mc.kinds = append(mc.kinds, cmp.kinds[gc])
+		mc.types = append(mc.types, cmp.types[gc])
+	}
+	res.cols = res.cols[:p.nVis] // hidden HAVING aggregates are not output
+	if p.having != nil {
+		kept := out[:0]
+		for _, r := range out {
+			v, err := p.having.eval(r, mc)
+			if err != nil {
+				return nil, err
 			}
-			mc.kinds = append(mc.kinds, k)
-			mc.types = append(mc.types, res.cols[i].dbType)
+			if v == triTrue {
+				kept = append(kept, r)
+			}
 		}
-		for _, gc := range p.groupCol {
-			mc.kinds = append(mc.kinds, cmp.kinds[gc])
-			mc.types = append(mc.types, cmp.types[gc])
-		}
+		out = kept
+	}
+	// Sort the merged groups.
+	if len(p.order) > 0 {
 		var serr error
 		sort.SliceStable(out, func(i, j int) bool {
 			c, err := compareRows(p.order, mc, out[i], out[j])

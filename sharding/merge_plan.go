@@ -63,8 +63,10 @@ type mergePlan struct {
 	explicit bool      // the statement has a select list
 	items    []selItem // the select list (explicit)
 	groups   []string  // GROUP BY expressions
-	selSQL   string    // the rewritten select list ("" keeps the statement's)
-	nHidden  int       // trailing hidden columns of the per-shard rows
+	nVis     int       // visible items (items after them are hidden HAVING aggregates)
+	having   *havingNode
+	selSQL   string // the rewritten select list ("" keeps the statement's)
+	nHidden  int    // trailing hidden columns of the per-shard rows
 	// aggregate mode: per visible item, the index of its first per-shard
 	// column; and the per-shard index of each hidden group column.
 	src      []int
@@ -133,12 +135,12 @@ func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 		}
 		p.items = append(p.items, it)
 	}
+	p.nVis = len(p.items)
 	// GROUP BY / HAVING.
+	var having []clause.Expression
 	if c, ok := stmt.Clauses["GROUP BY"]; ok {
 		g, _ := c.Expression.(clause.GroupBy)
-		if len(g.Having) > 0 {
-			return nil, "HAVING (filter the merged groups in Go)"
-		}
+		having = g.Having
 		for _, col := range g.Columns {
 			if col.Raw {
 				for _, part := range splitTopLevel(col.Name) {
@@ -159,6 +161,14 @@ func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 	}
 	if p.agg && !explicit {
 		return nil, "GROUP BY without a select list"
+	}
+	if len(having) > 0 {
+		if !p.agg {
+			return nil, "HAVING without GROUP BY or aggregates"
+		}
+		if why := p.planHaving(having); why != "" {
+			return nil, why
+		}
 	}
 	// LIMIT / OFFSET.
 	if c, ok := stmt.Clauses["LIMIT"]; ok {
@@ -626,6 +636,12 @@ func (p *mergePlan) rewrite(st *gorm.Statement) {
 	if p.agg {
 		delete(st.Clauses, "ORDER BY")
 		delete(st.Clauses, "LIMIT")
+		if c, ok := st.Clauses["GROUP BY"]; ok && p.having != nil {
+			g, _ := c.Expression.(clause.GroupBy)
+			g.Having = nil // evaluated on the merged groups
+			c.Expression = g
+			st.Clauses["GROUP BY"] = c
+		}
 		return
 	}
 	if _, ok := st.Clauses["LIMIT"]; ok {
