@@ -113,6 +113,11 @@ func needsMerge(stmt *gorm.Statement, tg *target) bool {
 // cannot merge.
 func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 	p := &mergePlan{limit: -1, distinct: stmt.Distinct}
+	if c, ok := stmt.Clauses["SELECT"]; ok && c.Expression != nil {
+		// An explicit SELECT clause (Count's COUNT(DISTINCT(col)) among
+		// them) is written as is: Statement.Distinct does not apply.
+		p.distinct = false
+	}
 	if len(stmt.Preloads) > 0 {
 		return nil, "Preload with ORDER BY/LIMIT/aggregates (preload after the merge yourself)"
 	}
@@ -257,6 +262,10 @@ func (p *mergePlan) planAggregate() string {
 		p.src = append(p.src, len(parts))
 		if it.agg == "avg" {
 			parts = append(parts, fmt.Sprintf("sum(%s) AS \"__fr_s%d\"", it.arg, i), fmt.Sprintf("count(%s) AS \"__fr_c%d\"", it.arg, i))
+			continue
+		}
+		if it.agg == "countd" {
+			parts = append(parts, fmt.Sprintf("json_agg(DISTINCT %s) FILTER (WHERE %s IS NOT NULL) AS \"__fr_d%d\"", it.arg, it.arg, i))
 			continue
 		}
 		if it.agg == "" && it.col == "" && aggregateRE.MatchString(it.expr) {
@@ -432,7 +441,22 @@ func parseSelItem(text string) (selItem, string) {
 	if m := aggCallRE.FindStringSubmatch(it.expr); m != nil && balanced(m[2]) && wholeCall(it.expr) {
 		it.agg, it.arg = strings.ToLower(m[1]), strings.TrimSpace(m[2])
 		if distinctRE.MatchString(it.arg) {
-			return it, "an aggregate over DISTINCT: " + text
+			inner := strings.TrimSpace(it.arg)
+			if it.agg != "count" || len(inner) < 9 || !strings.EqualFold(inner[:9], "distinct ") && !strings.EqualFold(inner[:9], "distinct(") {
+				return it, "an aggregate over DISTINCT other than count(DISTINCT expr): " + text
+			}
+			inner = strings.TrimSpace(inner[8:])
+			bare := inner
+			for len(bare) > 1 && bare[0] == '(' && wholeCall(bare) {
+				bare = strings.TrimSpace(bare[1 : len(bare)-1])
+			}
+			if distinctRE.MatchString(inner) || aggregateRE.MatchString(inner) || len(splitTopLevel(bare)) != 1 || bare == "" {
+				return it, "count(DISTINCT ...) of several expressions: " + text
+			}
+			// Exact across shards: each shard sends its distinct values
+			// (per group), the merge counts their union.
+			it.agg, it.arg = "countd", inner
+			return it, ""
 		}
 		if aggregateRE.MatchString(it.arg) {
 			return it, "a nested aggregate: " + text
