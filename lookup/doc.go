@@ -16,7 +16,9 @@
 //   - Delete (called after the orders are deleted) removes rows and cache
 //     entries.
 //   - Redis errors never fail a call: the table answers, and Stats counts
-//     them.
+//     them. After Config.BreakerFailures consecutive failures a circuit
+//     breaker skips Redis until a probe (after 100 ms doubling to 5 s)
+//     succeeds.
 //
 // Backfill builds or repairs the table from the shards in keyset chunks
 // (id > last ORDER BY id LIMIT n), recording its position per shard in

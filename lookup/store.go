@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/freshread/freshread/internal/breaker"
 	"github.com/freshread/freshread/sharding"
 )
 
@@ -29,13 +30,22 @@ type Config struct {
 	TTL time.Duration
 	// NegativeTTL of a cached "unknown ID". Default 2 seconds.
 	NegativeTTL time.Duration
+	// BreakerFailures is the number of consecutive failed cache calls
+	// after which the circuit breaker opens: calls then skip Redis (the
+	// table answers) without paying the client's dial timeout, and after a
+	// backoff (100 ms doubling to 5 s) one call probes Redis again; a
+	// probe that works closes the breaker. Default 3; negative disables
+	// the breaker (every call tries Redis).
+	BreakerFailures int
 }
 
 // Store is the lookup; it implements sharding.Lookup.
 type Store struct {
 	cfg Config
 
-	hits, negHits, misses, redisErrors atomic.Int64
+	br breaker.Breaker
+
+	hits, negHits, misses, redisErrors, skips atomic.Int64
 }
 
 var _ sharding.Lookup = (*Store)(nil)
@@ -46,6 +56,7 @@ type Stats struct {
 	NegativeHits int64 // of which cached as unknown
 	Misses       int64 // IDs read from the table
 	RedisErrors  int64 // failed cache calls (the table answered)
+	BreakerSkips int64 // cache calls not made because the breaker was open
 }
 
 // HitRate is Hits / (Hits + Misses).
@@ -72,12 +83,15 @@ func New(cfg Config) *Store {
 	if cfg.NegativeTTL <= 0 {
 		cfg.NegativeTTL = 2 * time.Second
 	}
+	if cfg.BreakerFailures == 0 {
+		cfg.BreakerFailures = 3
+	}
 	return &Store{cfg: cfg}
 }
 
 // Stats returns the cache counters.
 func (s *Store) Stats() Stats {
-	return Stats{Hits: s.hits.Load(), NegativeHits: s.negHits.Load(), Misses: s.misses.Load(), RedisErrors: s.redisErrors.Load()}
+	return Stats{Hits: s.hits.Load(), NegativeHits: s.negHits.Load(), Misses: s.misses.Load(), RedisErrors: s.redisErrors.Load(), BreakerSkips: s.skips.Load()}
 }
 
 // Migrate creates the lookup table and the backfill progress table.
@@ -96,6 +110,35 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 func (s *Store) quote(name string) string {
 	return s.cfg.DB.Statement.Quote(name)
+}
+
+// BreakerOpen reports whether the cache's circuit breaker is open (or
+// probing): cache calls are skipped until a probe succeeds.
+func (s *Store) BreakerOpen() bool { return s.br.Open() }
+
+// cache runs one cache call through the circuit breaker. It reports
+// whether the call was made and worked; a failure is counted in
+// RedisErrors (and, unless ctx ended, towards opening the breaker), a call
+// skipped by the open breaker in BreakerSkips.
+func (s *Store) cache(ctx context.Context, call func() error) bool {
+	now := time.Now()
+	if s.cfg.BreakerFailures > 0 && !s.br.Allow(now) {
+		s.skips.Add(1)
+		return false
+	}
+	if err := call(); err != nil && !errors.Is(err, redis.Nil) {
+		s.redisErrors.Add(1)
+		// The backoff runs from the failure (a failed dial may take longer
+		// than the first backoff); a cancelled caller is not an outage.
+		if s.cfg.BreakerFailures > 0 && ctx.Err() == nil {
+			s.br.Failure(time.Now(), s.cfg.BreakerFailures)
+		}
+		return false
+	}
+	if s.cfg.BreakerFailures > 0 {
+		s.br.Success()
+	}
+	return true
 }
 
 func (s *Store) key(id int64) string { return s.cfg.Prefix + strconv.FormatInt(id, 10) }
@@ -122,15 +165,16 @@ func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 		return fmt.Errorf("lookup: put: %w", err)
 	}
 	if s.cfg.Redis != nil {
-		_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, r := range rows {
-				p.Set(ctx, s.key(r.OrderID), r.UserID, s.cfg.TTL)
-			}
-			return nil
+		// On failure the table has it; a stale negative entry expires soon.
+		s.cache(ctx, func() error {
+			_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, r := range rows {
+					p.Set(ctx, s.key(r.OrderID), r.UserID, s.cfg.TTL)
+				}
+				return nil
+			})
+			return err
 		})
-		if err != nil {
-			s.redisErrors.Add(1) // the table has it; a stale negative entry expires soon
-		}
 	}
 	return nil
 }
@@ -147,10 +191,8 @@ func (s *Store) Resolve(ctx context.Context, ids []int64) (map[int64]int64, erro
 		for i, id := range ids {
 			keys[i] = s.key(id)
 		}
-		vals, err := s.getMany(ctx, keys)
-		if err != nil {
-			s.redisErrors.Add(1)
-		} else {
+		var vals []any
+		if s.cache(ctx, func() (err error) { vals, err = s.getMany(ctx, keys); return err }) {
 			missing = missing[:0:0]
 			for i, v := range vals {
 				str, ok := v.(string)
@@ -186,20 +228,20 @@ func (s *Store) Resolve(ctx context.Context, ids []int64) (map[int64]int64, erro
 		found[r.OrderID] = true
 	}
 	if s.cfg.Redis != nil {
-		_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, id := range missing {
-				if found[id] {
-					p.Set(ctx, s.key(id), out[id], s.cfg.TTL)
-				} else {
-					// SET NX: never overwrite a pair Put cached meanwhile.
-					p.SetNX(ctx, s.key(id), negative, s.cfg.NegativeTTL)
+		s.cache(ctx, func() error {
+			_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, id := range missing {
+					if found[id] {
+						p.Set(ctx, s.key(id), out[id], s.cfg.TTL)
+					} else {
+						// SET NX: never overwrite a pair Put cached meanwhile.
+						p.SetNX(ctx, s.key(id), negative, s.cfg.NegativeTTL)
+					}
 				}
-			}
-			return nil
+				return nil
+			})
+			return err
 		})
-		if err != nil {
-			s.redisErrors.Add(1)
-		}
 	}
 	return out, nil
 }
@@ -263,9 +305,7 @@ func (s *Store) Delete(ctx context.Context, ids []int64) error {
 		for i, id := range ids {
 			keys[i] = s.key(id)
 		}
-		if err := s.delMany(ctx, keys); err != nil && !errors.Is(err, redis.Nil) {
-			s.redisErrors.Add(1)
-		}
+		s.cache(ctx, func() error { return s.delMany(ctx, keys) })
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package lookup
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -84,5 +85,141 @@ func TestResolveReadThrough(t *testing.T) {
 	}
 	if got, _ := s.Resolve(ctx, []int64{1, 4, 2}); len(got) != 1 || got[2] != 20 {
 		t.Fatalf("after delete: %v", got)
+	}
+}
+
+// ownRedisStore is a Store cached in a Redis server of its own (so the
+// test can stop it) through a client with a short dial timeout.
+func ownRedisStore(t *testing.T, breakerFailures int) (*Store, *testcluster.Redis) {
+	t.Helper()
+	r := testcluster.RedisWithArgsFor(t)
+	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()},
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	s := newStoreOn(t, rdb, 0)
+	s.cfg.BreakerFailures = breakerFailures
+	return s, r
+}
+
+// With Redis stopped, the breaker opens after BreakerFailures failed cache
+// calls: later lookups skip Redis (BreakerSkips, not RedisErrors) and the
+// table answers; once Redis is back a probe closes the breaker and lookups
+// are answered by the cache again.
+func TestResolveBreaker(t *testing.T) {
+	s, r := ownRedisStore(t, 3)
+	ctx := context.Background()
+	var pairs []sharding.Pair
+	var ids []int64
+	for i := int64(1); i <= 20; i++ {
+		pairs = append(pairs, sharding.Pair{OrderID: i, UserID: i * 10})
+		ids = append(ids, i)
+	}
+	if err := s.Put(ctx, pairs); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := s.Resolve(ctx, ids)
+		if err != nil || len(got) != len(ids) {
+			t.Fatalf("%s: %d of %d resolved, %v", when, len(got), len(ids), err)
+		}
+		for _, id := range ids {
+			if got[id] != id*10 {
+				t.Fatalf("%s: order %d -> %d", when, id, got[id])
+			}
+		}
+	}
+	check("Redis up")
+	if st := s.Stats(); st.Hits != 20 || st.Misses != 0 || st.RedisErrors != 0 {
+		t.Fatalf("Redis up: %+v", st)
+	}
+	if err := r.Stop(ctx); err != nil {
+		if errors.Is(err, testcluster.ErrUnsupported) {
+			t.Skip("Redis given by environment: cannot stop it")
+		}
+		t.Fatal(err)
+	}
+	// Each Resolve makes two cache calls (MGET, then the fill), each failing:
+	// the breaker opens at the third failure, during the second Resolve.
+	check("Redis down, 1")
+	check("Redis down, 2")
+	if !s.BreakerOpen() {
+		t.Fatalf("breaker closed after %+v", s.Stats())
+	}
+	before := s.Stats()
+	if before.RedisErrors != 3 {
+		t.Fatalf("RedisErrors %d before the breaker opened, want 3", before.RedisErrors)
+	}
+	const calls = 50
+	for i := 0; i < calls; i++ {
+		check("breaker open")
+	}
+	after := s.Stats()
+	// Only the probes reach Redis (one per backoff: 100 ms, doubling);
+	// every other cache call is skipped.
+	if errs := after.RedisErrors - before.RedisErrors; errs > 5 || errs+after.BreakerSkips-before.BreakerSkips != 2*calls {
+		t.Fatalf("%d cache calls failed with the breaker open (%+v -> %+v)", errs, before, after)
+	}
+	if after.Misses-before.Misses != calls*20 {
+		t.Fatalf("the table answered %d IDs, want %d", after.Misses-before.Misses, calls*20)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Back: within the longest backoff (5 s) a probe succeeds, the breaker
+	// closes, and the cache answers (refilled by the probing Resolve).
+	deadline := time.Now().Add(8 * time.Second)
+	for s.BreakerOpen() {
+		if time.Now().After(deadline) {
+			t.Fatalf("breaker still open after Redis came back: %+v", s.Stats())
+		}
+		check("Redis back")
+		time.Sleep(20 * time.Millisecond)
+	}
+	check("Redis back, filled")
+	back := s.Stats()
+	check("Redis back, cached")
+	if st := s.Stats(); st.Hits-back.Hits != 20 || st.Misses != back.Misses || st.BreakerSkips != back.BreakerSkips {
+		t.Fatalf("after recovery: %+v -> %+v", back, st)
+	}
+}
+
+// BenchmarkResolveRedisDown: a Resolve of 20 IDs with Redis stopped, with
+// and without the breaker (ns/op is what each lookup pays).
+func BenchmarkResolveRedisDown(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		failures int
+	}{{"breaker", 3}, {"no-breaker", -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			r := testcluster.RedisWithArgsFor(b)
+			rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()},
+				DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+			defer rdb.Close()
+			s := newStoreOn(b, rdb, 0)
+			s.cfg.BreakerFailures = bc.failures
+			ctx := context.Background()
+			var pairs []sharding.Pair
+			var ids []int64
+			for i := int64(1); i <= 20; i++ {
+				pairs = append(pairs, sharding.Pair{OrderID: i, UserID: i})
+				ids = append(ids, i)
+			}
+			if err := s.Put(ctx, pairs); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.Stop(ctx); err != nil {
+				b.Skip(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if got, err := s.Resolve(ctx, ids); err != nil || len(got) != 20 {
+					b.Fatal(len(got), err)
+				}
+			}
+			b.StopTimer()
+			st := s.Stats()
+			b.ReportMetric(float64(st.RedisErrors)/float64(b.N), "redis-errors/op")
+		})
 	}
 }

@@ -43,7 +43,7 @@ func (p *Plugin) verifyStore(ctx context.Context) (lsnstore.Epoch, bool) {
 	// The store answers: reads may consult it again at once, instead of
 	// waiting for the circuit breaker's next probe (up to 5 s after a
 	// long outage).
-	p.breaker.success()
+	p.breaker.Success()
 	return e, true
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/depgraph"
+	"github.com/freshread/freshread/internal/breaker"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -37,7 +38,7 @@ type Plugin struct {
 	// (keys.go, *tableKeyNames).
 	keyNames sync.Map
 
-	breaker breaker
+	breaker breaker.Breaker
 	stats   stats
 	// lastPrimary is the primary's insert position at the last poll.
 	lastPrimary atomic.Pointer[lsnstore.Position]

@@ -217,18 +217,18 @@ func (p *Plugin) withFloor(pos lsnstore.Position) lsnstore.Position {
 // its own calls (lsnstore.RedisOptions.Timeout).
 func (p *Plugin) askStore(ask func() error) error {
 	now := time.Now()
-	if !p.breaker.allow(now) {
+	if !p.breaker.Allow(now) {
 		return errBreakerOpen
 	}
 	err := ask()
 	p.stats.storeLatency(time.Since(now))
 	if err != nil {
 		if !lsnstore.IsDiscontinuity(err) { // the store answered: not an outage
-			p.breaker.failure(now, p.cfg.BreakerFailures)
+			p.breaker.Failure(now, p.cfg.BreakerFailures)
 		}
 		return err
 	}
-	p.breaker.success()
+	p.breaker.Success()
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"sort"
 	"testing"
-	"time"
 
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -13,42 +12,6 @@ import (
 
 	"github.com/freshread/freshread/lsnstore"
 )
-
-func TestBreakerOpensAfterFailuresAndProbesOnce(t *testing.T) {
-	var b breaker
-	now := time.Unix(1000, 0)
-	for i := 0; i < 2; i++ {
-		b.failure(now, 3)
-		if !b.allow(now) {
-			t.Fatalf("open after %d failures, limit 3", i+1)
-		}
-	}
-	b.failure(now, 3)
-	if b.allow(now) {
-		t.Fatal("still closed after 3 failures")
-	}
-	if b.allow(now.Add(breakerMinBackoff - time.Millisecond)) {
-		t.Fatal("probe allowed before the backoff")
-	}
-	later := now.Add(breakerMinBackoff)
-	if !b.allow(later) {
-		t.Fatal("no probe after the backoff")
-	}
-	if b.allow(later) {
-		t.Fatal("a second caller may probe at the same time")
-	}
-	b.failure(later, 3) // the probe failed: backoff doubles
-	if b.allow(later.Add(breakerMinBackoff)) {
-		t.Fatal("backoff did not double")
-	}
-	if !b.allow(later.Add(2 * breakerMinBackoff)) {
-		t.Fatal("no probe after the doubled backoff")
-	}
-	b.success()
-	if !b.allow(later) || !b.allow(later) {
-		t.Fatal("not closed after a successful probe")
-	}
-}
 
 func TestIdleCaughtUp(t *testing.T) {
 	cases := []struct {

@@ -16,7 +16,8 @@ var (
 	// can be rolled back.
 	ErrCrossShard = errors.New("sharding: statement for another shard inside a transaction")
 	// ErrScatterUnsupported: a read spanning several shards that needs a
-	// merge the plugin cannot do correctly (HAVING, aggregates other than
+	// merge the plugin cannot do correctly (HAVING beyond comparisons of
+	// aggregates and group columns, aggregates other than
 	// COUNT/SUM/MIN/MAX/AVG, ORDER BY an expression, text ordering under a
 	// collation other than byte order, raw SQL with ORDER BY or aggregates,
 	// ...); the message names what. Nothing is returned.

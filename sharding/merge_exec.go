@@ -423,7 +423,10 @@ func (h *rowHeap) Pop() any {
 // items followed by the group values (for ORDER BY on them).
 func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, cmp *comparer, res *mergeResult) ([][]any, error) {
 	nv := len(p.items)
-	type group struct{ vals []any }
+	type group struct {
+		vals []any
+		sets []map[string]struct{} // count(DISTINCT): the union of the shards' values
+	}
 	groups := map[string]*group{}
 	var order []*group
 	for _, c := range srcs {
@@ -441,7 +444,7 @@ func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnTy
 			}
 			g := groups[b.String()]
 			if g == nil {
-				g = &group{vals: make([]any, nv+2*nv+len(p.groups))}
+				g = &group{vals: make([]any, nv+2*nv+len(p.groups)), sets: make([]map[string]struct{}, nv)}
 				groups[b.String()] = g
 				order = append(order, g)
 				for i, it := range p.items {
@@ -449,6 +452,12 @@ func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnTy
 					g.vals[i] = r[si]
 					if it.agg == "avg" {
 						g.vals[nv+2*i], g.vals[nv+2*i+1] = r[si], r[si+1]
+					}
+					if it.agg == "countd" {
+						g.sets[i] = map[string]struct{}{}
+						if err := addDistinct(g.sets[i], r[si]); err != nil {
+							return nil, err
+						}
 					}
 				}
 				for j, gc := range p.groupCol {
@@ -479,6 +488,10 @@ func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnTy
 					if it.agg == "min" && o < 0 || it.agg == "max" && o > 0 {
 						g.vals[i] = v
 					}
+				case "countd":
+					if err := addDistinct(g.sets[i], v); err != nil {
+						return nil, err
+					}
 				case "avg":
 					if g.vals[nv+2*i], err = addValues(g.vals[nv+2*i], v); err != nil {
 						return nil, err
@@ -507,8 +520,15 @@ func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnTy
 			}
 			col.scan = reflect.TypeFor[float64]()
 		}
-		if it.agg == "count" {
+		if it.agg == "count" || it.agg == "countd" {
 			col.dbType, col.scan = "INT8", reflect.TypeFor[int64]()
+			col.nullable, col.nullOK = false, true
+		}
+		if it.agg == "countd" {
+			col.name = it.alias
+			if col.name == "" {
+				col.name = "count"
+			}
 		}
 		res.cols = append(res.cols, col)
 	}
@@ -524,25 +544,46 @@ func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnTy
 				}
 				row[i] = v
 			}
+			if it.agg == "countd" {
+				row[i] = int64(len(g.sets[i]))
+			}
 		}
 		copy(row[nv:], g.vals[3*nv:])
 		out = append(out, row)
 	}
-	// Sort the merged groups (keys index merged rows).
-	if len(p.order) > 0 {
-		mc := &comparer{textOK: cmp.textOK, why: cmp.why}
-		for i, it := range p.items {
-			k := cmp.kinds[p.src[i]]
-			if it.agg == "avg" {
-				k = kindNumeric
+	// The kinds of the merged columns (keys and HAVING index merged rows).
+	mc := &comparer{textOK: cmp.textOK, why: cmp.why}
+	for i, it := range p.items {
+		k := cmp.kinds[p.src[i]]
+		switch it.agg {
+		case "avg":
+			k = kindNumeric
+		case "countd":
+			k = kindOther
+		}
+		mc.kinds = append(mc.kinds, k)
+		mc.types = append(mc.types, res.cols[i].dbType)
+	}
+	for _, gc := range p.groupCol {
+		mc.kinds = append(mc.kinds, cmp.kinds[gc])
+		mc.types = append(mc.types, cmp.types[gc])
+	}
+	res.cols = res.cols[:p.nVis] // hidden HAVING aggregates are not output
+	if p.having != nil {
+		kept := out[:0]
+		for _, r := range out {
+			v, err := p.having.eval(r, mc)
+			if err != nil {
+				return nil, err
 			}
-			mc.kinds = append(mc.kinds, k)
-			mc.types = append(mc.types, res.cols[i].dbType)
+			if v == triTrue {
+				kept = append(kept, r)
+			}
 		}
-		for _, gc := range p.groupCol {
-			mc.kinds = append(mc.kinds, cmp.kinds[gc])
-			mc.types = append(mc.types, cmp.types[gc])
-		}
+		out = kept
+	}
+	// Sort the merged groups.
+	if len(p.order) > 0 {
 		var serr error
 		sort.SliceStable(out, func(i, j int) bool {
 			c, err := compareRows(p.order, mc, out[i], out[j])

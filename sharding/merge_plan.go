@@ -63,8 +63,10 @@ type mergePlan struct {
 	explicit bool      // the statement has a select list
 	items    []selItem // the select list (explicit)
 	groups   []string  // GROUP BY expressions
-	selSQL   string    // the rewritten select list ("" keeps the statement's)
-	nHidden  int       // trailing hidden columns of the per-shard rows
+	nVis     int       // visible items (items after them are hidden HAVING aggregates)
+	having   *havingNode
+	selSQL   string // the rewritten select list ("" keeps the statement's)
+	nHidden  int    // trailing hidden columns of the per-shard rows
 	// aggregate mode: per visible item, the index of its first per-shard
 	// column; and the per-shard index of each hidden group column.
 	src      []int
@@ -111,6 +113,11 @@ func needsMerge(stmt *gorm.Statement, tg *target) bool {
 // cannot merge.
 func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 	p := &mergePlan{limit: -1, distinct: stmt.Distinct}
+	if c, ok := stmt.Clauses["SELECT"]; ok && c.Expression != nil {
+		// An explicit SELECT clause (Count's COUNT(DISTINCT(col)) among
+		// them) is written as is: Statement.Distinct does not apply.
+		p.distinct = false
+	}
 	if len(stmt.Preloads) > 0 {
 		return nil, "Preload with ORDER BY/LIMIT/aggregates (preload after the merge yourself)"
 	}
@@ -133,12 +140,12 @@ func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 		}
 		p.items = append(p.items, it)
 	}
+	p.nVis = len(p.items)
 	// GROUP BY / HAVING.
+	var having []clause.Expression
 	if c, ok := stmt.Clauses["GROUP BY"]; ok {
 		g, _ := c.Expression.(clause.GroupBy)
-		if len(g.Having) > 0 {
-			return nil, "HAVING (filter the merged groups in Go)"
-		}
+		having = g.Having
 		for _, col := range g.Columns {
 			if col.Raw {
 				for _, part := range splitTopLevel(col.Name) {
@@ -159,6 +166,14 @@ func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 	}
 	if p.agg && !explicit {
 		return nil, "GROUP BY without a select list"
+	}
+	if len(having) > 0 {
+		if !p.agg {
+			return nil, "HAVING without GROUP BY or aggregates"
+		}
+		if why := p.planHaving(having); why != "" {
+			return nil, why
+		}
 	}
 	// LIMIT / OFFSET.
 	if c, ok := stmt.Clauses["LIMIT"]; ok {
@@ -247,6 +262,10 @@ func (p *mergePlan) planAggregate() string {
 		p.src = append(p.src, len(parts))
 		if it.agg == "avg" {
 			parts = append(parts, fmt.Sprintf("sum(%s) AS \"__fr_s%d\"", it.arg, i), fmt.Sprintf("count(%s) AS \"__fr_c%d\"", it.arg, i))
+			continue
+		}
+		if it.agg == "countd" {
+			parts = append(parts, fmt.Sprintf("json_agg(DISTINCT %s) FILTER (WHERE %s IS NOT NULL) AS \"__fr_d%d\"", it.arg, it.arg, i))
 			continue
 		}
 		if it.agg == "" && it.col == "" && aggregateRE.MatchString(it.expr) {
@@ -422,7 +441,22 @@ func parseSelItem(text string) (selItem, string) {
 	if m := aggCallRE.FindStringSubmatch(it.expr); m != nil && balanced(m[2]) && wholeCall(it.expr) {
 		it.agg, it.arg = strings.ToLower(m[1]), strings.TrimSpace(m[2])
 		if distinctRE.MatchString(it.arg) {
-			return it, "an aggregate over DISTINCT: " + text
+			inner := strings.TrimSpace(it.arg)
+			if it.agg != "count" || len(inner) < 9 || !strings.EqualFold(inner[:9], "distinct ") && !strings.EqualFold(inner[:9], "distinct(") {
+				return it, "an aggregate over DISTINCT other than count(DISTINCT expr): " + text
+			}
+			inner = strings.TrimSpace(inner[8:])
+			bare := inner
+			for len(bare) > 1 && bare[0] == '(' && wholeCall(bare) {
+				bare = strings.TrimSpace(bare[1 : len(bare)-1])
+			}
+			if distinctRE.MatchString(inner) || aggregateRE.MatchString(inner) || len(splitTopLevel(bare)) != 1 || bare == "" {
+				return it, "count(DISTINCT ...) of several expressions: " + text
+			}
+			// Exact across shards: each shard sends its distinct values
+			// (per group), the merge counts their union.
+			it.agg, it.arg = "countd", inner
+			return it, ""
 		}
 		if aggregateRE.MatchString(it.arg) {
 			return it, "a nested aggregate: " + text
@@ -626,6 +660,12 @@ func (p *mergePlan) rewrite(st *gorm.Statement) {
 	if p.agg {
 		delete(st.Clauses, "ORDER BY")
 		delete(st.Clauses, "LIMIT")
+		if c, ok := st.Clauses["GROUP BY"]; ok && p.having != nil {
+			g, _ := c.Expression.(clause.GroupBy)
+			g.Having = nil // evaluated on the merged groups
+			c.Expression = g
+			st.Clauses["GROUP BY"] = c
+		}
 		return
 	}
 	if _, ok := st.Clauses["LIMIT"]; ok {

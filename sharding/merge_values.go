@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
@@ -263,4 +264,36 @@ func groupKey(b *strings.Builder, v any, kind valKind) {
 	default:
 		fmt.Fprintf(b, "%T:%v|", v, v)
 	}
+}
+
+// addDistinct adds the values of one shard's json_agg(DISTINCT x) (a JSON
+// array, or NULL for none) to set, keyed so that equal values collide:
+// numbers by their exact value (1.0 = 1.00, as numeric equality), other
+// values by their JSON text.
+func addDistinct(set map[string]struct{}, v any) error {
+	var text []byte
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		text = []byte(x)
+	case []byte:
+		text = x
+	default:
+		return fmt.Errorf("count(DISTINCT): a %T partial", v)
+	}
+	var vals []json.RawMessage
+	if err := json.Unmarshal(text, &vals); err != nil {
+		return fmt.Errorf("count(DISTINCT): %w", err)
+	}
+	for _, raw := range vals {
+		k := string(raw)
+		if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
+			if r, err := parseDecimal(k); err == nil {
+				k = "n" + r.RatString()
+			}
+		}
+		set[k] = struct{}{}
+	}
+	return nil
 }
