@@ -47,30 +47,33 @@ func (r *dockerRedis) addr() string { return hostPort(r.host, r.port) }
 
 // wait waits until the server answers PING.
 func (r *dockerRedis) wait(ctx context.Context) error {
-	return waitContainer(ctx, r.c, "Redis", func(ctx context.Context) error {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", r.addr())
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		if dl, ok := ctx.Deadline(); ok {
-			_ = conn.SetDeadline(dl)
-		} else {
-			_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-		}
-		if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-			return err
-		}
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		if err != nil {
-			return err
-		}
-		if !strings.HasPrefix(line, "+PONG") {
-			return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-		}
-		return nil
-	})
+	return waitContainer(ctx, r.c, "Redis", func(ctx context.Context) error { return pingRedis(ctx, r.addr()) })
+}
+
+// pingRedis sends PING to the Redis server at addr and wants +PONG.
+func pingRedis(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	} else {
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
 }
 
 func (r *dockerRedis) stop(ctx context.Context) error {

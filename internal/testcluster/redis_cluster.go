@@ -2,12 +2,10 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,15 +13,16 @@ import (
 )
 
 // RedisCluster is a Redis Cluster of three masters, each with one replica,
-// as local processes without persistence (issue 19). The masters hold the
-// slot ranges 0-5460, 5461-10922 and 10923-16383.
+// without persistence (issue 19): containers of the test image with the
+// container provider (redis_node_docker.go), else local redis-server
+// processes. The masters hold the slot ranges 0-5460, 5461-10922 and
+// 10923-16383.
 //
-// There is no container provider yet: where no redis-server binary is
-// found, NewRedisCluster returns an error wrapping ErrUnavailable.
+// With the local provider and no redis-server binary, NewRedisCluster
+// returns an error wrapping ErrUnavailable.
 type RedisCluster struct {
-	bin   string
-	dir   string
-	nodes [6]*sentinelNode // 0-2 start as masters, 3-5 as their replicas
+	group redisGroup
+	nodes [6]redisNode // 0-2 start as masters, 3-5 as their replicas
 }
 
 // RedisClusterFor starts a RedisCluster for t (stopped when t ends), or
@@ -41,18 +40,11 @@ func RedisClusterFor(t testing.TB) *RedisCluster {
 // NewRedisCluster starts the nodes, assigns the slots, attaches the
 // replicas and waits until every node reports the cluster ok.
 func NewRedisCluster(ctx context.Context) (*RedisCluster, error) {
-	if os.Getenv(EnvNoLocal) == "1" {
-		return nil, unavailable("Redis Cluster", EnvNoLocal+"=1 disables local servers")
-	}
-	bin, err := lookPath("redis-server", "/usr/bin", "/usr/local/bin")
+	g, err := newRedisGroup(ctx, "Redis Cluster")
 	if err != nil {
-		return nil, unavailable("Redis Cluster", "redis-server not found; install it (Debian: apt-get install -y redis-server)")
+		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "freshread-cluster-")
-	if err != nil {
-		return nil, fmt.Errorf("testcluster: %w", err)
-	}
-	c := &RedisCluster{bin: bin, dir: dir}
+	c := &RedisCluster{group: g}
 	if err := c.start(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -65,35 +57,25 @@ var clusterSlots = [3][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}
 
 func (c *RedisCluster) start(ctx context.Context) error {
 	for i := range c.nodes {
-		port, err := freePort()
+		n, err := c.group.server(fmt.Sprintf("node%d", i), true,
+			"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0")
 		if err != nil {
 			return err
 		}
-		n := &sentinelNode{name: fmt.Sprintf("node%d", i), port: port}
-		d := filepath.Join(c.dir, n.name)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("testcluster: %w", err)
-		}
-		s := &RedisSentinel{bin: c.bin, dir: c.dir}
-		if err := s.launch(ctx, n, filepath.Join(d, "redis.log"),
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", d, "--daemonize", "no", "--protected-mode", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(d, "nodes.conf"),
-			"--cluster-node-timeout", "2000", "--cluster-announce-ip", "127.0.0.1",
-			"--repl-diskless-sync-delay", "0"); err != nil {
-			return err
-		}
 		c.nodes[i] = n
+	}
+	if err := startNodes(ctx, c.nodes[:]...); err != nil {
+		return err
 	}
 	ids := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		id, err := c.do(ctx, i, "CLUSTER", "MYID").Text()
 		if err != nil {
-			return fmt.Errorf("testcluster: cluster node %s: %w", n.name, err)
+			return fmt.Errorf("testcluster: cluster node %d (%s): %w", i, n.addr(), err)
 		}
 		ids[i] = id
 		if i > 0 {
-			if err := c.do(ctx, i, "CLUSTER", "MEET", "127.0.0.1", c.nodes[0].port).Err(); err != nil {
+			if err := c.do(ctx, i, "CLUSTER", "MEET", c.group.host(), c.nodes[0].port(), c.nodes[0].busPort()).Err(); err != nil {
 				return fmt.Errorf("testcluster: cluster meet: %w", err)
 			}
 		}
@@ -128,7 +110,7 @@ func (c *RedisCluster) start(ctx context.Context) error {
 func (c *RedisCluster) settled(ctx context.Context) error {
 	err := waitFor(ctx, func() bool {
 		for i := range c.nodes {
-			if c.nodes[i] == nil || c.nodes[i].srv.exited() {
+			if c.nodes[i] == nil || c.nodes[i].down() {
 				continue
 			}
 			info, err := c.do(ctx, i, "CLUSTER", "INFO").Text()
@@ -150,7 +132,7 @@ func (c *RedisCluster) settled(ctx context.Context) error {
 
 // do runs one command on node i.
 func (c *RedisCluster) do(ctx context.Context, i int, args ...any) *redis.Cmd {
-	rdb := redis.NewClient(&redis.Options{Addr: addrOf(c.nodes[i].port)})
+	rdb := redis.NewClient(&redis.Options{Addr: c.nodes[i].addr()})
 	defer rdb.Close()
 	return rdb.Do(ctx, args...)
 }
@@ -160,7 +142,7 @@ func (c *RedisCluster) Addrs() []string {
 	out := make([]string, 0, len(c.nodes))
 	for _, n := range c.nodes {
 		if n != nil {
-			out = append(out, addrOf(n.port))
+			out = append(out, n.addr())
 		}
 	}
 	return out
@@ -186,11 +168,11 @@ func (c *RedisCluster) Failover(ctx context.Context, key string) (string, error)
 	return c.promoted(ctx, replica, 0, "FAILOVER")
 }
 
-// CutReplication prepares a crash failover that loses writes: it stops
-// (SIGSTOP) the replica of the master holding key's slot and closes the
+// CutReplication prepares a crash failover that loses writes: it freezes
+// (SIGSTOP, or docker pause) the replica of the master holding key's slot and closes the
 // master's replication link to it, so that writes the master acknowledges
 // from now on reach no replica. The returned crash kills the master
-// (SIGKILL), lets the replica go on, and waits until the cluster has
+// (SIGKILL, or docker kill), lets the replica go on, and waits until the cluster has
 // elected it master (after the node timeout, 2 s): the writes made between
 // CutReplication and crash are lost. Call crash soon: a replica stopped
 // for longer than the node timeout is flagged as failing too.
@@ -199,16 +181,19 @@ func (c *RedisCluster) CutReplication(ctx context.Context, key string) (crash fu
 	if err != nil {
 		return nil, err
 	}
-	if err := c.nodes[replica].srv.signal(syscall.SIGSTOP); err != nil {
+	if err := c.nodes[replica].pause(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.do(ctx, master, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
-		_ = c.nodes[replica].srv.signal(syscall.SIGCONT)
+		_ = c.nodes[replica].resume(ctx)
 		return nil, fmt.Errorf("testcluster: client kill type replica: %w", err)
 	}
 	return func(ctx context.Context) (string, error) {
-		c.nodes[master].srv.kill()
-		if err := c.nodes[replica].srv.signal(syscall.SIGCONT); err != nil {
+		if err := c.nodes[master].kill(ctx); err != nil {
+			_ = c.nodes[replica].resume(ctx)
+			return "", err
+		}
+		if err := c.nodes[replica].resume(ctx); err != nil {
 			return "", err
 		}
 		// The cluster elects the replica by itself after the node
@@ -226,7 +211,7 @@ func (c *RedisCluster) pair(ctx context.Context, key string) (master, replica in
 	}
 	master = -1
 	for i := range c.nodes {
-		if c.nodes[i].srv.exited() {
+		if c.nodes[i].down() {
 			continue
 		}
 		role, err := c.do(ctx, i, "ROLE").Slice()
@@ -243,11 +228,11 @@ func (c *RedisCluster) pair(ctx context.Context, key string) (master, replica in
 		return 0, 0, fmt.Errorf("testcluster: no master holds slot %d", slot)
 	}
 	for i := range c.nodes {
-		if i == master || c.nodes[i].srv.exited() {
+		if i == master || c.nodes[i].down() {
 			continue
 		}
 		repl, err := c.do(ctx, i, "INFO", "replication").Text()
-		if err == nil && strings.Contains(repl, "master_port:"+strconv.Itoa(c.nodes[master].port)+"\r\n") {
+		if err == nil && strings.Contains(repl, "master_port:"+strconv.Itoa(c.nodes[master].port())+"\r\n") {
 			return master, i, nil
 		}
 	}
@@ -275,7 +260,7 @@ func (c *RedisCluster) promoted(ctx context.Context, i int, wait time.Duration, 
 	}); err != nil {
 		return "", fmt.Errorf("testcluster: the replica was not promoted (last CLUSTER %v: %v): %w", failover, nudgeErr, err)
 	}
-	return addrOf(c.nodes[i].port), c.settled(ctx)
+	return c.nodes[i].addr(), c.settled(ctx)
 }
 
 // MoveSlot migrates the slot holding key from its master to another
@@ -329,7 +314,7 @@ func (c *RedisCluster) MoveSlot(ctx context.Context, key string, pause time.Dura
 		if len(keys) == 0 {
 			break
 		}
-		if err := c.do(ctx, src, "MIGRATE", "127.0.0.1", c.nodes[dst].port, keys[0], 0, 5000).Err(); err != nil {
+		if err := c.do(ctx, src, "MIGRATE", c.group.host(), c.nodes[dst].port(), keys[0], 0, 5000).Err(); err != nil {
 			return "", fmt.Errorf("testcluster: migrate %s: %w", keys[0], err)
 		}
 		select {
@@ -343,7 +328,7 @@ func (c *RedisCluster) MoveSlot(ctx context.Context, key string, pause time.Dura
 			return "", fmt.Errorf("testcluster: setslot node: %w", err)
 		}
 	}
-	return addrOf(c.nodes[dst].port), c.settled(ctx)
+	return c.nodes[dst].addr(), c.settled(ctx)
 }
 
 // ownsSlot reports whether the "myself" line of CLUSTER NODES output lists
@@ -374,12 +359,8 @@ func ownsSlot(nodes string, slot int) bool {
 	return false
 }
 
-// Close stops every node and removes the files.
+// Close stops every node and removes the files (or containers and
+// network).
 func (c *RedisCluster) Close() error {
-	for _, n := range c.nodes {
-		if n != nil {
-			n.srv.stop(5 * time.Second)
-		}
-	}
-	return os.RemoveAll(c.dir)
+	return errors.Join(closeNodes(c.nodes[:]...), c.group.close())
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,29 +13,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisSentinel is a Redis primary, one replica and three sentinels, as
-// local processes without persistence, for failover tests. The replica
+// RedisSentinel is a Redis primary, one replica and three sentinels,
+// without persistence, for failover tests: containers of the test image
+// with the container provider (redis_node_docker.go), else local
+// redis-server processes. The replica
 // replicates through a relay in front of the primary, so a test can stall
 // its replication (StallReplication) and make the replica miss writes the
 // primary acknowledged: after KillMaster, the promoted replica lacks them,
 // as after a real crash with asynchronous replication.
 //
-// There is no container provider yet: where no redis-server binary is
-// found, NewRedisSentinel returns an error wrapping ErrUnavailable.
+// The relays run in the test process (listening on the Docker network's
+// gateway with containers). With the local provider and no redis-server
+// binary, NewRedisSentinel returns an error wrapping ErrUnavailable.
 type RedisSentinel struct {
-	bin       string
-	dir       string
-	nodes     [2]*sentinelNode // nodes[0] starts as the master
-	sentinels [3]*sentinelNode
+	group     redisGroup
+	nodes     [2]redisNode // nodes[0] starts as the master
+	sentinels [3]redisNode
 	relay     *relay   // in front of the master the replica follows
 	relays    []*relay // every relay made, closed at the end
-	killed    *sentinelNode
-}
-
-type sentinelNode struct {
-	name string
-	port int
-	srv  server
+	killed    redisNode
 }
 
 // SentinelMaster is the master name the sentinels monitor.
@@ -58,18 +52,11 @@ func RedisSentinelFor(t testing.TB) *RedisSentinel {
 // NewRedisSentinel starts the servers and waits until the sentinels know
 // the replica.
 func NewRedisSentinel(ctx context.Context) (*RedisSentinel, error) {
-	if os.Getenv(EnvNoLocal) == "1" {
-		return nil, unavailable("Redis Sentinel", EnvNoLocal+"=1 disables local servers")
-	}
-	bin, err := lookPath("redis-server", "/usr/bin", "/usr/local/bin")
+	g, err := newRedisGroup(ctx, "Redis Sentinel")
 	if err != nil {
-		return nil, unavailable("Redis Sentinel", "redis-server not found; install it (Debian: apt-get install -y redis-server)")
+		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "freshread-sentinel-")
-	if err != nil {
-		return nil, fmt.Errorf("testcluster: %w", err)
-	}
-	s := &RedisSentinel{bin: bin, dir: dir}
+	s := &RedisSentinel{group: g}
 	if err := s.start(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -79,25 +66,32 @@ func NewRedisSentinel(ctx context.Context) (*RedisSentinel, error) {
 
 func (s *RedisSentinel) start(ctx context.Context) error {
 	for i := range s.nodes {
-		n, err := s.startNode(ctx, fmt.Sprintf("redis%d", i))
+		n, err := s.group.server(fmt.Sprintf("redis%d", i), false,
+			"--repl-timeout", "5", "--repl-diskless-sync-delay", "0")
 		if err != nil {
 			return err
 		}
 		s.nodes[i] = n
 	}
-	if err := s.follow(ctx, s.nodes[1], s.nodes[0].port); err != nil {
+	if err := startNodes(ctx, s.nodes[:]...); err != nil {
+		return err
+	}
+	if err := s.follow(ctx, s.nodes[1], s.nodes[0].addr()); err != nil {
 		return err
 	}
 	for i := range s.sentinels {
-		n, err := s.startSentinel(ctx, i)
+		n, err := s.group.sentinel(fmt.Sprintf("sentinel%d", i), s.nodes[0])
 		if err != nil {
 			return err
 		}
 		s.sentinels[i] = n
 	}
+	if err := startNodes(ctx, s.sentinels[:]...); err != nil {
+		return err
+	}
 	// Every sentinel knows the replica and the other sentinels.
 	for _, n := range s.sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: addrOf(n.port)})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: n.addr()})
 		err := waitFor(ctx, func() bool {
 			reps, err := sc.Replicas(ctx, SentinelMaster).Result()
 			if err != nil || len(reps) != 1 {
@@ -114,18 +108,18 @@ func (s *RedisSentinel) start(ctx context.Context) error {
 	return nil
 }
 
-// follow makes n a replica of the server on masterPort through a new
-// relay (the one StallReplication controls) and waits until it has synced.
-func (s *RedisSentinel) follow(ctx context.Context, n *sentinelNode, masterPort int) error {
-	r, err := newRelay(addrOf(masterPort), 0)
+// follow makes n a replica of the server at master through a new relay
+// (the one StallReplication controls) and waits until it has synced.
+func (s *RedisSentinel) follow(ctx context.Context, n redisNode, master string) error {
+	r, err := s.group.relay(master)
 	if err != nil {
 		return err
 	}
 	s.relay = r
 	s.relays = append(s.relays, r)
-	c := redis.NewClient(&redis.Options{Addr: addrOf(n.port)})
+	c := redis.NewClient(&redis.Options{Addr: n.addr()})
 	defer c.Close()
-	if err := c.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(r.Port())).Err(); err != nil {
+	if err := c.ReplicaOf(ctx, s.group.host(), strconv.Itoa(r.Port())).Err(); err != nil {
 		return fmt.Errorf("testcluster: REPLICAOF: %w", err)
 	}
 	if err := waitFor(ctx, func() bool {
@@ -153,23 +147,15 @@ func (s *RedisSentinel) Rejoin(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, p, err := net.SplitHostPort(master)
-	if err != nil {
-		return fmt.Errorf("testcluster: master address %q: %w", master, err)
-	}
-	masterPort, err := strconv.Atoi(p)
-	if err != nil {
-		return fmt.Errorf("testcluster: master address %q: %w", master, err)
-	}
-	if err := s.launchNode(ctx, n); err != nil {
+	if err := n.start(ctx); err != nil {
 		return err
 	}
 	s.killed = nil
-	if err := s.follow(ctx, n, masterPort); err != nil {
+	if err := s.follow(ctx, n, master); err != nil {
 		return err
 	}
 	// Every sentinel sees it as a healthy replica of the master.
-	if err := s.settled(ctx, master, addrOf(n.port)); err != nil {
+	if err := s.settled(ctx, master, n.addr()); err != nil {
 		return fmt.Errorf("testcluster: the sentinels do not see the rejoined replica: %w", err)
 	}
 	return nil
@@ -179,7 +165,7 @@ func (s *RedisSentinel) Rejoin(ctx context.Context) error {
 // replica is set, lists it as a replica without a down flag.
 func (s *RedisSentinel) settled(ctx context.Context, master, replica string) error {
 	for _, n := range s.sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: addrOf(n.port)})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: n.addr()})
 		var seen string // what the sentinel said last, for the error
 		err := waitFor(ctx, func() bool {
 			m, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
@@ -205,85 +191,17 @@ func (s *RedisSentinel) settled(ctx context.Context, master, replica string) err
 		})
 		sc.Close()
 		if err != nil {
-			return fmt.Errorf("sentinel %s: %s: %w", addrOf(n.port), seen, err)
+			return fmt.Errorf("sentinel %s: %s: %w", n.addr(), seen, err)
 		}
 	}
 	return nil
-}
-
-func addrOf(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-
-func (s *RedisSentinel) startNode(ctx context.Context, name string) (*sentinelNode, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	n := &sentinelNode{name: name, port: port}
-	return n, s.launchNode(ctx, n)
-}
-
-// launchNode starts n's redis-server (empty: no persistence).
-func (s *RedisSentinel) launchNode(ctx context.Context, n *sentinelNode) error {
-	d := filepath.Join(s.dir, n.name)
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		return fmt.Errorf("testcluster: %w", err)
-	}
-	return s.launch(ctx, n, filepath.Join(d, "redis.log"),
-		"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", d, "--daemonize", "no", "--protected-mode", "no",
-		"--replica-announce-ip", "127.0.0.1", "--repl-timeout", "5", "--repl-diskless-sync-delay", "0")
-}
-
-// launch starts redis-server with args as n and waits for its port.
-func (s *RedisSentinel) launch(ctx context.Context, n *sentinelNode, logPath string, args ...string) error {
-	cmd, err := osUser{asSelf: true}.command(nil, logPath, s.bin, args...)
-	if err != nil {
-		return err
-	}
-	if err := n.srv.start(cmd); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := waitPort(ctx, &n.srv, n.port); err != nil {
-		n.srv.stop(time.Second)
-		return err
-	}
-	return nil
-}
-
-func (s *RedisSentinel) startSentinel(ctx context.Context, i int) (*sentinelNode, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	n := &sentinelNode{port: port}
-	d := filepath.Join(s.dir, fmt.Sprintf("sentinel%d", i))
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		return nil, fmt.Errorf("testcluster: %w", err)
-	}
-	conf := filepath.Join(d, "sentinel.conf")
-	body := fmt.Sprintf(`port %d
-bind 127.0.0.1
-protected-mode no
-dir %s
-sentinel announce-ip 127.0.0.1
-sentinel monitor %s 127.0.0.1 %d 2
-sentinel down-after-milliseconds %s 1500
-sentinel failover-timeout %s 15000
-sentinel parallel-syncs %s 1
-`, port, d, SentinelMaster, s.nodes[0].port, SentinelMaster, SentinelMaster, SentinelMaster)
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-		return nil, fmt.Errorf("testcluster: %w", err)
-	}
-	return n, s.launch(ctx, n, filepath.Join(d, "sentinel.log"), conf, "--sentinel")
 }
 
 // SentinelAddrs are the sentinels' addresses, for redis.FailoverOptions.
 func (s *RedisSentinel) SentinelAddrs() []string {
 	out := make([]string, len(s.sentinels))
 	for i, n := range s.sentinels {
-		out[i] = addrOf(n.port)
+		out[i] = n.addr()
 	}
 	return out
 }
@@ -292,7 +210,7 @@ func (s *RedisSentinel) SentinelAddrs() []string {
 func (s *RedisSentinel) MasterAddr(ctx context.Context) (string, error) {
 	var lastErr error
 	for _, n := range s.sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: addrOf(n.port)})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: n.addr()})
 		a, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
 		sc.Close()
 		if err == nil && len(a) == 2 {
@@ -314,24 +232,26 @@ func (s *RedisSentinel) StallReplication(stall bool) {
 	}
 }
 
-// KillMaster kills the current master (SIGKILL: no goodbye, no
-// persistence) and waits until the sentinels have promoted the replica
+// KillMaster kills the current master (SIGKILL, or docker kill: no
+// goodbye, no persistence) and waits until the sentinels have promoted the replica
 // and it accepts writes. It returns the new master's address.
 func (s *RedisSentinel) KillMaster(ctx context.Context) (string, error) {
 	old, err := s.MasterAddr(ctx)
 	if err != nil {
 		return "", err
 	}
-	var victim *sentinelNode
+	var victim redisNode
 	for _, n := range s.nodes {
-		if addrOf(n.port) == old {
+		if n.addr() == old {
 			victim = n
 		}
 	}
 	if victim == nil {
 		return "", fmt.Errorf("testcluster: the master %s is none of the sentinel setup's servers", old)
 	}
-	victim.srv.stop(0) // SIGTERM, then SIGKILL at once
+	if err := victim.kill(ctx); err != nil {
+		return "", err
+	}
 	s.killed = victim
 	return s.newMaster(ctx, old)
 }
@@ -346,7 +266,7 @@ func (s *RedisSentinel) Failover(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sc := redis.NewSentinelClient(&redis.Options{Addr: addrOf(s.sentinels[0].port)})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.sentinels[0].addr()})
 	err = sc.Failover(ctx, SentinelMaster).Err()
 	sc.Close()
 	if err != nil {
@@ -382,22 +302,15 @@ func (s *RedisSentinel) newMaster(ctx context.Context, old string) (string, erro
 	return now, nil
 }
 
-// Close stops every process and removes the files.
+// Close stops every server and relay and removes the files (or
+// containers and network).
 func (s *RedisSentinel) Close() error {
-	for _, n := range s.sentinels {
-		if n != nil {
-			n.srv.stop(5 * time.Second)
-		}
-	}
+	errs := []error{closeNodes(s.sentinels[:]...)}
 	for _, r := range s.relays {
-		r.Close()
+		errs = append(errs, r.Close())
 	}
-	for _, n := range s.nodes {
-		if n != nil {
-			n.srv.stop(5 * time.Second)
-		}
-	}
-	return os.RemoveAll(s.dir)
+	errs = append(errs, closeNodes(s.nodes[:]...), s.group.close())
+	return errors.Join(errs...)
 }
 
 // waitFor polls ok every 50 ms until it holds or ctx ends.
