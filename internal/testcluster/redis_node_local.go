@@ -43,13 +43,20 @@ func (g *localRedisGroup) server(name string, cluster bool, args ...string) (red
 	d := filepath.Join(g.dir, name)
 	opts := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", d, "--daemonize", "no", "--protected-mode", "no"}
+	bus := 0
 	if cluster {
+		// A bus port of its own: Redis's default, port+10000, does not
+		// exist for the ephemeral ports above 55535, and Redis then
+		// refuses to start.
+		if bus, err = freePort(); err != nil {
+			return nil, err
+		}
 		opts = append(opts, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(d, "nodes.conf"),
-			"--cluster-announce-ip", "127.0.0.1")
+			"--cluster-announce-ip", "127.0.0.1", "--cluster-port", strconv.Itoa(bus))
 	} else {
 		opts = append(opts, "--replica-announce-ip", "127.0.0.1")
 	}
-	return &localRedisNode{bin: g.bin, dir: d, log: "redis.log", p: port, args: append(opts, args...)}, nil
+	return &localRedisNode{bin: g.bin, dir: d, log: "redis.log", p: port, bus: bus, args: append(opts, args...)}, nil
 }
 
 func (g *localRedisGroup) sentinel(name string, master redisNode) (redisNode, error) {
@@ -81,13 +88,14 @@ func (g *localRedisGroup) close() error { return os.RemoveAll(g.dir) }
 type localRedisNode struct {
 	bin, dir, log string
 	p             int
+	bus           int // cluster bus port; 0 when not a cluster node
 	args          []string
 	srv           server
 }
 
 func (n *localRedisNode) addr() string { return addrOf(n.p) }
 func (n *localRedisNode) port() int    { return n.p }
-func (n *localRedisNode) busPort() int { return n.p + 10000 } // Redis's default
+func (n *localRedisNode) busPort() int { return n.bus }
 
 // addrOf is 127.0.0.1:port.
 func addrOf(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
