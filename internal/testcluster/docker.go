@@ -190,8 +190,9 @@ func dockerHostHint() bool {
 }
 
 // dockerPublish returns the host to connect to for published ports and the
-// host IP to bind them on: loopback when the engine is local, so trust-auth
-// servers are not exposed to the network; every interface otherwise.
+// host IP to bind them on: loopback when the engine is local, the
+// engine's address when it is an IP, so trust-auth servers are not
+// exposed on every interface; every interface for an engine known by name.
 func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) {
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
@@ -204,6 +205,12 @@ func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) 
 	}
 	if h == "localhost" || h == "127.0.0.1" {
 		return "127.0.0.1", "127.0.0.1", nil
+	}
+	// An engine reached at an address of its host (testcontainers names
+	// the network gateway when it runs in a container itself): publish
+	// on that address only, not on every interface.
+	if net.ParseIP(h) != nil {
+		return h, h, nil
 	}
 	return h, "", nil
 }
