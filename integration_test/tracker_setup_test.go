@@ -66,7 +66,7 @@ func trackerEntry(e *env, storeName string) registry.Entry {
 	port, _ := strconv.Atoi(u.Port())
 	ent := registry.Entry{Host: u.Hostname(), Port: port, Database: e.dbName, Store: storeName}
 	for i := 0; i < e.pg.Replicas(); i++ {
-		ent.Replicas = append(ent.Replicas, registry.ReplicaEntry{Name: replicaName(i), Host: "127.0.0.1", Port: e.pg.ReplicaPort(i)})
+		ent.Replicas = append(ent.Replicas, registry.ReplicaEntry{Name: replicaName(i), Host: e.pg.Host(), Port: e.pg.ReplicaPort(i)})
 	}
 	return ent
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -246,8 +247,12 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 		}
 		_, primaryURL, _ := c.DSNs(dbName)
 		spec := trackerSpec{Store: st.spec(), StoreDB: storeName(dbName), Primary: primaryURL}
+		u, err := url.Parse(primaryURL)
+		if err != nil {
+			t.Fatalf("soak: primary URL: %v", err)
+		}
 		for i, p := range c.ReplicaPorts() {
-			spec.Replicas = append(spec.Replicas, registry.ReplicaEntry{Name: replicaName(i), Host: "127.0.0.1", Port: p})
+			spec.Replicas = append(spec.Replicas, registry.ReplicaEntry{Name: replicaName(i), Host: u.Hostname(), Port: p})
 		}
 		trk = startTrackerProc(t, spec)
 	}

@@ -191,8 +191,9 @@ func dockerHostHint() bool {
 
 // dockerPublish returns the host to connect to for published ports and the
 // host IP to bind them on: loopback when the engine is local, the
-// engine's address when it is an IP, so trust-auth servers are not
-// exposed on every interface; every interface for an engine known by name.
+// engine's address when it is another machine's IP, so trust-auth servers
+// are not exposed on every interface; every interface only for an engine
+// known by name.
 func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) {
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
@@ -203,7 +204,9 @@ func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) 
 	if err != nil {
 		return "", "", fmt.Errorf("testcluster: docker host: %w", err)
 	}
-	if h == "localhost" || h == "127.0.0.1" {
+	if h == "localhost" || h == "127.0.0.1" || isLocalAddr(h) {
+		// The engine runs on this machine (testcontainers may name one
+		// of its bridge addresses): loopback reaches what it publishes.
 		return "127.0.0.1", "127.0.0.1", nil
 	}
 	// An engine reached at an address of its host (testcontainers names
@@ -213,6 +216,25 @@ func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) 
 		return h, h, nil
 	}
 	return h, "", nil
+}
+
+// isLocalAddr reports whether ip is an address of one of this machine's
+// interfaces.
+func isLocalAddr(ip string) bool {
+	want := net.ParseIP(ip)
+	if want == nil {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(want) {
+			return true
+		}
+	}
+	return false
 }
 
 // withFixedPort exposes containerPort ("6379/tcp") on a fixed host port, so

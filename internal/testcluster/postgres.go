@@ -78,6 +78,16 @@ func (p *Postgres) ReplicaDSN(i int, db string) string {
 // ReplicaPort is replica i's TCP port, which inet_server_port() reports.
 func (p *Postgres) ReplicaPort(i int) int { return urlPort(p.backend.replicaURL(i, "postgres")) }
 
+// Host is the address every server of the cluster is reached at:
+// 127.0.0.1 for local servers, the engine's address for containers.
+func (p *Postgres) Host() string {
+	u, err := url.Parse(p.backend.primaryURL("postgres"))
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
 // PrimaryPort is the primary's TCP port.
 func (p *Postgres) PrimaryPort() int { return urlPort(p.backend.primaryURL("postgres")) }
 

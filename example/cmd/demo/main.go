@@ -160,7 +160,7 @@ CREATE TRIGGER order_event AFTER UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION 
 	if err != nil {
 		return err
 	}
-	entry := registry.Entry{Host: "127.0.0.1", Port: d.pg.PrimaryPort(), Database: d.name}
+	entry := registry.Entry{Host: d.pg.Host(), Port: d.pg.PrimaryPort(), Database: d.name}
 	tr, err := tracker.New(tracker.Config{Redis: rdb, DSN: dsn, Databases: []registry.Entry{entry}, NoRegistry: true,
 		Mode: tracker.ModeNone, DependencyInterval: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
