@@ -28,9 +28,9 @@ type mergeEnv struct {
 	perShrd map[string][]ShOrder
 }
 
-func newMergeEnv(t *testing.T) *mergeEnv {
+func newMergeEnv(t *testing.T, opts ...shOpt) *mergeEnv {
 	t.Helper()
-	e := &mergeEnv{shEnv: newShEnv(t, withIDs(fixedIDs(t, 6)))}
+	e := &mergeEnv{shEnv: newShEnv(t, append([]shOpt{withIDs(fixedIDs(t, 6))}, opts...)...)}
 	statuses := []string{"new", "paid", "Shipped", "cancelled", "paid"}
 	for u := int64(1); u <= 60; u++ {
 		for k := int64(0); k <= u%9; k++ {

@@ -36,6 +36,13 @@ type Config struct {
 	// OnRoute, when set, is called with every routing decision on a
 	// sharded table (for logs, metrics and tests).
 	OnRoute func(context.Context, Route)
+
+	// DeepOffset is the OFFSET from which a multi-shard ORDER BY ... LIMIT
+	// OFFSET read is paged with the two-phase method (see docs/sharding.md,
+	// "Cost") instead of reading offset+limit rows from every shard. 0
+	// means 1000; a negative value turns the method off. It is used only
+	// when the offset is also at least 4 x the limit.
+	DeepOffset int
 }
 
 // Table is a sharded table.

@@ -27,58 +27,14 @@ func (s *Sharding) mergeRead(db *gorm.DB, tg *target, p *mergePlan) (int64, erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	type part struct {
-		si   int
-		sub  *gorm.DB
-		rows *sql.Rows
+	if p != nil && p.deepOK && bits.OnesCount64(tg.mask) > 1 && p.offset >= s.deepOffset() && p.offset >= 4*p.limit {
+		return s.deepRead(db, tg, p)
 	}
-	var parts []*part
-	for m := tg.mask; m != 0; m &= m - 1 {
-		si := bits.TrailingZeros64(m)
-		sub := db.Session(&gorm.Session{Initialized: true}) // cloned here, not in the goroutines
-		sub.Statement.Settings.Store("rows", true)
-		parts = append(parts, &part{si: si, sub: sub})
+	parts, err := s.fanOut(db, tg, p, nil)
+	if err != nil {
+		return 0, err
 	}
-	var wg sync.WaitGroup
-	for _, pt := range parts {
-		wg.Add(1)
-		go func(pt *part) {
-			defer wg.Done()
-			sh := s.shards[pt.si]
-			sub := pt.sub
-			sub.Config = sh.db.Config
-			sub.Statement.ConnPool = sh.db.Config.ConnPool
-			sub.Statement.Settings.Delete(hintKey)
-			s.partMutator(tg, pt.si, nil)(sub.Statement)
-			if p != nil {
-				p.rewrite(sub.Statement)
-			}
-			sh.db.Callback().Row().Execute(sub)
-			if sub.Error == nil {
-				pt.rows, _ = sub.Statement.Dest.(*sql.Rows)
-				if pt.rows == nil {
-					sub.Error = fmt.Errorf("no rows from the shard (DryRun?)")
-				}
-			}
-		}(pt)
-	}
-	wg.Wait()
-	defer func() {
-		for _, pt := range parts {
-			if pt.rows != nil {
-				pt.rows.Close()
-			}
-		}
-	}()
-	var errs []error
-	for _, pt := range parts {
-		if pt.sub.Error != nil {
-			errs = append(errs, fmt.Errorf("sharding: shard %q: %w", s.shards[pt.si].name, pt.sub.Error))
-		}
-	}
-	if len(errs) > 0 {
-		return 0, errors.Join(errs...)
-	}
+	defer closeParts(parts)
 
 	// The shards' columns (the same statement: the same columns).
 	cols, err := parts[0].rows.Columns()
@@ -124,11 +80,82 @@ func (s *Sharding) mergeRead(db *gorm.DB, tg *target, p *mergePlan) (int64, erro
 		}
 		return 0, fmt.Errorf("%w: %s on %q over %d shards: %v", ErrScatterUnsupported, tg.op, tg.t.Name, len(parts), err)
 	}
+	if mergeRowsRead != nil {
+		for _, c := range srcs {
+			mergeRowsRead(c.shard, c.read)
+		}
+	}
 	for i, r := range merged {
 		merged[i] = r[:len(res.cols)]
 	}
 	res.rows = merged
 	return s.deliver(db, tg, p, res)
+}
+
+// shardPart is one shard's execution of a merged read.
+type shardPart struct {
+	si   int
+	sub  *gorm.DB
+	rows *sql.Rows
+}
+
+func closeParts(parts []*shardPart) {
+	for _, pt := range parts {
+		if pt.rows != nil {
+			pt.rows.Close()
+			pt.rows = nil
+		}
+	}
+}
+
+// fanOut runs the statement on every shard of tg.mask concurrently, as p
+// rewrites it and then extra (per shard, may be nil) changes it.
+func (s *Sharding) fanOut(db *gorm.DB, tg *target, p *mergePlan, extra func(si int, st *gorm.Statement)) ([]*shardPart, error) {
+	var parts []*shardPart
+	for m := tg.mask; m != 0; m &= m - 1 {
+		si := bits.TrailingZeros64(m)
+		sub := db.Session(&gorm.Session{Initialized: true}) // cloned here, not in the goroutines
+		sub.Statement.Settings.Store("rows", true)
+		parts = append(parts, &shardPart{si: si, sub: sub})
+	}
+	var wg sync.WaitGroup
+	for _, pt := range parts {
+		wg.Add(1)
+		go func(pt *shardPart) {
+			defer wg.Done()
+			sh := s.shards[pt.si]
+			sub := pt.sub
+			sub.Config = sh.db.Config
+			sub.Statement.ConnPool = sh.db.Config.ConnPool
+			sub.Statement.Settings.Delete(hintKey)
+			s.partMutator(tg, pt.si, nil)(sub.Statement)
+			if p != nil {
+				p.rewrite(sub.Statement)
+			}
+			if extra != nil {
+				extra(pt.si, sub.Statement)
+			}
+			sh.db.Callback().Row().Execute(sub)
+			if sub.Error == nil {
+				pt.rows, _ = sub.Statement.Dest.(*sql.Rows)
+				if pt.rows == nil {
+					sub.Error = fmt.Errorf("no rows from the shard (DryRun?)")
+				}
+			}
+		}(pt)
+	}
+	wg.Wait()
+	var errs []error
+	for _, pt := range parts {
+		if pt.sub.Error != nil {
+			errs = append(errs, fmt.Errorf("sharding: shard %q: %w", s.shards[pt.si].name, pt.sub.Error))
+		}
+	}
+	if len(errs) > 0 {
+		closeParts(parts)
+		return nil, errors.Join(errs...)
+	}
+	return parts, nil
 }
 
 // deliver scans the merged result into the statement's destination, or
@@ -178,10 +205,20 @@ type cursor struct {
 	rows  *sql.Rows
 	shard string
 	n     int
-	prev  []any // the previous row (order check)
+	prev  []any   // the previous row (order check)
+	buf   [][]any // rows already read (rows == nil)
+	read  int     // rows read from rows
 }
 
 func (c *cursor) next() ([]any, error) {
+	if c.rows == nil {
+		if len(c.buf) == 0 {
+			return nil, io.EOF
+		}
+		r := c.buf[0]
+		c.buf = c.buf[1:]
+		return r, nil
+	}
 	if !c.rows.Next() {
 		if err := c.rows.Err(); err != nil {
 			return nil, fmt.Errorf("shard %q: %w", c.shard, err)
@@ -196,6 +233,7 @@ func (c *cursor) next() ([]any, error) {
 	if err := c.rows.Scan(ptrs...); err != nil {
 		return nil, fmt.Errorf("shard %q: %w", c.shard, err)
 	}
+	c.read++
 	return vals, nil
 }
 
@@ -287,26 +325,9 @@ func (p *mergePlan) mergeRows(srcs []*cursor, cols []string, cmp *comparer) ([][
 		}
 		return w.out, nil
 	}
-	// Resolve the keys found by name.
-	keys := make([]orderKey, len(p.order))
-	copy(keys, p.order)
-	for i := range keys {
-		if keys[i].col >= 0 {
-			continue
-		}
-		found := -1
-		for j := 0; j < visible; j++ {
-			if cols[j] == keys[i].name {
-				if found >= 0 {
-					return nil, fmt.Errorf("ORDER BY %s names several result columns", keys[i].expr)
-				}
-				found = j
-			}
-		}
-		if found < 0 {
-			return nil, fmt.Errorf("ORDER BY %s is not a column of the result", keys[i].expr)
-		}
-		keys[i].col = found
+	keys, err := p.resolveKeys(cols, visible)
+	if err != nil {
+		return nil, err
 	}
 	h := &rowHeap{keys: keys, cmp: cmp}
 	for i, c := range srcs {
@@ -350,6 +371,31 @@ func (p *mergePlan) mergeRows(srcs []*cursor, cols []string, cmp *comparer) ([][
 		return nil, h.err
 	}
 	return w.out, nil
+}
+
+// resolveKeys places the ORDER BY keys found by name in the columns.
+func (p *mergePlan) resolveKeys(cols []string, visible int) ([]orderKey, error) {
+	keys := make([]orderKey, len(p.order))
+	copy(keys, p.order)
+	for i := range keys {
+		if keys[i].col >= 0 {
+			continue
+		}
+		found := -1
+		for j := 0; j < visible; j++ {
+			if cols[j] == keys[i].name {
+				if found >= 0 {
+					return nil, fmt.Errorf("ORDER BY %s names several result columns", keys[i].expr)
+				}
+				found = j
+			}
+		}
+		if found < 0 {
+			return nil, fmt.Errorf("ORDER BY %s is not a column of the result", keys[i].expr)
+		}
+		keys[i].col = found
+	}
+	return keys, nil
 }
 
 // compareRows compares two rows by the ORDER BY keys (NULLs last for ASC,

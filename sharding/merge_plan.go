@@ -72,6 +72,7 @@ type mergePlan struct {
 	src      []int
 	groupCol []int
 	afterFnd bool // call AfterFind hooks after the scan
+	deepOK   bool // a total order of table columns: deep OFFSET in two phases (merge_deep.go)
 }
 
 var (
@@ -208,6 +209,8 @@ func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 		}
 	} else if why := p.planRows(stmt); why != "" {
 		return nil, why
+	} else {
+		p.planDeep(stmt)
 	}
 	if stmt.Schema != nil && stmt.Schema.AfterFind && !stmt.SkipHooks {
 		p.afterFnd = true
