@@ -12,6 +12,17 @@ type shServed struct {
 	Port   int
 }
 
+// readStatus reads order id's status through the sharding plugin with
+// the serving port.
+func (e *shEnv) readStatus(id int64) shServed {
+	e.t.Helper()
+	var s shServed
+	if err := e.db.Model(&ShOrder{}).Select("status, inet_server_port() AS port").Where("id = ?", id).Scan(&s).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
 // Freshness applies per shard: with replay paused on the replicas, a new
 // order on shard s2 is read from s2's primary (never stale from a
 // replica), while an untouched shard still reads from a replica.
@@ -29,14 +40,7 @@ func TestShardingFreshnessPerShard(t *testing.T) {
 	e.waitCaughtUp()
 	time.Sleep(50 * time.Millisecond) // the shards' pollers see the replicas caught up
 
-	read := func(id int64) shServed {
-		t.Helper()
-		var s shServed
-		if err := e.db.Model(&ShOrder{}).Select("status, inet_server_port() AS port").Where("id = ?", id).Scan(&s).Error; err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	read := e.readStatus
 	if s := read(old.ID); s.Status != "old" || !e.isReplica(s.Port) {
 		t.Fatalf("caught-up read: %+v, want a replica", s)
 	}

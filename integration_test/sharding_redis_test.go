@@ -101,14 +101,7 @@ func checkShardingOnRedis(t *testing.T, rdb redis.UniversalClient) {
 			break
 		}
 	}
-	read := func(id int64) shServed {
-		t.Helper()
-		var s shServed
-		if err := e.db.Model(&ShOrder{}).Select("status, inet_server_port() AS port").Where("id = ?", id).Scan(&s).Error; err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	read := e.readStatus
 	deadline := time.Now().Add(15 * time.Second)
 	for s := read(untouched.ID); !e.isReplica(s.Port); s = read(untouched.ID) {
 		if time.Now().After(deadline) {
