@@ -381,6 +381,10 @@ func (p *mergePlan) resolveKeys(cols []string, visible int) ([]orderKey, error) 
 		if keys[i].col >= 0 {
 			continue
 		}
+		if keys[i].hidden > 0 { // after the statement's own columns
+			keys[i].col = visible + keys[i].hidden - 1
+			continue
+		}
 		found := -1
 		for j := 0; j < visible; j++ {
 			if cols[j] == keys[i].name {

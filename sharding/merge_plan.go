@@ -48,6 +48,12 @@ type orderKey struct {
 	qual       string // qualifier ("" if none)
 	desc       bool
 	nullsFirst bool
+	// computed: an expression, not a column (each shard computes it as a
+	// hidden column); hidden: 1 + its index among the hidden columns when
+	// the result's own columns are not known before it arrives (no select
+	// list), 0 otherwise.
+	computed bool
+	hidden   int
 	// where the key is found in the per-shard (row mode) or merged
 	// (aggregate mode) row: col >= 0 an index; col < 0 looked up by name
 	// at run time.
@@ -225,6 +231,19 @@ func (p *mergePlan) planRows(stmt *gorm.Statement) string {
 	for i := range p.order {
 		k := &p.order[i]
 		k.col = -1
+		if k.computed {
+			if p.distinct {
+				return fmt.Sprintf("ORDER BY %s with DISTINCT (select it)", k.expr)
+			}
+			k.name = fmt.Sprintf("__fr_k%d", i)
+			if p.explicit {
+				k.col = len(p.items) + len(hidden)
+			} else {
+				k.hidden = 1 + len(hidden)
+			}
+			hidden = append(hidden, fmt.Sprintf("%s AS \"%s\"", k.expr, k.name))
+			continue
+		}
 		if p.explicit {
 			found := false
 			for _, it := range p.items {
@@ -249,6 +268,9 @@ func (p *mergePlan) planRows(stmt *gorm.Statement) string {
 		texts := make([]string, 0, len(p.items)+len(hidden))
 		for _, it := range p.items {
 			texts = append(texts, it.text)
+		}
+		if !p.explicit {
+			texts = append(texts, stmt.Quote(stmt.Table)+".*") // the statement's own columns, then the hidden ones
 		}
 		p.selSQL = strings.Join(append(texts, hidden...), ", ")
 		p.nHidden = len(hidden)
@@ -506,8 +528,13 @@ func orderKeys(stmt *gorm.Statement, col clause.OrderByColumn) ([]orderKey, stri
 		if len(toks) == 0 {
 			continue
 		}
-		if toks[0].kind != tkIdent {
-			return nil, "ORDER BY " + strings.TrimSpace(part) + " (only columns and aliases are merged)"
+		if toks[0].kind != tkIdent || !orderColumnOnly(toks) {
+			k, why := orderExpression(part)
+			if why != "" {
+				return nil, why
+			}
+			out = append(out, k)
+			continue
 		}
 		k := orderKey{name: toks[0].text}
 		if i := strings.LastIndexByte(k.name, '.'); i >= 0 {
@@ -536,6 +563,48 @@ func orderKeys(stmt *gorm.Statement, col clause.OrderByColumn) ([]orderKey, stri
 		out[len(out)-1].desc, out[len(out)-1].nullsFirst = true, true
 	}
 	return out, ""
+}
+
+// orderColumnOnly reports whether an ORDER BY item's tokens are a column
+// with at most ASC/DESC and NULLS FIRST/LAST after it.
+func orderColumnOnly(toks []tok) bool {
+	rest := toks[1:]
+	if len(rest) > 0 && (rest[0].is("asc") || rest[0].is("desc")) {
+		rest = rest[1:]
+	}
+	if len(rest) == 2 && rest[0].is("nulls") && (rest[1].is("first") || rest[1].is("last")) {
+		rest = nil
+	}
+	return len(rest) == 0
+}
+
+var orderSuffixRE = regexp.MustCompile(`(?is)^(.*?)(?:\s+(asc|desc))?(?:\s+nulls\s+(first|last))?\s*$`)
+
+// orderExpression parses an ORDER BY item that is an expression
+// (`amount + 1 DESC`, `lower(name)`): each shard computes it as a hidden
+// column, and the merge compares the values. A position (`ORDER BY 2`)
+// is refused: it would name a column of the rewritten select list.
+func orderExpression(part string) (orderKey, string) {
+	m := orderSuffixRE.FindStringSubmatch(strings.TrimSpace(part))
+	expr := ""
+	if m != nil {
+		expr = strings.TrimSpace(m[1])
+	}
+	if expr == "" {
+		return orderKey{}, "an empty ORDER BY"
+	}
+	if strings.Trim(expr, "0123456789") == "" {
+		return orderKey{}, "ORDER BY " + expr + " (a position; name the column)"
+	}
+	if strings.Contains(expr, "?") {
+		return orderKey{}, "ORDER BY " + expr + " (bound parameters in ORDER BY)"
+	}
+	k := orderKey{expr: expr, computed: true, desc: strings.EqualFold(m[2], "desc")}
+	k.nullsFirst = k.desc
+	if m[3] != "" {
+		k.nullsFirst = strings.EqualFold(m[3], "first")
+	}
+	return k, ""
 }
 
 // identText returns the leading identifier of an ORDER BY item as written.
