@@ -40,7 +40,9 @@ type Config struct {
 	// DeepOffset is the OFFSET from which a multi-shard ORDER BY ... LIMIT
 	// OFFSET read is paged with the two-phase method (see docs/sharding.md,
 	// "Cost") instead of reading offset+limit rows from every shard. 0
-	// means 1000; a negative value turns the method off. It is used only
+	// means 10000 (below it, on one machine, the method's three round
+	// trips cost more than the rows it saves); a negative value turns the
+	// method off. It is used only
 	// when the offset is also at least 4 x the limit.
 	DeepOffset int
 }

@@ -43,7 +43,7 @@ func (s *Sharding) deepOffset() int {
 	case s.cfg.DeepOffset < 0:
 		return math.MaxInt
 	case s.cfg.DeepOffset == 0:
-		return 1000
+		return 10000
 	}
 	return s.cfg.DeepOffset
 }

@@ -77,7 +77,7 @@ func TestDeepOffsetCost(t *testing.T) {
 		for _, m := range []struct {
 			name string
 			deep int
-		}{{"plain", -1}, {"two-phase", 0}} {
+		}{{"plain", -1}, {"two-phase", 1}} { // 1: the method wherever it applies
 			s.cfg.DeepOffset = m.deep
 			const runs = 5
 			read = map[string]int{}
