@@ -63,8 +63,15 @@ func TestOrderKeysRaw(t *testing.T) {
 	if keys[2].name != "Name" || !keys[2].nullsFirst || keys[2].desc {
 		t.Errorf("key 2 %+v", keys[2])
 	}
-	if _, why := orderKeys(stmt, clause.OrderByColumn{Column: clause.Column{Name: "lower(name)", Raw: true}}); why == "" {
-		t.Error("an expression was accepted")
+	// An expression is a computed key (each shard computes it); a
+	// position is refused.
+	keys, why = orderKeys(stmt, clause.OrderByColumn{Column: clause.Column{Name: "lower(name) DESC NULLS LAST, amount % 7", Raw: true}})
+	if why != "" || len(keys) != 2 || !keys[0].computed || keys[0].expr != "lower(name)" || !keys[0].desc || keys[0].nullsFirst ||
+		!keys[1].computed || keys[1].expr != "amount % 7" || keys[1].desc {
+		t.Errorf("expression keys %+v %q", keys, why)
+	}
+	if _, why := orderKeys(stmt, clause.OrderByColumn{Column: clause.Column{Name: "2", Raw: true}}); why == "" {
+		t.Error("a position was accepted")
 	}
 }
 
