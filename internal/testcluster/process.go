@@ -177,12 +177,18 @@ func (s *server) exited() bool {
 	}
 }
 
-// stop stops the server gracefully, killing it after timeout.
-func (s *server) stop(timeout time.Duration) {
+// take hands the running process to a stop or kill (nil: none runs).
+func (s *server) take() (*exec.Cmd, chan struct{}) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	cmd, done := s.cmd, s.done
 	s.cmd = nil
-	s.mu.Unlock()
+	return cmd, done
+}
+
+// stop stops the server gracefully, killing it after timeout.
+func (s *server) stop(timeout time.Duration) {
+	cmd, done := s.take()
 	if cmd == nil {
 		return
 	}
@@ -202,10 +208,7 @@ func (s *server) stop(timeout time.Duration) {
 // kill kills the server at once (SIGKILL to its process group: no
 // shutdown, nothing flushed) and waits until it has exited.
 func (s *server) kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd = nil
-	s.mu.Unlock()
+	cmd, done := s.take()
 	if cmd == nil {
 		return
 	}

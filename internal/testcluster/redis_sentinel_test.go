@@ -13,17 +13,9 @@ import (
 // master the sentinels promote after the old one is killed; a key
 // written before the stall is there.
 func TestRedisSentinelFailoverLosesStalledWrites(t *testing.T) {
-	s := RedisSentinelFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
-	defer rdb.Close()
-	if err := rdb.Set(ctx, "before", "1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
-		t.Fatal(err)
-	}
+	s, rdb := sentinelWithKey(t, ctx)
 	// Three rounds: after each failover the killed master rejoins as a
 	// replica, so the setup fails over again, losing the stalled writes
 	// each time.
@@ -62,17 +54,9 @@ func TestRedisSentinelFailoverLosesStalledWrites(t *testing.T) {
 // replica, which lacks a key written while its replication was stalled;
 // the old master follows it and loses the key too.
 func TestRedisSentinelCoordinatedFailover(t *testing.T) {
-	s := RedisSentinelFor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
-	defer rdb.Close()
-	if err := rdb.Set(ctx, "before", "1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
-		t.Fatal(err)
-	}
+	s, rdb := sentinelWithKey(t, ctx)
 	s.StallReplication(true)
 	if err := rdb.Set(ctx, "during", "1", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -93,4 +77,20 @@ func TestRedisSentinelCoordinatedFailover(t *testing.T) {
 	if n := c.Exists(ctx, "during").Val(); n != 0 {
 		t.Fatal("the new master has the key written during the stall: the stall did not hold")
 	}
+}
+
+// sentinelWithKey starts a Sentinel setup and a client of it, and writes
+// the key "before", acknowledged by the replica too.
+func sentinelWithKey(t *testing.T, ctx context.Context) (*RedisSentinel, *redis.Client) {
+	t.Helper()
+	s := RedisSentinelFor(t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.SentinelAddrs()})
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return s, rdb
 }
