@@ -25,4 +25,14 @@ var (
 	// ErrUnknownShard: a hint or a hot-user entry names a shard that is not
 	// configured.
 	ErrUnknownShard = errors.New("sharding: unknown shard")
+	// ErrMapConflict: MapStore.Publish lost a race with another publisher.
+	ErrMapConflict = errors.New("sharding: bucket map changed concurrently")
+	// ErrMapStale: the process has not been able to refresh the shared
+	// bucket map for Config.MapLease, so it refuses to route sharded
+	// statements (a move may have changed the owner of any bucket).
+	ErrMapStale = errors.New("sharding: bucket map not refreshed within its lease")
+	// ErrBucketMoved: the shard refused a write for a bucket it no longer
+	// owns (or one whose move is switching). The map has been refreshed;
+	// the statement can be retried.
+	ErrBucketMoved = errors.New("sharding: bucket not owned by the shard")
 )
