@@ -1,0 +1,302 @@
+package reshardload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/sharding"
+)
+
+// WorkerConfig is one worker: a writer and reader of its own users.
+type WorkerConfig struct {
+	// DB is a *gorm.DB with the sharding plugin S installed.
+	DB *gorm.DB
+	S  *sharding.Sharding
+	// Users are the user IDs this worker owns (nobody else writes them).
+	Users []int64
+	// Seed seeds the worker's random choices.
+	Seed uint64
+	// ReadFraction is the share of operations that are reads. Default 0.5.
+	ReadFraction float64
+	// Pause is the pause between two operations. Default 0 (none).
+	Pause time.Duration
+}
+
+// OrderState is what the worker acknowledged last for one order.
+type OrderState struct {
+	ID      int64 `json:"id"`
+	UserID  int64 `json:"user_id"`
+	ItemID  int64 `json:"item_id"`
+	Version int64 `json:"version"`
+	Deleted bool  `json:"deleted,omitempty"`
+	// Uncertain: the last write's outcome is unknown (either state is
+	// accepted for this order until a later write is acknowledged).
+	Uncertain bool `json:"uncertain,omitempty"`
+}
+
+// Stats counts what a worker did and saw.
+type Stats struct {
+	Creates, Updates, Deletes, Reads int
+	// Refused counts writes that failed with a known outcome (nothing
+	// written): ErrBucketMoved past the plugin's retries, ErrMapStale.
+	Refused int
+	// Uncertain counts writes whose outcome is unknown.
+	Uncertain int
+	// ReadErrors counts reads that failed (no rows were used).
+	ReadErrors int
+	// Anomalies are reads or writes that contradict the log: a missed,
+	// stale or phantom row, an update or delete that matched nothing.
+	Anomalies []string
+	// WriteLatencies of acknowledged writes, sorted ascending.
+	WriteLatencies []time.Duration
+	// Errors counts failed operations by error text (first 100 kinds).
+	Errors map[string]int
+}
+
+// Result is a finished worker's log and stats.
+type Result struct {
+	Orders map[int64]*OrderState `json:"orders"`
+	Stats  Stats                 `json:"stats"`
+}
+
+// Run runs the worker until ctx is done.
+func Run(ctx context.Context, cfg WorkerConfig) Result {
+	if cfg.ReadFraction == 0 {
+		cfg.ReadFraction = 0.5
+	}
+	w := &worker{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		orders: map[int64]*OrderState{}, byUser: map[int64][]int64{}}
+	w.stats.Errors = map[string]int{}
+	for ctx.Err() == nil && len(cfg.Users) > 0 {
+		u := cfg.Users[w.rng.IntN(len(cfg.Users))]
+		if w.rng.Float64() < cfg.ReadFraction {
+			w.read(ctx, u)
+		} else {
+			w.write(ctx, u)
+		}
+		if cfg.Pause > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(cfg.Pause):
+			}
+		}
+	}
+	sort.Slice(w.stats.WriteLatencies, func(i, j int) bool { return w.stats.WriteLatencies[i] < w.stats.WriteLatencies[j] })
+	return Result{Orders: w.orders, Stats: w.stats}
+}
+
+type worker struct {
+	cfg    WorkerConfig
+	rng    *rand.Rand
+	orders map[int64]*OrderState
+	byUser map[int64][]int64 // live or uncertain order IDs per user
+	stats  Stats
+	mu     sync.Mutex
+}
+
+func (w *worker) fail(op string, err error) {
+	key := op + ": " + err.Error()
+	if len(key) > 200 {
+		key = key[:200]
+	}
+	if _, ok := w.stats.Errors[key]; ok || len(w.stats.Errors) < 100 {
+		w.stats.Errors[key]++
+	}
+}
+
+// knownNotWritten says err leaves nothing written: the statement was
+// refused before or by the shard (rolled back).
+func knownNotWritten(err error) bool {
+	return errors.Is(err, sharding.ErrBucketMoved) || errors.Is(err, sharding.ErrMapStale) ||
+		errors.Is(err, sharding.ErrNoShardKey) || errors.Is(err, sharding.ErrCrossShard)
+}
+
+func (w *worker) write(ctx context.Context, u int64) {
+	ids := w.byUser[u]
+	switch {
+	case len(ids) == 0 || w.rng.IntN(4) == 0:
+		w.create(ctx, u)
+	case w.rng.IntN(8) == 0:
+		w.delete(ctx, u, ids[w.rng.IntN(len(ids))])
+	default:
+		w.update(ctx, u, ids[w.rng.IntN(len(ids))])
+	}
+}
+
+func (w *worker) ack(start time.Time) {
+	w.stats.WriteLatencies = append(w.stats.WriteLatencies, time.Since(start))
+}
+
+func (w *worker) create(ctx context.Context, u int64) {
+	oid, err := w.cfg.S.NewID(u)
+	if err != nil {
+		w.fail("mint", err)
+		return
+	}
+	iid, err := w.cfg.S.NewID(u)
+	if err != nil {
+		w.fail("mint", err)
+		return
+	}
+	st := &OrderState{ID: oid, UserID: u, ItemID: iid, Version: 1}
+	start := time.Now()
+	err = w.cfg.S.ForUser(w.cfg.DB.WithContext(ctx), u).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&Order{ID: oid, UserID: u, Amount: int64(w.rng.IntN(1000)), Version: 1, Note: "n'ote\\" + fmt.Sprint(oid)}).Error; err != nil {
+			return err
+		}
+		return tx.Create(&Item{ID: iid, OrderID: oid, UserID: u, Sku: "sku-" + fmt.Sprint(iid%97)}).Error
+	})
+	switch {
+	case err == nil:
+		w.ack(start)
+		w.stats.Creates++
+	case knownNotWritten(err) || ctx.Err() != nil && errors.Is(err, context.Canceled):
+		// Nothing written (a cancelled transaction rolls back unless
+		// COMMIT was already sent; treat a cancel as uncertain below).
+		if ctx.Err() != nil {
+			st.Uncertain = true
+			w.stats.Uncertain++
+			break
+		}
+		w.stats.Refused++
+		w.fail("create", err)
+		return
+	default:
+		st.Uncertain = true
+		w.stats.Uncertain++
+		w.fail("create", err)
+	}
+	w.orders[oid] = st
+	w.byUser[u] = append(w.byUser[u], oid)
+}
+
+func (w *worker) update(ctx context.Context, u, id int64) {
+	st := w.orders[id]
+	next := st.Version + 1
+	start := time.Now()
+	res := w.cfg.DB.WithContext(ctx).Model(&Order{}).Where("user_id = ? AND id = ?", u, id).
+		Updates(map[string]any{"version": next, "amount": int64(w.rng.IntN(1000))})
+	switch {
+	case res.Error == nil:
+		if res.RowsAffected != 1 && !st.Uncertain {
+			w.anomaly("update of order %d (user %d, version %d) matched %d rows", id, u, st.Version, res.RowsAffected)
+		}
+		if res.RowsAffected == 1 {
+			st.Version, st.Uncertain, st.Deleted = next, false, false
+		}
+		w.ack(start)
+		w.stats.Updates++
+	case knownNotWritten(res.Error):
+		w.stats.Refused++
+		w.fail("update", res.Error)
+	default:
+		// Unknown: the version may be next or the old one.
+		st.Version, st.Uncertain = next, true
+		w.stats.Uncertain++
+		w.fail("update", res.Error)
+	}
+}
+
+func (w *worker) delete(ctx context.Context, u, id int64) {
+	st := w.orders[id]
+	start := time.Now()
+	err := w.cfg.S.ForUser(w.cfg.DB.WithContext(ctx), u).Transaction(func(tx *gorm.DB) error {
+		res := tx.Where("user_id = ? AND id = ?", u, id).Delete(&Order{})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected != 1 && !st.Uncertain {
+			w.anomaly("delete of order %d (user %d, version %d) matched %d rows", id, u, st.Version, res.RowsAffected)
+		}
+		return tx.Where("user_id = ? AND order_id = ?", u, id).Delete(&Item{}).Error
+	})
+	switch {
+	case err == nil:
+		st.Deleted, st.Uncertain = true, false
+		w.ack(start)
+		w.stats.Deletes++
+		w.dropLive(u, id)
+	case knownNotWritten(err):
+		w.stats.Refused++
+		w.fail("delete", err)
+	default:
+		st.Deleted, st.Uncertain = true, true
+		w.stats.Uncertain++
+		w.fail("delete", err)
+		w.dropLive(u, id)
+	}
+}
+
+func (w *worker) dropLive(u, id int64) {
+	ids := w.byUser[u]
+	for i, x := range ids {
+		if x == id {
+			w.byUser[u] = append(ids[:i:i], ids[i+1:]...)
+			return
+		}
+	}
+}
+
+func (w *worker) anomaly(format string, args ...any) {
+	if len(w.stats.Anomalies) < 1000 {
+		w.stats.Anomalies = append(w.stats.Anomalies, fmt.Sprintf(format, args...))
+	}
+}
+
+// read reads u's orders and items and checks them against the log (the
+// worker is the only writer of u, so the log is the truth).
+func (w *worker) read(ctx context.Context, u int64) {
+	var got []Order
+	if err := w.cfg.DB.WithContext(ctx).Where("user_id = ?", u).Find(&got).Error; err != nil {
+		w.stats.ReadErrors++
+		w.fail("read", err)
+		return
+	}
+	var items []Item
+	if err := w.cfg.DB.WithContext(ctx).Where("user_id = ?", u).Find(&items).Error; err != nil {
+		w.stats.ReadErrors++
+		w.fail("read", err)
+		return
+	}
+	w.stats.Reads++
+	seen := make(map[int64]bool, len(got))
+	for _, o := range got {
+		if seen[o.ID] {
+			w.anomaly("read of user %d: order %d twice", u, o.ID)
+		}
+		seen[o.ID] = true
+		st := w.orders[o.ID]
+		switch {
+		case st == nil:
+			w.anomaly("read of user %d: order %d was never written", u, o.ID)
+		case st.Uncertain:
+		case st.Deleted:
+			w.anomaly("read of user %d: order %d deleted but returned (version %d)", u, o.ID, o.Version)
+		case o.Version != st.Version:
+			w.anomaly("read of user %d: order %d version %d, acknowledged %d", u, o.ID, o.Version, st.Version)
+		}
+	}
+	itemOf := make(map[int64]bool, len(items))
+	for _, it := range items {
+		itemOf[it.OrderID] = true
+	}
+	for _, id := range w.byUser[u] {
+		st := w.orders[id]
+		if st.Uncertain || st.Deleted {
+			continue
+		}
+		if !seen[id] {
+			w.anomaly("read of user %d: acknowledged order %d (version %d) missing", u, id, st.Version)
+		}
+		if !itemOf[id] {
+			w.anomaly("read of user %d: item of acknowledged order %d missing", u, id)
+		}
+	}
+}
