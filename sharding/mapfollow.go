@@ -242,7 +242,7 @@ func (s *Sharding) refreshOnce(ctx context.Context) error {
 	start := monoNow()
 	m, moves, found, err := f.store.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("sharding: load the bucket map: %w", err)
+		return fmt.Errorf("sharding: refresh the bucket map: %w", err)
 	}
 	cur := s.rt.Load()
 	var next *routing

@@ -242,7 +242,7 @@ func (s *Sharding) routeOnce(db *gorm.DB, op opKind, at *attempt) error {
 	if s.fol != nil {
 		rt, err := s.leased(stmt.Context, tg.pl.rt)
 		if err != nil {
-			return fmt.Errorf("%s on %q: %w", op, tg.t.Name, err)
+			return fmt.Errorf("sharding: %s on %q: %w", op, tg.t.Name, err)
 		}
 		tg.pl.rt = rt
 	}
