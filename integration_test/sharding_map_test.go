@@ -479,3 +479,145 @@ func TestShardingMapGuardRetry(t *testing.T) {
 		t.Fatalf("retries %v", n)
 	}
 }
+
+// SQLMapStore on PostgreSQL: concurrent publishers of one version (one
+// wins, the others get ErrMapConflict), the bucket count kept, moves with
+// their caught-up age by the database's clock, and the moves that are
+// done or rolled back left out of Load.
+func TestShardingMapStoreSQL(t *testing.T) {
+	ctx := context.Background()
+	store := newMapStore(t, nil)
+	if _, _, found, err := store.Load(ctx); err != nil || found {
+		t.Fatalf("empty store: found %v, %v", found, err)
+	}
+	m, err := sharding.MapFromAlgorithm(sharding.EvenBuckets(1024, shardNames...), shardNames, map[int64]string{42: "s3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg              sync.WaitGroup
+		mu              sync.Mutex
+		wins, conflicts int
+		others          []error
+	)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := store.Publish(ctx, 0, m)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, sharding.ErrMapConflict):
+				conflicts++
+			default:
+				others = append(others, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || conflicts != 7 || len(others) > 0 {
+		t.Fatalf("8 publishers of version 1: %d won, %d conflicts, other errors %v", wins, conflicts, others)
+	}
+	got, moves, found, err := store.Load(ctx)
+	if err != nil || !found || got.Version != 1 || len(got.Owners) != 1024 || got.HotUsers[42] != "s3" || len(moves) != 0 {
+		t.Fatalf("load: version %d, %d buckets, hot %v, moves %v, found %v, %v", got.Version, len(got.Owners), got.HotUsers, moves, found, err)
+	}
+	short := got.Clone()
+	short.Owners = short.Owners[:512]
+	if _, err := store.Publish(ctx, 1, short); !errors.Is(err, sharding.ErrConfig) {
+		t.Fatalf("publish with 512 buckets: %v, want ErrConfig", err)
+	}
+	if _, err := store.Publish(ctx, 5, got); !errors.Is(err, sharding.ErrMapConflict) {
+		t.Fatalf("publish over version 5: %v, want ErrMapConflict", err)
+	}
+
+	mv := sharding.MoveStatus{ID: "m1", Buckets: []int{5, 6}, From: "s0", To: "s4", Phase: sharding.MoveCatchingUp}
+	if err := store.SaveMove(ctx, mv, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveMove(ctx, sharding.MoveStatus{ID: "m2", Buckets: []int{7}, From: "s0", To: "s4", Phase: sharding.MoveCopying}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveMove(ctx, sharding.MoveStatus{ID: "m0", Buckets: []int{8}, From: "s0", To: "s4", Phase: sharding.MoveDone}, true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	mv.Phase = sharding.MoveSwitching
+	if err := store.SaveMove(ctx, mv, false); err != nil { // keeps caught_up_at
+		t.Fatal(err)
+	}
+	_, moves, _, err = store.Load(ctx)
+	if err != nil || len(moves) != 2 {
+		t.Fatalf("moves %+v, %v: want m1 and m2 (m0 is done)", moves, err)
+	}
+	if moves[0].ID != "m1" || moves[0].Phase != sharding.MoveSwitching || !slices.Equal(moves[0].Buckets, []int{5, 6}) ||
+		moves[0].CaughtUpAge < 50*time.Millisecond || moves[0].CaughtUpAge > 5*time.Second {
+		t.Fatalf("m1 %+v: want switching, caught up 50ms..5s ago", moves[0])
+	}
+	if moves[1].ID != "m2" || moves[1].CaughtUpAge >= 0 {
+		t.Fatalf("m2 %+v: want never caught up (negative age)", moves[1])
+	}
+	if err := store.Ack(ctx, "c1", 1, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := store.Clients(ctx)
+	if err != nil || len(clients) != 1 || clients[0].ID != "c1" || clients[0].Version != 1 || clients[0].Lease != 2*time.Second || clients[0].Age < 0 || clients[0].Age > time.Second {
+		t.Fatalf("clients %+v, %v", clients, err)
+	}
+}
+
+// AllowLag on real shards: while a move of bucket 5 from s0 to s4 is
+// catching up, a read that accepts the lag reads s4, on its primary (the
+// replicas, paused, do not have the copy), and other reads read s0.
+func TestShardingMapAllowLag(t *testing.T) {
+	ctx := context.Background()
+	store := newMapStore(t, nil)
+	e := openShEnvSpec(t, shEnvSpec{extra: []string{"s4"}}, withIDs(fixedIDs(t, 16)), withMap(t, store, "lag", time.Hour, 2*time.Hour))
+	o := ShOrder{UserID: 5, Status: "owner"}
+	if err := e.db.Create(&o).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.waitCaughtUp()
+	e.pauseAll()
+	if err := e.direct["s4"].Create(&ShOrder{ID: o.ID, UserID: 5, Status: "copy"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	status := func(db *gorm.DB) string {
+		t.Helper()
+		var rows []ShOrder
+		if err := db.Where("user_id = ?", 5).Find(&rows).Error; err != nil || len(rows) != 1 {
+			t.Fatalf("read: %v, %v", rows, err)
+		}
+		return rows[0].Status
+	}
+	mv := sharding.MoveStatus{ID: "m1", Buckets: []int{5}, From: "s0", To: "s4", Phase: sharding.MoveCatchingUp}
+	if err := store.SaveMove(ctx, mv, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.RefreshMap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(e.db.Clauses(sharding.AllowLag(time.Minute))); got != "copy" {
+		t.Fatalf("AllowLag(1m) read %q, want the copy on s4's primary", got)
+	}
+	if got := status(e.db); got != "owner" {
+		t.Fatalf("read without the hint: %q", got)
+	}
+	if got := status(e.db.Clauses(sharding.AllowLag(time.Nanosecond))); got != "owner" {
+		t.Fatalf("AllowLag(1ns) read %q", got)
+	}
+	mv.Phase = sharding.MoveCopying
+	if err := store.SaveMove(ctx, mv, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.RefreshMap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(e.db.Clauses(sharding.AllowLag(time.Minute))); got != "owner" {
+		t.Fatalf("AllowLag read during the copy: %q", got)
+	}
+	e.resumeAll()
+}

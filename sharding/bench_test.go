@@ -27,6 +27,12 @@ func benchConfig(dryRun bool) *gorm.Config {
 // four shards. dsn "" builds them in DryRun mode (no server).
 func benchDBs(b *testing.B, dsns []string, dryRun bool) (plain, sharded *gorm.DB, s *Sharding) {
 	b.Helper()
+	return benchDBsWith(b, dsns, dryRun, nil)
+}
+
+// benchDBsWith is benchDBs with a change to the plugin's configuration.
+func benchDBsWith(b *testing.B, dsns []string, dryRun bool, mod func(*Config)) (plain, sharded *gorm.DB, s *Sharding) {
+	b.Helper()
 	open := func(dsn string) *gorm.DB {
 		if dsn == "" {
 			dsn = "host=127.0.0.1 user=x dbname=x sslmode=disable"
@@ -47,6 +53,9 @@ func benchDBs(b *testing.B, dsns []string, dryRun bool) (plain, sharded *gorm.DB
 	}
 	g, _ := NewIDGenerator(context.Background(), IDConfig{Worker: 3})
 	cfg.IDs = g
+	if mod != nil {
+		mod(&cfg)
+	}
 	sharded = open(dsns[0])
 	s = New(cfg)
 	if err := sharded.Use(s); err != nil {
@@ -60,11 +69,17 @@ func benchDBs(b *testing.B, dsns []string, dryRun bool) (plain, sharded *gorm.DB
 // sharded is the cost of routing a statement to its shard.
 func BenchmarkRoutingDryRun(b *testing.B) {
 	plain, sharded, s := benchDBs(b, []string{"", "", "", ""}, true)
+	// sharded-map: following a shared map (an in-memory store that does
+	// not change), so every statement also checks the map's lease.
+	_, withMap, ms := benchDBsWith(b, []string{"", "", "", ""}, true, func(c *Config) {
+		c.Map, c.Logger = &fakeStore{}, quietLogger()
+	})
+	b.Cleanup(func() { ms.Close() })
 	id, _ := s.NewID(77)
 	for _, db := range []struct {
 		name string
 		db   *gorm.DB
-	}{{"plain", plain}, {"sharded", sharded}} {
+	}{{"plain", plain}, {"sharded", sharded}, {"sharded-map", withMap}} {
 		b.Run("find-by-user/"+db.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
