@@ -149,3 +149,35 @@ func BenchmarkRoutingPostgres(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMapSnapshot measures what the shared map adds to a statement's
+// routing: taking the snapshot and placing a key (fixed), and with
+// Config.Map the lease check as well (map).
+func BenchmarkMapSnapshot(b *testing.B) {
+	_, _, fixed := benchDBs(b, []string{"", "", "", ""}, true)
+	_, _, followed := benchDBsWith(b, []string{"", "", "", ""}, true, func(c *Config) {
+		c.Map, c.Logger = &fakeStore{}, quietLogger()
+	})
+	b.Cleanup(func() { followed.Close() })
+	ctx := context.Background()
+	b.Run("fixed", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for i := 0; i < b.N; i++ {
+			n += placer{rt: fixed.rt.Load()}.key(int64(i))
+		}
+		_ = n
+	})
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for i := 0; i < b.N; i++ {
+			rt, err := followed.leased(ctx, followed.rt.Load())
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += placer{rt: rt}.key(int64(i))
+		}
+		_ = n
+	})
+}
