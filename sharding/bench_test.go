@@ -27,6 +27,12 @@ func benchConfig(dryRun bool) *gorm.Config {
 // four shards. dsn "" builds them in DryRun mode (no server).
 func benchDBs(b *testing.B, dsns []string, dryRun bool) (plain, sharded *gorm.DB, s *Sharding) {
 	b.Helper()
+	return benchDBsWith(b, dsns, dryRun, nil)
+}
+
+// benchDBsWith is benchDBs with a change to the plugin's configuration.
+func benchDBsWith(b *testing.B, dsns []string, dryRun bool, mod func(*Config)) (plain, sharded *gorm.DB, s *Sharding) {
+	b.Helper()
 	open := func(dsn string) *gorm.DB {
 		if dsn == "" {
 			dsn = "host=127.0.0.1 user=x dbname=x sslmode=disable"
@@ -47,6 +53,9 @@ func benchDBs(b *testing.B, dsns []string, dryRun bool) (plain, sharded *gorm.DB
 	}
 	g, _ := NewIDGenerator(context.Background(), IDConfig{Worker: 3})
 	cfg.IDs = g
+	if mod != nil {
+		mod(&cfg)
+	}
 	sharded = open(dsns[0])
 	s = New(cfg)
 	if err := sharded.Use(s); err != nil {
@@ -60,11 +69,17 @@ func benchDBs(b *testing.B, dsns []string, dryRun bool) (plain, sharded *gorm.DB
 // sharded is the cost of routing a statement to its shard.
 func BenchmarkRoutingDryRun(b *testing.B) {
 	plain, sharded, s := benchDBs(b, []string{"", "", "", ""}, true)
+	// sharded-map: following a shared map (an in-memory store that does
+	// not change), so every statement also checks the map's lease.
+	_, withMap, ms := benchDBsWith(b, []string{"", "", "", ""}, true, func(c *Config) {
+		c.Map, c.Logger = &fakeStore{}, quietLogger()
+	})
+	b.Cleanup(func() { ms.Close() })
 	id, _ := s.NewID(77)
 	for _, db := range []struct {
 		name string
 		db   *gorm.DB
-	}{{"plain", plain}, {"sharded", sharded}} {
+	}{{"plain", plain}, {"sharded", sharded}, {"sharded-map", withMap}} {
 		b.Run("find-by-user/"+db.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
@@ -133,4 +148,36 @@ func BenchmarkRoutingPostgres(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMapSnapshot measures what the shared map adds to a statement's
+// routing: taking the snapshot and placing a key (fixed), and with
+// Config.Map the lease check as well (map).
+func BenchmarkMapSnapshot(b *testing.B) {
+	_, _, fixed := benchDBs(b, []string{"", "", "", ""}, true)
+	_, _, followed := benchDBsWith(b, []string{"", "", "", ""}, true, func(c *Config) {
+		c.Map, c.Logger = &fakeStore{}, quietLogger()
+	})
+	b.Cleanup(func() { followed.Close() })
+	ctx := context.Background()
+	b.Run("fixed", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for i := 0; i < b.N; i++ {
+			n += placer{rt: fixed.rt.Load()}.key(int64(i))
+		}
+		_ = n
+	})
+	b.Run("map", func(b *testing.B) {
+		b.ReportAllocs()
+		n := 0
+		for i := 0; i < b.N; i++ {
+			rt, err := followed.leased(ctx, followed.rt.Load())
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += placer{rt: rt}.key(int64(i))
+		}
+		_ = n
+	})
 }

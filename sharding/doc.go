@@ -19,5 +19,12 @@
 // ErrScatterUnsupported. Writes without a key are refused (ErrNoShardKey)
 // and write nothing; a transaction stays on one shard (ErrCrossShard).
 //
+// With Config.Map every process follows one shared, versioned bucket map
+// (NewSQLMapStore keeps it in PostgreSQL): each statement routes with one
+// immutable snapshot of it, a process that cannot refresh it for
+// Config.MapLease refuses sharded statements (ErrMapStale), and a write a
+// shard refuses because its bucket moved (ErrBucketMoved) is routed again
+// with the refreshed map where that is safe.
+//
 // See docs/sharding.md for the configuration, the ID layout and the limits.
 package sharding
