@@ -23,7 +23,7 @@ type tableSQL struct {
 	// Keyset reads of the keys of the moving buckets and deletes by key,
 	// for the cleanup (source) and the rollback (target).
 	srcKeysFirst, srcKeysAfter, srcDelete string
-	dstKeysFirst, dstKeysAfter string
+	dstKeysFirst, dstKeysAfter            string
 	// Per-bucket row count and checksum.
 	srcVerify, dstVerify string
 }
