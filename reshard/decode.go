@@ -281,7 +281,7 @@ func (p *parser) value(f *field) error {
 	return nil
 }
 
-// quoted reads a 'single-quoted' literal with ” inside at the start of s
+// quoted reads a single-quoted literal (a quote inside is doubled) at the start of s
 // and returns its text and length.
 func quoted(s string) (string, int, error) {
 	var b strings.Builder

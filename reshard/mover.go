@@ -288,6 +288,19 @@ func (m *Mover) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reshard: move %s: prepare on %s: %w", m.mv.ID, m.dst.Name, err)
 	}
+	// The target does not own the buckets, so whatever rows it holds in
+	// them are leftovers (of an earlier move away whose cleanup did not
+	// run, of a rollback that stopped): the copy would not remove those
+	// deleted on the source since. The fence keeps the application out.
+	for _, t := range m.tables {
+		n, err := m.deleteMoving(ctx, m.dst, t, false, nil)
+		if err != nil {
+			return fmt.Errorf("reshard: move %s: delete leftover rows of %s on %s: %w", m.mv.ID, t.cfg.Name, m.dst.Name, err)
+		}
+		if n > 0 {
+			m.cfg.Logger.InfoContext(ctx, "reshard: deleted leftover rows of the moving buckets on the target", "move", m.mv.ID, "table", t.cfg.Name, "rows", n)
+		}
+	}
 	if st.exists && st.phase == sharding.MoveRolledBack {
 		// A slot left by the earlier attempt may be older than the copy:
 		// harmless (more changes to replay), but drop it to start clean.

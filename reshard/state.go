@@ -55,8 +55,11 @@ func (m *Mover) createStateTables(ctx context.Context) error {
   applied_lsn pg_lsn,
   map_version int8 NOT NULL DEFAULT 0,
   updated_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS `+m.copyTable()+` (
+)`)
+	if err != nil {
+		return err
+	}
+	_, err = m.dst.DB.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+m.copyTable()+` (
   move_id text NOT NULL,
   tbl text NOT NULL,
   last_key text[],

@@ -63,8 +63,10 @@ func keyAfter(pk []column, start int) string {
 		list(len(pk), func(i int) string { return fmt.Sprintf("$%d::%s", start+i, pk[i].typ) }))
 }
 
+// orderBy is the primary key qualified with the table's alias r: a bare
+// name would be the select list's column of that name, its text.
 func orderBy(pk []column) string {
-	return list(len(pk), func(i int) string { return quoteIdent(pk[i].name) })
+	return list(len(pk), func(i int) string { return "r." + quoteIdent(pk[i].name) })
 }
 
 func buildSQL(mt *movingTable, nb int) tableSQL {
@@ -75,9 +77,9 @@ func buildSQL(mt *movingTable, nb int) tableSQL {
 	dstBucket := bucketExpr("", dst.key.name, nb)
 	nk := len(dst.pk)
 
-	s.chunkFirst = fmt.Sprintf("SELECT %s FROM %s WHERE %s = ANY($1::int4[]) ORDER BY %s LIMIT $2",
+	s.chunkFirst = fmt.Sprintf("SELECT %s FROM %s AS r WHERE %s = ANY($1::int4[]) ORDER BY %s LIMIT $2",
 		textCols, src.qname, srcBucket, orderBy(src.pk))
-	s.chunkAfter = fmt.Sprintf("SELECT %s FROM %s WHERE %s = ANY($1::int4[]) AND %s ORDER BY %s LIMIT $2",
+	s.chunkAfter = fmt.Sprintf("SELECT %s FROM %s AS r WHERE %s = ANY($1::int4[]) AND %s ORDER BY %s LIMIT $2",
 		textCols, src.qname, srcBucket, keyAfter(src.pk, 3), orderBy(src.pk))
 	s.readByKey = fmt.Sprintf("SELECT %s, (%s = ANY($%d::int4[])) IS TRUE FROM %s WHERE %s",
 		textCols, srcBucket, nk+1, src.qname, keysIn("", src.pk, 1))
@@ -111,7 +113,7 @@ func buildSQL(mt *movingTable, nb int) tableSQL {
 		}),
 		list(len(mt.cols), func(i int) string { return fmt.Sprintf("$%d::text[]", i+1) }),
 		list(len(mt.cols), func(i int) string { return fmt.Sprintf("a%d", i+1) }),
-		orderBy(dst.pk), set, bucketExpr("t", dst.key.name, nb), len(mt.cols)+1)
+		list(len(dst.pk), func(i int) string { return quoteIdent(dst.pk[i].name) }), set, bucketExpr("t", dst.key.name, nb), len(mt.cols)+1)
 	s.foreign = fmt.Sprintf("SELECT %s, %s::text FROM %s WHERE %s AND (%s = ANY($%d::int4[])) IS NOT TRUE LIMIT 10",
 		list(nk, func(i int) string { return quoteIdent(dst.pk[i].name) + "::text" }),
 		quoteIdent(dst.key.name), dst.qname, keysIn("", dst.pk, 1), dstBucket, nk+1)
@@ -124,7 +126,7 @@ func buildSQL(mt *movingTable, nb int) tableSQL {
 		if after {
 			cond = " AND " + keyAfter(side.pk, 3)
 		}
-		return fmt.Sprintf("SELECT %s FROM %s WHERE %s = ANY($1::int4[])%s ORDER BY %s LIMIT $2",
+		return fmt.Sprintf("SELECT %s FROM %s AS r WHERE %s = ANY($1::int4[])%s ORDER BY %s LIMIT $2",
 			list(len(side.pk), func(i int) string { return quoteIdent(side.pk[i].name) + "::text" }),
 			side.qname, bucket, cond, orderBy(side.pk))
 	}
