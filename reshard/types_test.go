@@ -93,15 +93,15 @@ INSERT INTO orders (id, user_id, status, amount, price, attrs, raw, tags, blob, 
 	// Changes to catch up with, as the application makes them.
 	for _, s := range []string{
 		`UPDATE orders SET status = E'changed\n''again''', price = '-Infinity', attrs = attrs || '{"new": "v\"x"}', tags = tags || ARRAY['ä'] WHERE id = 1000001`,
-		`UPDATE orders SET id = 1000011 WHERE id = 1000002`,          // a new primary key (old-key in the WAL)
-		`UPDATE orders SET user_id = 8 WHERE id = 1000003`,           // leaves bucket 1 (stays on s0)
-		`UPDATE orders SET user_id = 49 WHERE id = 16`,               // enters bucket 1 (seeded in bucket 0)
-		`DELETE FROM orders WHERE id = 1000004`,                      // gone
+		`UPDATE orders SET id = 1000011 WHERE id = 1000002`, // a new primary key (old-key in the WAL)
+		`UPDATE orders SET user_id = 8 WHERE id = 1000003`,  // leaves bucket 1 (stays on s0)
+		`UPDATE orders SET user_id = 49 WHERE id = 16`,      // enters bucket 1 (seeded in bucket 0)
+		`DELETE FROM orders WHERE id = 1000004`,             // gone
 		`INSERT INTO orders (id, user_id, blob, raw) VALUES (1000006, 57, '\x00', '{ }')`,
 		`TRUNCATE order_items`,
 		`INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES (1000001, 3, 9, 'after truncate', 3), (16, 1, 0, 'bucket 0', 1)`,
 		`UPDATE orders SET blob = decode(repeat('ab', 100000), 'hex'), status = repeat('long ', 5000) WHERE id = 1000005`, // TOASTed
-		`UPDATE orders SET flag = NOT flag WHERE id = 1000005`, // the TOASTed columns unchanged
+		`UPDATE orders SET flag = NOT flag WHERE id = 1000005`,                                                            // the TOASTed columns unchanged
 	} {
 		if _, err := e.db["s0"].Exec(s); err != nil {
 			t.Fatalf("%s: %v", s, err)
