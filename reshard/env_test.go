@@ -217,8 +217,12 @@ func (w *writer) reload(ctx context.Context) {
 }
 
 // do runs fn on the owner of user's bucket in a transaction, retrying
-// after FRB01 with a fresh map.
+// after FRB01 with a fresh map. The transaction is not cancelled with ctx
+// (only the retries are): a COMMIT interrupted by a cancellation may have
+// committed, and the ledger must know.
 func (w *writer) do(ctx context.Context, user int64, fn func(tx *sql.Tx) error) error {
+	stop := ctx
+	ctx = context.WithoutCancel(ctx)
 	for {
 		if w.refresh > 0 && time.Since(w.refreshed) > w.refresh {
 			w.reload(ctx)
@@ -245,8 +249,8 @@ func (w *writer) do(ctx context.Context, user int64, fn func(tx *sql.Tx) error) 
 		w.guarded.Add(1)
 		w.reload(ctx)
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-stop.Done():
+			return stop.Err()
 		case <-time.After(time.Millisecond):
 		}
 	}
