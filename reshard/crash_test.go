@@ -92,7 +92,7 @@ func TestCrashResume(t *testing.T) {
 				}
 			}
 			time.Sleep(100 * time.Millisecond) // writers go on meanwhile
-			m2, err := New(cfg, mv)             // another process
+			m2, err := New(cfg, mv)            // another process
 			if err != nil {
 				t.Fatal(err)
 			}
