@@ -217,8 +217,9 @@ func (m *Mover) flushBarrier(ctx context.Context) (LSN, error) {
 }
 
 // applyUpTo applies every change the slot holds that committed before upto
-// and returns the changes and rows applied.
-func (m *Mover) applyUpTo(ctx context.Context, upto LSN) (changes, rows int64, err error) {
+// and returns the changes and rows applied; advance: confirm them to the
+// slot at the end too.
+func (m *Mover) applyUpTo(ctx context.Context, upto LSN, advance bool) (changes, rows int64, err error) {
 	for {
 		decoded, err := peek(ctx, m.src.DB, m.slot, upto, m.cfg.ApplyChanges)
 		if err != nil {
@@ -240,10 +241,19 @@ func (m *Mover) applyUpTo(ctx context.Context, upto LSN) (changes, rows int64, e
 		if err := m.at("apply:committed"); err != nil {
 			return changes, rows, err
 		}
-		if err := advanceSlot(ctx, m.src.DB, m.slot, b.end); err != nil {
-			return changes, rows, fmt.Errorf("reshard: move %s: advance the slot: %w", m.mv.ID, err)
+		// A batch smaller than asked for reached upto (the flush position is
+		// past it): the round is over. The slot then advances only if
+		// advance says so: every pass over the slot decodes the WAL from
+		// its restart point, and the switch drops the slot anyway (a
+		// rolled-back switch replays from the position recorded on the
+		// target).
+		last := len(decoded) < m.cfg.ApplyChanges || b.end >= upto
+		if !last || advance {
+			if err := advanceSlot(ctx, m.src.DB, m.slot, b.end); err != nil {
+				return changes, rows, fmt.Errorf("reshard: move %s: advance the slot: %w", m.mv.ID, err)
+			}
 		}
-		if b.end >= upto {
+		if last {
 			return changes, rows, nil
 		}
 	}
@@ -266,7 +276,7 @@ func (m *Mover) round(ctx context.Context) (roundResult, error) {
 		return r, err
 	}
 	r.reached = target
-	r.changes, r.rows, err = m.applyUpTo(ctx, target)
+	r.changes, r.rows, err = m.applyUpTo(ctx, target, true)
 	r.took = time.Since(r.at)
 	return r, err
 }

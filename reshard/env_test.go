@@ -67,6 +67,23 @@ type env struct {
 	dbName map[string]string
 	db     map[string]*sql.DB
 	store  *memStore
+	// initial is the map while the store has none (newUnmappedEnv).
+	initial []string
+}
+
+// newUnmappedEnv is newEnv with a store that holds no map yet: the
+// initial map is Config.InitialMap.
+func newUnmappedEnv(t *testing.T, shards []string, initial []string) *env {
+	e := newEnv(t, shards, initial)
+	e.store.m, e.store.found, e.initial = sharding.BucketMap{}, false, initial
+	return e
+}
+
+func (e *env) owners() []string {
+	if o := e.store.owners(); o != nil {
+		return o
+	}
+	return e.initial
 }
 
 // newEnv creates one database per shard with the schema; owners is the
@@ -144,7 +161,7 @@ func newLedger() *ledger {
 // with one or two items each, straight to their owners.
 func (e *env) seed(l *ledger, base int64, n int) {
 	e.t.Helper()
-	owners := e.store.owners()
+	owners := e.owners()
 	byShard := map[string][]int64{}
 	for i := 0; i < n; i++ {
 		id := base + int64(i)
@@ -211,7 +228,10 @@ func (e *env) newWriter(l *ledger, n int, refresh, lease time.Duration) *writer 
 }
 
 func (w *writer) reload(ctx context.Context) {
-	m, _, _, _ := w.e.store.Load(ctx)
+	m, _, found, _ := w.e.store.Load(ctx)
+	if !found {
+		m.Owners, m.Version = w.e.initial, 0 // Config.InitialMap
+	}
 	w.owners, w.version, w.refreshed = m.Owners, m.Version, time.Now()
 	w.e.store.Ack(ctx, w.id, w.version, w.lease)
 }
@@ -223,6 +243,7 @@ func (w *writer) reload(ctx context.Context) {
 func (w *writer) do(ctx context.Context, user int64, fn func(tx *sql.Tx) error) error {
 	stop := ctx
 	ctx = context.WithoutCancel(ctx)
+	backoff := time.Millisecond
 	for {
 		if w.refresh > 0 && time.Since(w.refreshed) > w.refresh {
 			w.reload(ctx)
@@ -251,8 +272,9 @@ func (w *writer) do(ctx context.Context, user int64, fn func(tx *sql.Tx) error) 
 		select {
 		case <-stop.Done():
 			return stop.Err()
-		case <-time.After(time.Millisecond):
+		case <-time.After(backoff):
 		}
+		backoff = min(2*backoff, 32*time.Millisecond)
 	}
 }
 
@@ -398,7 +420,7 @@ func (ws *writers) totals() (ops, guarded int64) {
 // bucket left on its old owner are ignored: copies frozen at the switch.
 func (e *env) check(l *ledger, oldOwners []string) {
 	e.t.Helper()
-	owners := e.store.owners()
+	owners := e.owners()
 	leftover := func(shard string, user int64) bool {
 		b := bucketOf(user)
 		return oldOwners != nil && oldOwners[b] == shard && owners[b] != shard

@@ -46,6 +46,13 @@ func (m *Mover) Switch(ctx context.Context) (*SwitchReport, error) {
 	return switchMoves(ctx, m.cfg, []*Mover{m})
 }
 
+// The switch catches up before it fences, at most preSwitchRounds rounds,
+// until a round finds fewer than preSwitchChanges changes.
+const (
+	preSwitchRounds  = 5
+	preSwitchChanges = 100
+)
+
 // switchMoves switches movers together: one fence per source, one
 // publish of a map with every move applied, one wait for the clients, one
 // unfence per target. The movers are begun.
@@ -109,9 +116,20 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 			if err := m.report(ctx, sharding.MoveSwitching, false); err != nil {
 				return rep, err
 			}
-			// The last catch-up outside the hold.
-			if _, err := m.round(ctx); err != nil {
-				return rep, err
+		}
+		// The last catch-ups outside the hold: until a round over every move
+		// finds few changes, so that the hold applies few.
+		for i := 0; i < preSwitchRounds; i++ {
+			var changes int64
+			for _, m := range movers {
+				r, err := m.round(ctx)
+				if err != nil {
+					return rep, err
+				}
+				changes += r.changes
+			}
+			if changes < preSwitchChanges {
+				break
 			}
 		}
 		holdStart = time.Now()
@@ -184,7 +202,7 @@ func holdAndPublish(ctx context.Context, cfg Config, movers []*Mover, bm shardin
 			if err != nil {
 				return 0, err
 			}
-			n, _, err := m.applyUpTo(hctx, target)
+			n, _, err := m.applyUpTo(hctx, target, false)
 			rep.Changes += n
 			if err != nil {
 				return 0, err
