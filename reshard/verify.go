@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/freshread/freshread/sharding"
@@ -91,13 +92,24 @@ func (m *Mover) compare(ctx context.Context, t *movingTable, buckets []int) (che
 	if buckets == nil {
 		buckets = m.mv.Buckets
 	}
-	src, err := sums(ctx, m.src.DB, t.sql.srcVerify, buckets)
-	if err != nil {
-		return nil, 0, fmt.Errorf("reshard: move %s: verify %s on %s: %w", m.mv.ID, t.cfg.Name, m.src.Name, err)
+	// Both sides at once: they are different servers.
+	var (
+		src, dst       map[int]bucketSum
+		srcErr, dstErr error
+		wg             sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		src, srcErr = sums(ctx, m.src.DB, t.sql.srcVerify, buckets)
+	}()
+	dst, dstErr = sums(ctx, m.dst.DB, t.sql.dstVerify, buckets)
+	wg.Wait()
+	if srcErr != nil {
+		return nil, 0, fmt.Errorf("reshard: move %s: verify %s on %s: %w", m.mv.ID, t.cfg.Name, m.src.Name, srcErr)
 	}
-	dst, err := sums(ctx, m.dst.DB, t.sql.dstVerify, buckets)
-	if err != nil {
-		return nil, 0, fmt.Errorf("reshard: move %s: verify %s on %s: %w", m.mv.ID, t.cfg.Name, m.dst.Name, err)
+	if dstErr != nil {
+		return nil, 0, fmt.Errorf("reshard: move %s: verify %s on %s: %w", m.mv.ID, t.cfg.Name, m.dst.Name, dstErr)
 	}
 	for _, b := range buckets {
 		s, d := src[b], dst[b]
