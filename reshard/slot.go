@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 )
 
 // slotInfo is a logical slot as pg_replication_slots shows it.
@@ -37,6 +38,10 @@ func createSlot(ctx context.Context, db *sql.DB, slot string) (LSN, error) {
 }
 
 func dropSlot(ctx context.Context, db *sql.DB, slot string) error {
+	return retryBusy(ctx, func() error { return dropSlotOnce(ctx, db, slot) })
+}
+
+func dropSlotOnce(ctx context.Context, db *sql.DB, slot string) error {
 	_, err := db.ExecContext(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`, slot)
 	return err
 }
@@ -44,9 +49,36 @@ func dropSlot(ctx context.Context, db *sql.DB, slot string) error {
 // advanceSlot moves the slot's confirmed position forward to lsn (never
 // back: PostgreSQL refuses).
 func advanceSlot(ctx context.Context, db *sql.DB, slot string, lsn LSN) error {
+	return retryBusy(ctx, func() error { return advanceSlotOnce(ctx, db, slot, lsn) })
+}
+
+func advanceSlotOnce(ctx context.Context, db *sql.DB, slot string, lsn LSN) error {
 	_, err := db.ExecContext(ctx, `SELECT pg_replication_slot_advance(slot_name, $2::pg_lsn) FROM pg_replication_slots
  WHERE slot_name = $1 AND database = current_database() AND confirmed_flush_lsn < $2::pg_lsn`, slot, lsn.String())
 	return err
+}
+
+// slotBusyWait bounds how long a slot another backend still holds is
+// waited for: a backend whose query was cancelled (a context ended)
+// releases the slot when it has aborted, shortly after the client saw the
+// cancellation.
+const slotBusyWait = 10 * time.Second
+
+// retryBusy runs f again while the slot is active in another backend
+// (SQLSTATE 55006), for up to slotBusyWait.
+func retryBusy(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(slotBusyWait)
+	for {
+		err := f()
+		if err == nil || sqlState(err) != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // decodedRow is one row of pg_logical_slot_peek_changes.
@@ -57,7 +89,15 @@ type decodedRow struct {
 
 // peek returns up to n changes (whole transactions) the slot holds that
 // committed before upto (0: no bound), without consuming them.
-func peek(ctx context.Context, db *sql.DB, slot string, upto LSN, n int) ([]decodedRow, error) {
+func peek(ctx context.Context, db *sql.DB, slot string, upto LSN, n int) (out []decodedRow, err error) {
+	err = retryBusy(ctx, func() error {
+		out, err = peekOnce(ctx, db, slot, upto, n)
+		return err
+	})
+	return out, err
+}
+
+func peekOnce(ctx context.Context, db *sql.DB, slot string, upto LSN, n int) ([]decodedRow, error) {
 	var uptoArg any
 	if upto != 0 {
 		uptoArg = upto.String()
