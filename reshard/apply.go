@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,12 +110,14 @@ func (m *Mover) tableOf(rel relName) int {
 // apply applies a batch to the target and returns the rows re-read.
 func (m *Mover) apply(ctx context.Context, b *batch) (int64, error) {
 	var rows int64
-	for i, t := range m.tables {
+	for i, t := range slices.Backward(m.tables) {
 		if b.truncated[i] {
 			if _, err := m.deleteMoving(ctx, m.dst, t, false, nil); err != nil {
 				return rows, fmt.Errorf("reshard: move %s: apply a TRUNCATE of %s: %w", m.mv.ID, t.cfg.Name, err)
 			}
 		}
+	}
+	for i, t := range m.tables {
 		var keys [][]string
 		for _, k := range b.keys[i] {
 			keys = append(keys, k)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/freshread/freshread/sharding"
@@ -102,7 +103,7 @@ func (m *Mover) cleanup(ctx context.Context) (CleanupReport, error) {
 	if err := dropSlot(ctx, m.src.DB, m.slot); err != nil {
 		return rep, fmt.Errorf("reshard: move %s: drop slot %s on %s: %w", m.mv.ID, m.slot, m.src.Name, err)
 	}
-	for _, t := range m.tables {
+	for _, t := range slices.Backward(m.tables) { // children first, for foreign keys
 		n, err := m.deleteMoving(ctx, m.src, t, true, func(n int64) {
 			if m.cfg.Progress != nil {
 				el := time.Since(start).Seconds()
@@ -170,7 +171,7 @@ func (m *Mover) rollback(ctx context.Context) error {
 		return err
 	}
 	var rows int64
-	for _, t := range m.tables {
+	for _, t := range slices.Backward(m.tables) {
 		n, err := m.deleteMoving(ctx, m.dst, t, false, nil)
 		rows += n
 		if err != nil {

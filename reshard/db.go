@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -18,13 +19,53 @@ const sessionSQL = `SELECT set_config('DateStyle', 'ISO, MDY', true), set_config
  set_config('TimeZone', 'UTC', true), set_config('extra_float_digits', '1', true), set_config('bytea_output', 'hex', true),
  set_config('freshread.mover', 'on', true), set_config('synchronous_commit', 'on', true)`
 
+// replicaSQL also makes the transaction a replication session
+// (session_replication_role = replica), as logical replication's apply
+// is: ordinary triggers (the guard, the application's own: an updated_at
+// trigger would change the copied values) and foreign key checks do not
+// fire, so tables with foreign keys between them can be copied in any
+// order. It needs a superuser, or on PostgreSQL 15 a GRANT SET ON
+// PARAMETER session_replication_role.
+const replicaSQL = sessionSQL + `, set_config('session_replication_role', 'replica', true)`
+
+// replicaRole caches, per pool, whether its role may set
+// session_replication_role.
+var replicaRole sync.Map // *sql.DB -> bool
+
+// mayReplicate reports whether db's role may set session_replication_role
+// (asked once per pool).
+func mayReplicate(ctx context.Context, db *sql.DB) (bool, error) {
+	if v, ok := replicaRole.Load(db); ok {
+		return v.(bool), nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.ExecContext(ctx, `SELECT set_config('session_replication_role', 'replica', true)`)
+	tx.Rollback()
+	if err != nil && sqlState(err) != "42501" { // insufficient_privilege
+		return false, err
+	}
+	replicaRole.Store(db, err == nil)
+	return err == nil, nil
+}
+
 // withTx runs fn in a transaction of db with the mover's settings.
 func withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	replica, err := mayReplicate(ctx, db)
+	if err != nil {
+		return err
+	}
+	settings := sessionSQL
+	if replica {
+		settings = replicaSQL
+	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, sessionSQL); err != nil {
+	if _, err := tx.ExecContext(ctx, settings); err != nil {
 		tx.Rollback()
 		return err
 	}

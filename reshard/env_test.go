@@ -24,7 +24,9 @@ import (
 const nbTest = 8
 
 // schemaSQL is the sharded schema of the tests: orders with many column
-// types, order_items with a composite primary key.
+// types, order_items with a composite primary key and a foreign key to
+// orders (the copy is not one snapshot of both tables: the mover's
+// sessions are replication sessions, which do not check it).
 const schemaSQL = `
 CREATE TABLE orders (
   id bigint PRIMARY KEY,
@@ -47,7 +49,7 @@ CREATE TABLE orders (
 );
 CREATE INDEX ON orders (user_id);
 CREATE TABLE order_items (
-  order_id bigint NOT NULL,
+  order_id bigint NOT NULL REFERENCES orders (id),
   line int NOT NULL,
   user_id bigint NOT NULL,
   sku text,

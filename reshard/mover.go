@@ -151,6 +151,15 @@ func (m *Mover) init(ctx context.Context) error {
 		}
 		tables = append(tables, mt)
 	}
+	for _, sh := range []Shard{m.src, m.dst} {
+		ok, err := mayReplicate(ctx, sh.DB)
+		if err != nil {
+			return fmt.Errorf("reshard: shard %s: %w", sh.Name, err)
+		}
+		if !ok {
+			m.cfg.Logger.WarnContext(ctx, "reshard: the role may not set session_replication_role: the mover's writes fire the tables' triggers and check their foreign keys (docs/sharding.md)", "shard", sh.Name)
+		}
+	}
 	m.nb, m.tables = nb, tables
 	return nil
 }
@@ -292,7 +301,7 @@ func (m *Mover) prepare(ctx context.Context) error {
 	// them are leftovers (of an earlier move away whose cleanup did not
 	// run, of a rollback that stopped): the copy would not remove those
 	// deleted on the source since. The fence keeps the application out.
-	for _, t := range m.tables {
+	for _, t := range slices.Backward(m.tables) {
 		n, err := m.deleteMoving(ctx, m.dst, t, false, nil)
 		if err != nil {
 			return fmt.Errorf("reshard: move %s: delete leftover rows of %s on %s: %w", m.mv.ID, t.cfg.Name, m.dst.Name, err)

@@ -338,6 +338,15 @@ func fenceSources(ctx context.Context, cfg Config, movers []*Mover) (map[string]
 // xmin is also held back by other databases' transactions); prepared
 // transactions are in pg_prepared_xacts.
 func drain(ctx context.Context, cfg Config, src Shard, fencedAt time.Time) error {
+	// Without the privilege, other roles' transactions show no xact_start,
+	// and the drain would not wait for them.
+	var seesAll bool
+	if err := src.DB.QueryRowContext(ctx, `SELECT rolsuper OR pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') FROM pg_roles WHERE rolname = current_user`).Scan(&seesAll); err != nil {
+		return fmt.Errorf("reshard: privileges on %s: %w", src.Name, err)
+	}
+	if !seesAll {
+		return fmt.Errorf("%w: the mover's role on %s must be a superuser or a member of pg_read_all_stats, to see every transaction the switch waits for", ErrConfig, src.Name)
+	}
 	for {
 		var open int
 		var who sql.NullString
