@@ -84,8 +84,12 @@ type Shard struct {
 	Name string
 	// DB is a pool of the shard's primary, opened with the pgx driver
 	// (database/sql driver "pgx", github.com/jackc/pgx/v5/stdlib) as a
-	// role that may create tables, functions, triggers and replication
-	// slots (REPLICATION or superuser).
+	// role that owns the sharded tables, may create in Config.Schema, has
+	// REPLICATION (the slot) and pg_read_all_stats (the switch's drain),
+	// and, best, may set session_replication_role (a superuser, or GRANT
+	// SET ON PARAMETER): the mover's transactions are then replication
+	// sessions, which fire no trigger and check no foreign key for the
+	// copied rows (docs/sharding.md, "Privileges").
 	DB *sql.DB
 	// RecordWrite, when set, is called with the tables written after every
 	// transaction the mover commits on this shard (copy chunks, catch-up
