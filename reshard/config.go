@@ -128,7 +128,7 @@ type Move struct {
 // Progress is one report to Config.Progress.
 type Progress struct {
 	Move  string
-	Phase string // sharding.MoveCopying, MoveCatchingUp, MoveSwitching, MoveCleaning
+	Phase string // sharding.MoveCopying, MoveCatchingUp or MoveCleaning
 	// Table is the table being copied or cleaned.
 	Table string
 	// Rows is the number of rows copied (or deleted) so far in this

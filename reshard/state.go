@@ -110,7 +110,7 @@ func (m *Mover) readState(ctx context.Context) (moveState, error) {
 }
 
 // setPhase records the move's phase on the target (in q: a transaction or
-// the pool) and, when report, in the store.
+// the pool).
 func (m *Mover) setPhase(ctx context.Context, q querier, phase string) error {
 	if _, err := q.ExecContext(ctx, `UPDATE `+m.stateTable()+` SET phase = $2, updated_at = now() WHERE move_id = $1`, m.mv.ID, phase); err != nil {
 		return fmt.Errorf("reshard: move %s: record phase %s: %w", m.mv.ID, phase, err)
