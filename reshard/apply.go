@@ -40,7 +40,7 @@ type batch struct {
 	keys      []map[string][]string // per table: joined key -> key values
 	truncated []bool
 	changes   int64
-	end       LSN // the slot may advance to it once the batch is applied
+	end       walPos // the slot may advance to it once the batch is applied
 }
 
 // parseBatch keeps the changed keys of the moving tables.
@@ -208,7 +208,7 @@ func keyArrays(keys [][]string, n int) []any {
 // before it is flushed, hence decodable: the position is read in a
 // transaction that takes an xid and commits with synchronous_commit on,
 // which flushes the WAL up to its commit record.
-func (m *Mover) flushBarrier(ctx context.Context) (LSN, error) {
+func (m *Mover) flushBarrier(ctx context.Context) (walPos, error) {
 	var l string
 	err := withTx(ctx, m.src.DB, func(tx *sql.Tx) error {
 		return tx.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text FROM (SELECT txid_current()) AS x`).Scan(&l)
@@ -222,7 +222,7 @@ func (m *Mover) flushBarrier(ctx context.Context) (LSN, error) {
 // applyUpTo applies every change the slot holds that committed before upto
 // and returns the changes and rows applied; advance: confirm them to the
 // slot at the end too.
-func (m *Mover) applyUpTo(ctx context.Context, upto LSN, advance bool) (changes, rows int64, err error) {
+func (m *Mover) applyUpTo(ctx context.Context, upto walPos, advance bool) (changes, rows int64, err error) {
 	for {
 		decoded, err := peek(ctx, m.src.DB, m.slot, upto, m.cfg.ApplyChanges)
 		if err != nil {
@@ -265,7 +265,7 @@ func (m *Mover) applyUpTo(ctx context.Context, upto LSN, advance bool) (changes,
 // roundResult is one catch-up round.
 type roundResult struct {
 	at      time.Time // the target holds every change committed before it
-	reached LSN
+	reached walPos
 	changes int64
 	rows    int64
 	took    time.Duration

@@ -89,11 +89,11 @@ func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`)
 // quoteLiteral quotes a string literal (standard_conforming_strings on).
 func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
 
-// LSN is a PostgreSQL WAL position.
-type LSN uint64
+// walPos is a PostgreSQL WAL position.
+type walPos uint64
 
 // parseLSN parses "X/Y".
-func parseLSN(s string) (LSN, error) {
+func parseLSN(s string) (walPos, error) {
 	hi, lo, ok := strings.Cut(s, "/")
 	if !ok {
 		return 0, fmt.Errorf("reshard: bad LSN %q", s)
@@ -103,13 +103,13 @@ func parseLSN(s string) (LSN, error) {
 	if err1 != nil || err2 != nil {
 		return 0, fmt.Errorf("reshard: bad LSN %q", s)
 	}
-	return LSN(h<<32 | l), nil
+	return walPos(h<<32 | l), nil
 }
 
-func (l LSN) String() string { return fmt.Sprintf("%X/%X", uint64(l)>>32, uint64(l)&0xffffffff) }
+func (l walPos) String() string { return fmt.Sprintf("%X/%X", uint64(l)>>32, uint64(l)&0xffffffff) }
 
 // scanLSN reads a pg_lsn selected as text (NULL: 0).
-func scanLSN(ns sql.NullString) (LSN, error) {
+func scanLSN(ns sql.NullString) (walPos, error) {
 	if !ns.Valid {
 		return 0, nil
 	}

@@ -131,7 +131,7 @@ func TestBucketRangesAndDiff(t *testing.T) {
 
 func TestLSN(t *testing.T) {
 	l, err := parseLSN("16/B374D848")
-	if err != nil || l != LSN(0x16B374D848) || l.String() != "16/B374D848" {
+	if err != nil || l != walPos(0x16B374D848) || l.String() != "16/B374D848" {
 		t.Fatalf("parseLSN = %v %v", l, err)
 	}
 	if _, err := parseLSN("nope"); err == nil {

@@ -21,7 +21,9 @@
 // a BEFORE INSERT OR UPDATE OR DELETE row trigger that raises SQLSTATE
 // FRB01 (sharding.GuardSQLState) when the row's bucket, old or new, is
 // fenced on that shard, unless the session is the mover's (SET LOCAL
-// freshread.mover = 'on'). It fences the moving buckets on the target as
+// freshread.mover = 'on'; when its role may, the mover's transactions are
+// replication sessions, in which no ordinary trigger fires). It fences the
+// moving buckets on the target as
 // incoming (application writes there would be wrong until the switch),
 // and creates a logical replication slot on the source before anything is
 // copied.

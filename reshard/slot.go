@@ -10,7 +10,7 @@ import (
 // slotInfo is a logical slot as pg_replication_slots shows it.
 type slotInfo struct {
 	exists    bool
-	confirmed LSN
+	confirmed walPos
 }
 
 func slotStatus(ctx context.Context, db *sql.DB, slot string) (slotInfo, error) {
@@ -29,7 +29,7 @@ func slotStatus(ctx context.Context, db *sql.DB, slot string) (slotInfo, error) 
 // createSlot creates the move's logical slot with test_decoding and
 // returns its consistent point: every transaction that commits after it is
 // decoded. It waits for the transactions running on the source to end.
-func createSlot(ctx context.Context, db *sql.DB, slot string) (LSN, error) {
+func createSlot(ctx context.Context, db *sql.DB, slot string) (walPos, error) {
 	var lsn string
 	if err := db.QueryRowContext(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'test_decoding')`, slot).Scan(&lsn); err != nil {
 		return 0, err
@@ -48,11 +48,11 @@ func dropSlotOnce(ctx context.Context, db *sql.DB, slot string) error {
 
 // advanceSlot moves the slot's confirmed position forward to lsn (never
 // back: PostgreSQL refuses).
-func advanceSlot(ctx context.Context, db *sql.DB, slot string, lsn LSN) error {
+func advanceSlot(ctx context.Context, db *sql.DB, slot string, lsn walPos) error {
 	return retryBusy(ctx, func() error { return advanceSlotOnce(ctx, db, slot, lsn) })
 }
 
-func advanceSlotOnce(ctx context.Context, db *sql.DB, slot string, lsn LSN) error {
+func advanceSlotOnce(ctx context.Context, db *sql.DB, slot string, lsn walPos) error {
 	_, err := db.ExecContext(ctx, `SELECT pg_replication_slot_advance(slot_name, $2::pg_lsn) FROM pg_replication_slots
  WHERE slot_name = $1 AND database = current_database() AND confirmed_flush_lsn < $2::pg_lsn`, slot, lsn.String())
 	return err
@@ -83,13 +83,13 @@ func retryBusy(ctx context.Context, f func() error) error {
 
 // decodedRow is one row of pg_logical_slot_peek_changes.
 type decodedRow struct {
-	lsn  LSN
+	lsn  walPos
 	data string
 }
 
 // peek returns up to n changes (whole transactions) the slot holds that
 // committed before upto (0: no bound), without consuming them.
-func peek(ctx context.Context, db *sql.DB, slot string, upto LSN, n int) (out []decodedRow, err error) {
+func peek(ctx context.Context, db *sql.DB, slot string, upto walPos, n int) (out []decodedRow, err error) {
 	err = retryBusy(ctx, func() error {
 		out, err = peekOnce(ctx, db, slot, upto, n)
 		return err
@@ -97,7 +97,7 @@ func peek(ctx context.Context, db *sql.DB, slot string, upto LSN, n int) (out []
 	return out, err
 }
 
-func peekOnce(ctx context.Context, db *sql.DB, slot string, upto LSN, n int) ([]decodedRow, error) {
+func peekOnce(ctx context.Context, db *sql.DB, slot string, upto walPos, n int) ([]decodedRow, error) {
 	var uptoArg any
 	if upto != 0 {
 		uptoArg = upto.String()
@@ -123,7 +123,7 @@ func peekOnce(ctx context.Context, db *sql.DB, slot string, upto LSN, n int) ([]
 }
 
 // positions reads the source's WAL insert and flush positions.
-func positions(ctx context.Context, db *sql.DB) (insert, flush LSN, err error) {
+func positions(ctx context.Context, db *sql.DB) (insert, flush walPos, err error) {
 	var i, f string
 	if err := db.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text`).Scan(&i, &f); err != nil {
 		return 0, 0, fmt.Errorf("reshard: read WAL position: %w", err)

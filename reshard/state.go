@@ -33,8 +33,8 @@ type moveState struct {
 	buckets    []int
 	nbuckets   int
 	slot       string
-	startLSN   LSN
-	appliedLSN LSN
+	startLSN   walPos
+	appliedLSN walPos
 	version    int64 // the map version the switch published, 0 before
 }
 
