@@ -1,0 +1,101 @@
+package reshard
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/freshread/freshread/sharding"
+)
+
+// TestMigrationPlan migrates an unsharded database (a shard owning every
+// bucket, the store holding no map yet) to two shards under writers:
+// stage one follows the source (the moves' status says caught up, with a
+// small age, for the reads that accept a lag), stage two switches both
+// moves at once (one publish, version 1); after the cleanup every
+// acknowledged row is on its shard and the old database is empty and
+// fenced.
+func TestMigrationPlan(t *testing.T) {
+	ctx := context.Background()
+	initial := slices.Repeat([]string{"legacy"}, nbTest)
+	e := newUnmappedEnv(t, []string{"legacy", "s1", "s2"}, initial)
+	l := newLedger()
+	e.seed(l, 1, 2000)
+	ws := e.startWriters(l, 3, time.Millisecond)
+	defer ws.stop()
+	cfg := e.config()
+	cfg.InitialMap = &sharding.BucketMap{Owners: initial}
+	moves, err := Diff(initial, evenOwners("s1", "s2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(moves) != 2 {
+		t.Fatalf("Diff = %+v", moves)
+	}
+	plan, err := NewPlan(cfg, moves...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stage one: follow.
+	fctx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan error, 1)
+	go func() { followed <- plan.Follow(fctx, 20*time.Millisecond) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, sts, _, _ := e.store.Load(ctx)
+		caught := 0
+		for _, st := range sts {
+			if st.CaughtUpAge >= 0 && st.CaughtUpAge < time.Second {
+				caught++
+			}
+		}
+		if caught == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stage one never caught up: %+v", sts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	_, sts, _, _ := e.store.Load(ctx)
+	for _, st := range sts {
+		if st.Phase != sharding.MoveCatchingUp || st.CaughtUpAge < 0 || st.CaughtUpAge > time.Second {
+			t.Errorf("while following: %+v", st)
+		}
+	}
+	stopFollow()
+	if err := <-followed; err != nil {
+		t.Fatal(err)
+	}
+	// Stage two: every read and write at once.
+	rep, err := plan.Switch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("switch of %v: hold %v (drain %v, apply %v with %d changes, verify %v, acks %v)", rep.Moves, rep.Hold, rep.Drain, rep.Apply, rep.Changes, rep.Verify, rep.Acks)
+	if rep.Version != 1 || e.store.publishes != 1 {
+		t.Errorf("published version %d in %d publishes, want version 1 once", rep.Version, e.store.publishes)
+	}
+	if got := e.store.owners(); !slices.Equal(got, evenOwners("s1", "s2")) {
+		t.Fatalf("owners after the migration: %v", got)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if err := ws.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.check(l, initial)
+	if _, err := plan.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.check(l, nil)
+	var left int
+	e.db["legacy"].QueryRow(`SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM order_items)`).Scan(&left)
+	if left != 0 {
+		t.Errorf("%d rows left on the old database", left)
+	}
+	if f := e.fences("legacy"); len(f) != nbTest {
+		t.Errorf("fences on the old database: %v, want every bucket moved", f)
+	}
+}
