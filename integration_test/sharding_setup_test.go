@@ -54,6 +54,8 @@ type shEnv struct {
 	db      *gorm.DB
 	s       *sharding.Sharding
 	direct  map[string]*gorm.DB // plain connections to each shard's primary
+	names   []string            // every shard: shardNames, then the extra ones (shEnvSpec.extra)
+	base    sharding.Config     // the plugin's configuration before the options (another)
 
 	mu        sync.Mutex
 	counts    map[string]int // statements per shard
@@ -63,10 +65,19 @@ type shEnv struct {
 
 type shOpt func(*sharding.Config)
 
+// shEnvSpec is what an environment is made of beyond the plugin's Config.
+type shEnvSpec struct {
+	freshness bool     // a freshread plugin on the default database (newShEnvFresh)
+	extra     []string // shards added after s0..s3, owning no bucket in Config's map
+}
+
 func newShEnv(t *testing.T, opts ...shOpt) *shEnv {
 	t.Helper()
 	return openShEnv(t, false, opts...)
 }
+
+// withMapStore makes the plugin follow a shared bucket map.
+func withMapStore(st sharding.MapStore) shOpt { return func(c *sharding.Config) { c.Map = st } }
 
 // newShEnvFresh is newShEnv with a freshread plugin (the two replicas, an
 // in-memory store) on the default database, installed before the
@@ -78,8 +89,15 @@ func newShEnvFresh(t *testing.T, opts ...shOpt) *shEnv {
 
 func openShEnv(t *testing.T, freshness bool, opts ...shOpt) *shEnv {
 	t.Helper()
+	return openShEnvSpec(t, shEnvSpec{freshness: freshness}, opts...)
+}
+
+func openShEnvSpec(t *testing.T, spec shEnvSpec, opts ...shOpt) *shEnv {
+	t.Helper()
+	freshness := spec.freshness
 	pg := testcluster.PostgresFor(t)
 	e := &shEnv{t: t, pg: pg, shardDB: map[string]string{}, direct: map[string]*gorm.DB{}, counts: map[string]int{}}
+	e.names = append(append([]string(nil), shardNames...), spec.extra...)
 	e.defName = pg.CreateDatabase(t)
 	def, err := gorm.Open(postgres.Open(pg.PrimaryDSN(e.defName)), quiet())
 	if err != nil {
@@ -102,7 +120,7 @@ func openShEnv(t *testing.T, freshness bool, opts ...shOpt) *shEnv {
 			e.mu.Unlock()
 		},
 	}
-	for _, name := range shardNames {
+	for _, name := range e.names {
 		dbName := pg.CreateDatabase(t)
 		e.shardDB[name] = dbName
 		d, err := gorm.Open(postgres.Open(pg.PrimaryDSN(dbName)), quiet())
@@ -114,19 +132,13 @@ func openShEnv(t *testing.T, freshness bool, opts ...shOpt) *shEnv {
 		}
 		e.direct[name] = d
 		t.Cleanup(func() { closeDB(d) })
-		sc := sharding.ShardConfig{
-			Name:      name,
-			Dialector: postgres.Open(pg.PrimaryDSN(dbName)),
-			Freshness: plugin.Config{PollInterval: 5 * time.Millisecond},
-		}
-		for i := 0; i < pg.Replicas(); i++ {
-			sc.Replicas = append(sc.Replicas, plugin.Replica{Name: replicaName(i), Dialector: postgres.Open(pg.ReplicaDSN(i, dbName))})
-		}
-		cfg.Shards = append(cfg.Shards, sc)
 	}
+	cfg.Shards = e.shardConfigs()
 	if err := pg.WaitCaughtUp(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	e.base = cfg
+	e.base.OnRoute = nil
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -159,7 +171,7 @@ func openShEnv(t *testing.T, freshness bool, opts ...shOpt) *shEnv {
 		closeDB(db)
 	})
 	// Count the statements each shard runs.
-	for _, name := range shardNames {
+	for _, name := range e.names {
 		sdb, _ := e.s.ShardDB(name)
 		name := name
 		count := func(*gorm.DB) {
@@ -182,6 +194,51 @@ func openShEnv(t *testing.T, freshness bool, opts ...shOpt) *shEnv {
 		}
 	}
 	return e
+}
+
+// shardConfigs returns the configuration of every shard (new
+// dialectors: one per plugin instance).
+func (e *shEnv) shardConfigs() []sharding.ShardConfig {
+	var out []sharding.ShardConfig
+	for _, name := range e.names {
+		dbName := e.shardDB[name]
+		sc := sharding.ShardConfig{
+			Name:      name,
+			Dialector: postgres.Open(e.pg.PrimaryDSN(dbName)),
+			Freshness: plugin.Config{PollInterval: 5 * time.Millisecond},
+		}
+		for i := 0; i < e.pg.Replicas(); i++ {
+			sc.Replicas = append(sc.Replicas, plugin.Replica{Name: replicaName(i), Dialector: postgres.Open(e.pg.ReplicaDSN(i, dbName))})
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
+// another opens a second plugin over the same databases (another
+// process, as far as the plugin is concerned: its own pools and shard
+// plugins), configured as the environment's before its options, then
+// opts.
+func (e *shEnv) another(opts ...shOpt) (*gorm.DB, *sharding.Sharding) {
+	e.t.Helper()
+	cfg := e.base
+	cfg.Shards = e.shardConfigs()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	db, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.defName)), quiet())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	s := sharding.New(cfg)
+	if err := db.Use(s); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		s.Close()
+		closeDB(db)
+	})
+	return db, s
 }
 
 func (e *shEnv) resetCounts() {
@@ -218,7 +275,7 @@ func (e *shEnv) onShard(name string) map[int64]int64 {
 
 func (e *shEnv) totalOrders() int {
 	n := 0
-	for _, name := range shardNames {
+	for _, name := range e.names {
 		n += len(e.onShard(name))
 	}
 	return n

@@ -2,7 +2,7 @@ package plugin
 
 import "errors"
 
-// Errors returned by Initialize, wrapped with details; test with errors.Is.
+// Errors returned by Initialize (and RecordWrite), wrapped with details; test with errors.Is.
 var (
 	// ErrConfig: the Config is invalid (duplicate or empty replica names,
 	// missing dialector, a non-PostgreSQL database).
@@ -15,6 +15,9 @@ var (
 	// *gorm.DB; both would route the same statements. Remove it (see the
 	// migration section of the README).
 	ErrDBResolver = errors.New("plugin: dbresolver is registered on this *gorm.DB")
+	// ErrNotInstalled: a method that needs the primary (RecordWrite) was
+	// called on a Plugin that no *gorm.DB has initialized (db.Use).
+	ErrNotInstalled = errors.New("plugin: not installed on a *gorm.DB")
 )
 
 // IsConfig reports whether err is an invalid configuration.

@@ -51,7 +51,7 @@ func (s *Sharding) checkAssociations(db *gorm.DB, tg *target) error {
 			}
 			parent := tg.singleShard()
 			if key, ok := rowValue(ctx, row, keyField, tg.t.Key); ok && key > 0 {
-				parent = s.shardIndexOfKey(key)
+				parent = tg.pl.key(key)
 			} else if tg.mask&(tg.mask-1) != 0 {
 				return fmt.Errorf("%w: %s on %q with association %s over several shards", ErrCrossShard, tg.op, tg.t.Name, rel.Name)
 			}
@@ -70,7 +70,7 @@ func (s *Sharding) checkAssociations(db *gorm.DB, tg *target) error {
 				if !ok || key <= 0 {
 					return fmt.Errorf("%w: association %s of %q has a row without %s", ErrNoShardKey, rel.Name, tg.t.Name, t2.Key)
 				}
-				if si := s.shardIndexOfKey(key); si != parent {
+				if si := tg.pl.key(key); si != parent {
 					return fmt.Errorf("%w: association %s of %q has a row of %s %d on shard %q, its parent is on %q", ErrCrossShard, rel.Name, tg.t.Name, t2.Key, key, s.shards[si].name, s.shards[parent].name)
 				}
 			}

@@ -13,12 +13,13 @@ func testMatcher() columnMatcher {
 
 // mod4 routes key k to shard k%4; IDs resolve to shard id%4.
 func evalMod4(c *cond) (uint64, bool) {
-	s := &Sharding{cfg: Config{Algorithm: Mod(4)}, bucketShard: []uint8{0, 1, 2, 3}}
+	s := &Sharding{cfg: Config{Algorithm: Mod(4)}}
+	pl := placer{rt: &routing{shards: 4, bucketShard: []uint8{0, 1, 2, 3}, owning: 0xf}}
 	ids := map[int64]int{}
 	for _, id := range collectIDs(c, nil) {
 		ids[id] = int(id % 4)
 	}
-	return s.eval(c, ids)
+	return s.eval(pl, c, ids)
 }
 
 func TestConditionText(t *testing.T) {

@@ -2,6 +2,8 @@ package sharding
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -36,6 +38,45 @@ type Config struct {
 	// OnRoute, when set, is called with every routing decision on a
 	// sharded table (for logs, metrics and tests).
 	OnRoute func(context.Context, Route)
+
+	// Map, when set, holds the shared, versioned bucket map every process
+	// follows (NewSQLMapStore; docs/sharding.md, "The shared bucket map"):
+	// it is loaded in Initialize and reloaded every MapRefresh, and
+	// Algorithm and HotUsers are then only the map used while none is
+	// stored (version 0; it is never published automatically). The
+	// stored map must keep Algorithm's bucket count and name configured
+	// shards only, or it is refused. nil (the default): the map is
+	// Algorithm and HotUsers, fixed for the life of the process.
+	Map MapStore
+
+	// MapRefresh is how often the map is reloaded from Map (and the
+	// process's version acknowledged to it). Default 100ms.
+	MapRefresh time.Duration
+
+	// MapLease bounds how long a process routes without knowing the
+	// current map: when no refresh (load, validation and acknowledgement)
+	// has succeeded for MapLease, counted from the start of the last
+	// successful Load, a sharded statement first tries a refresh itself
+	// and, if that fails too, fails with ErrMapStale. A mover waits for
+	// every client to acknowledge a new version or to be MapLease past its
+	// last acknowledgement. Must be longer than MapRefresh. Default 2s.
+	MapLease time.Duration
+
+	// ClientID names this process in the map store's acknowledgements.
+	// Default "<hostname>-<pid>-<8 random hex digits>".
+	ClientID string
+
+	// MoveWait is how long a statement outside any transaction that a
+	// shard refused with the guard's error (ErrBucketMoved: the bucket
+	// moved, or its move is switching) is retried, refreshing the map and
+	// routing it again, backing off from 5 ms doubling to 100 ms. Inside
+	// a transaction the error is returned at once. Default 5s; negative:
+	// never retry.
+	MoveWait time.Duration
+
+	// Logger receives the map follower's messages (version changes,
+	// refused maps, a failing store). Default slog.Default().
+	Logger *slog.Logger
 
 	// DeepOffset is the OFFSET from which a multi-shard ORDER BY ... LIMIT
 	// OFFSET read is paged with the two-phase method (see docs/sharding.md,

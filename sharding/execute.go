@@ -13,6 +13,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
+
+	"github.com/freshread/freshread/plugin"
 )
 
 type schemaField = schema.Field
@@ -24,6 +26,10 @@ type createPlan struct {
 	byShard map[int][]int // shard index -> row indexes
 	after   []int         // rows whose lookup pair is written after the insert (DB-assigned IDs)
 	pairs   []Pair        // lookup pairs written before the insert (by execute, once routed)
+	// partial: some rows were inserted by an earlier attempt (target.done)
+	// and are left out; inserted: the rows inserted by this one.
+	partial  bool
+	inserted []int
 }
 
 // prepareRows reads the key of every row to create, mints missing IDs,
@@ -59,6 +65,10 @@ func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
 	}
 	var pairs []Pair
 	for i, row := range rows {
+		if tg.done[i] {
+			plan.partial = true
+			continue // inserted by an earlier attempt of the statement
+		}
 		key, ok := rowValue(ctx, row, keyField, t.Key)
 		if !ok || key <= 0 {
 			if pinned && s.cfg.IDs == nil && !t.Lookup {
@@ -67,7 +77,7 @@ func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
 			}
 			return fmt.Errorf("%w: row %d of %q has no %s", ErrNoShardKey, i, t.Name, t.Key)
 		}
-		si := s.shardIndexOfKey(key)
+		si := tg.pl.key(key)
 		if pinned {
 			si = tg.singleShard()
 		}
@@ -78,7 +88,7 @@ func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
 		id, _ := rowValue(ctx, row, idField, t.ID)
 		if id == 0 && s.cfg.IDs != nil {
 			var err error
-			if id, err = s.cfg.IDs.Next(s.routeCode(key)); err != nil {
+			if id, err = s.cfg.IDs.Next(s.routeCode(tg.pl.rt, key)); err != nil {
 				return fmt.Errorf("sharding: mint an ID for %q: %w", t.Name, err)
 			}
 			if err := setRowValue(ctx, row, idField, t.ID, id); err != nil {
@@ -163,8 +173,9 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 	if err := s.checkAssociations(db, tg); err != nil {
 		return err
 	}
-	if tg.create != nil && len(tg.create.pairs) > 0 {
-		// Lookup first: an order never exists without its lookup row.
+	if tg.create != nil && len(tg.create.pairs) > 0 && !tg.pairsPut {
+		// Lookup first: an order never exists without its lookup row. (A
+		// retried Create wrote them in its first attempt.)
 		if err := s.cfg.Lookup.Put(stmt.Context, tg.create.pairs); err != nil {
 			return fmt.Errorf("sharding: write the lookup of %q: %w", tableName, err)
 		}
@@ -199,7 +210,7 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		err  error
 	)
 	switch {
-	case n == 1:
+	case n == 1 && (tg.create == nil || !tg.create.partial):
 		sh := s.shards[tg.singleShard()]
 		sub := s.run(db, tg, sh, nil)
 		rows, err = sub.RowsAffected, sub.Error
@@ -236,8 +247,7 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 // own callbacks (and so its freshread plugin).
 func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Statement)) *gorm.DB {
 	sub := db.Session(&gorm.Session{Initialized: true})
-	sub.Config = sh.db.Config
-	sub.Statement.ConnPool = sh.db.Config.ConnPool
+	s.onShard(sub, tg, sh)
 	if tg.tx != nil || tg.many {
 		conn, err := s.txConn(db, tg, sh)
 		if err != nil {
@@ -246,7 +256,6 @@ func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Sta
 		}
 		sub.Statement.ConnPool = conn
 	}
-	sub.Statement.Settings.Delete(hintKey)
 	if (tg.split >= 0 || tg.rawParts != nil) && mutate == nil {
 		mutate = s.partMutator(tg, sh.index, nil)
 	}
@@ -269,6 +278,24 @@ func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Sta
 		cb.Raw().Execute(sub)
 	}
 	return sub
+}
+
+// onShard points a cloned statement at shard sh: its configuration
+// (callbacks, dialector) and pool, without the plugin's hints; a read of
+// moving buckets from a move's target (AllowLag) is sent to the target's
+// primary, which is what the move's caught-up time describes.
+func (s *Sharding) onShard(sub *gorm.DB, tg *target, sh *shard) {
+	sub.Config = sh.db.Config
+	sub.Statement.ConnPool = sh.db.Config.ConnPool
+	sub.Statement.Settings.Delete(hintKey)
+	sub.Statement.Settings.Delete(lagKey)
+	if tg.lagMask&(1<<sh.index) != 0 {
+		ctx := sub.Statement.Context
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		sub.Statement.Context = plugin.WithConsistency(ctx, plugin.Strong)
+	}
 }
 
 // txConn returns the shard's own transaction of the statement's
@@ -389,9 +416,7 @@ func (s *Sharding) scatterRead(db *gorm.DB, tg *target) (int64, error) {
 
 // runPrepared is run on an already cloned session.
 func (s *Sharding) runPrepared(sub *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Statement)) *gorm.DB {
-	sub.Config = sh.db.Config
-	sub.Statement.ConnPool = sh.db.Config.ConnPool
-	sub.Statement.Settings.Delete(hintKey)
+	s.onShard(sub, tg, sh)
 	if mutate != nil {
 		mutate(sub.Statement)
 	}
@@ -440,6 +465,7 @@ func (s *Sharding) createSplit(db *gorm.DB, tg *target) (int64, error) {
 		if sub.Error != nil {
 			return rows, fmt.Errorf("sharding: shard %q: %w", s.shards[si].name, sub.Error)
 		}
+		plan.inserted = append(plan.inserted, idx...)
 		rows += sub.RowsAffected
 		// Copy back what the insert filled in (IDs, timestamps) when the
 		// elements are values.
@@ -509,7 +535,7 @@ func (s *Sharding) lookupAfter(db *gorm.DB, tg *target, idx []int) error {
 // DELETE named that no longer exist on their shard.
 func (s *Sharding) lookupCleanup(db *gorm.DB, tg *target) error {
 	ctx := db.Statement.Context
-	shardOfID, err := s.resolveIDs(ctx, tg.ids)
+	shardOfID, err := s.resolveIDs(ctx, tg.pl, tg.ids)
 	if err != nil {
 		return nil // the rows are gone; stale lookup rows are tolerated
 	}

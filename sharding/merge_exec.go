@@ -125,9 +125,7 @@ func (s *Sharding) fanOut(db *gorm.DB, tg *target, p *mergePlan, extra func(si i
 			defer wg.Done()
 			sh := s.shards[pt.si]
 			sub := pt.sub
-			sub.Config = sh.db.Config
-			sub.Statement.ConnPool = sh.db.Config.ConnPool
-			sub.Statement.Settings.Delete(hintKey)
+			s.onShard(sub, tg, sh)
 			s.partMutator(tg, pt.si, nil)(sub.Statement)
 			if p != nil {
 				p.rewrite(sub.Statement)

@@ -41,7 +41,7 @@ func (s *Sharding) planRawSplit(tg *target, c *cond, sqlText string, vars []any,
 		}
 		shardOf := func(v int64) (int, bool) {
 			if m.column == colKey {
-				return s.shardIndexOfKey(v), true
+				return tg.pl.key(v), true
 			}
 			si, ok := shardOfID[v]
 			return si, ok

@@ -8,7 +8,8 @@ import (
 // The raw statement's text and variables per shard (Mod(4): user k on
 // shard k%4; IDs on shard id%4).
 func TestRawSplit(t *testing.T) {
-	s := &Sharding{cfg: Config{Algorithm: Mod(4)}, bucketShard: []uint8{0, 1, 2, 3}}
+	s := &Sharding{cfg: Config{Algorithm: Mod(4)}}
+	pl := placer{rt: &routing{shards: 4, bucketShard: []uint8{0, 1, 2, 3}, owning: 0xf}}
 	cases := []struct {
 		sql   string
 		vars  []any
@@ -42,7 +43,7 @@ func TestRawSplit(t *testing.T) {
 		for _, id := range collectIDs(cond, nil) {
 			ids[id] = int(id % 4)
 		}
-		tg := &target{}
+		tg := &target{pl: pl}
 		s.planRawSplit(tg, cond, c.sql, c.vars, ids)
 		if c.parts == nil {
 			if tg.rawParts != nil {

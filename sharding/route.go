@@ -104,11 +104,39 @@ type target struct {
 	ids []int64
 	// create: the rows of a Create per shard.
 	create *createPlan
+
+	// pl places keys and IDs: the statement's one snapshot of the map.
+	pl placer
+	// lagMask: the shards a read that accepts a lag reads moving buckets
+	// from (AllowLag); they are read on their primary.
+	lagMask uint64
+	// pinned: a hint or a pinned session chose the shard.
+	pinned bool
+	// From earlier attempts of the statement (guard_retry.go): the rows of
+	// a Create already inserted, and whether its lookup pairs are written.
+	done     map[int]bool
+	pairsPut bool
 }
 
+// route routes the statement and runs it on its shards; a statement a
+// shard refused with the guard's error is routed again with the
+// refreshed map where that is safe (guard_retry.go).
 func (s *Sharding) route(db *gorm.DB, op opKind) error {
+	var at attempt
+	for {
+		if err := s.routeOnce(db, op, &at); err != nil {
+			return err
+		}
+		if !s.retryGuarded(db, op, &at) {
+			return nil
+		}
+	}
+}
+
+func (s *Sharding) routeOnce(db *gorm.DB, op opKind, at *attempt) error {
 	stmt := db.Statement
-	tg := &target{op: op, split: -1, raw: stmt.SQL.Len() > 0}
+	tg := &target{op: op, split: -1, raw: stmt.SQL.Len() > 0, pl: placer{rt: s.rt.Load()}}
+	at.tg = nil
 
 	var pinned *shard
 	defaultTx := false
@@ -211,6 +239,15 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 	if defaultTx || (tg.lazy != nil && tg.lazy.onDefault()) {
 		return fmt.Errorf("%w: table %q is sharded but the transaction is on the default database (begin it with Sharding.On or ForUser)", ErrCrossShard, tg.t.Name)
 	}
+	if s.fol != nil {
+		rt, err := s.leased(stmt.Context, tg.pl.rt)
+		if err != nil {
+			return fmt.Errorf("sharding: %s on %q: %w", op, tg.t.Name, err)
+		}
+		tg.pl.rt = rt
+	}
+	at.tg = tg
+	tg.done, tg.pairsPut = at.done, at.n > 0
 	if tg.lazy != nil && tg.tx == nil && pinned != nil {
 		tg.tx = pinned // a hint binds the transaction to its shard
 	}
@@ -218,13 +255,16 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 		if tg.tx != nil && pinned != tg.tx {
 			return fmt.Errorf("%w: hint %q in a transaction on %q", ErrCrossShard, pinned.name, tg.tx.name)
 		}
-		tg.mask, tg.bounded, tg.reason = 1<<pinned.index, true, "hint"
+		tg.mask, tg.bounded, tg.reason, tg.pinned = 1<<pinned.index, true, "hint", true
 		if op == opCreate && !tg.raw {
 			if err := s.prepareRows(db, tg, true); err != nil {
 				return err
 			}
 		}
 		return s.execute(db, tg)
+	}
+	if !tg.write && tg.tx == nil && tg.lazy == nil && len(tg.pl.rt.lag) > 0 {
+		s.allowLag(stmt, tg)
 	}
 	if op == opCreate && !tg.raw {
 		if err := s.prepareRows(db, tg, false); err != nil {
@@ -254,7 +294,10 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 		return fmt.Errorf("%w: %s on %q", ErrNoShardKey, op, tg.t.Name)
 	}
 	if !tg.bounded {
-		tg.mask = s.allMask()
+		// Every shard that owns a bucket or a hot user: not a shard a
+		// move is filling, nor one added for a move.
+		tg.mask = tg.pl.rt.owning
+		tg.lagMask = 0
 		tg.reason = "scatter"
 	}
 	return s.execute(db, tg)
@@ -350,7 +393,7 @@ func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 	var shardOfID map[int64]int
 	if len(ids) > 0 {
 		var err error
-		shardOfID, err = s.resolveIDs(stmt.Context, ids)
+		shardOfID, err = s.resolveIDs(stmt.Context, tg.pl, ids)
 		if err != nil && len(shardOfID) < len(ids) {
 			return fmt.Errorf("sharding: resolve order IDs of %q: %w", t.Name, err)
 		}
@@ -364,7 +407,7 @@ func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 			}
 		}
 	}
-	tg.mask, tg.bounded = s.eval(c, shardOfID)
+	tg.mask, tg.bounded = s.eval(tg.pl, c, shardOfID)
 	if tg.reason == "" {
 		tg.reason = "key"
 	}
@@ -397,12 +440,12 @@ func collectIDs(c *cond, out []int64) []int64 {
 
 // eval returns the shards a condition can match; bounded is false when
 // it can match rows on any shard.
-func (s *Sharding) eval(c *cond, shardOfID map[int64]int) (mask uint64, bounded bool) {
+func (s *Sharding) eval(pl placer, c *cond, shardOfID map[int64]int) (mask uint64, bounded bool) {
 	switch c.op {
 	case opLeaf:
 		for _, v := range c.values {
 			if c.column == colKey {
-				mask |= 1 << s.shardIndexOfKey(v)
+				mask |= 1 << pl.key(v)
 				continue
 			}
 			i, ok := shardOfID[v]
@@ -414,7 +457,7 @@ func (s *Sharding) eval(c *cond, shardOfID map[int64]int) (mask uint64, bounded 
 		return mask, true
 	case opAnd:
 		for _, k := range c.kids {
-			m, b := s.eval(k, shardOfID)
+			m, b := s.eval(pl, k, shardOfID)
 			if !b {
 				continue
 			}
@@ -427,7 +470,7 @@ func (s *Sharding) eval(c *cond, shardOfID map[int64]int) (mask uint64, bounded 
 		return mask, bounded
 	case opOr:
 		for _, k := range c.kids {
-			m, b := s.eval(k, shardOfID)
+			m, b := s.eval(pl, k, shardOfID)
 			if !b {
 				return 0, false
 			}
@@ -455,7 +498,7 @@ func (s *Sharding) planSplit(tg *target, exprs []clause.Expression, match column
 		for _, v := range c.values {
 			var si int
 			if c.column == colKey {
-				si = s.shardIndexOfKey(v)
+				si = tg.pl.key(v)
 			} else {
 				var ok bool
 				if si, ok = shardOfID[v]; !ok {

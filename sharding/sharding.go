@@ -21,11 +21,16 @@ import (
 type Sharding struct {
 	cfg Config
 
-	shards      []*shard
-	byName      map[string]*shard
-	tables      map[string]*tableInfo // by normalized name
-	bucketShard []uint8               // bucket -> shard index
-	hot         map[int64]int         // user -> shard index
+	shards []*shard
+	byName map[string]*shard
+	tables map[string]*tableInfo // by normalized name
+
+	// rt is the bucket map routing uses (one immutable snapshot, swapped
+	// by the map follower, mapfollow.go); fol follows Config.Map (nil
+	// without one).
+	rt    atomic.Pointer[routing]
+	fol   *follower
+	stats mapStats
 
 	classifier *classify.Classifier
 
@@ -70,9 +75,11 @@ func (s *Sharding) Initialize(db *gorm.DB) error {
 	}
 	s.classifier = classify.New(classify.Config{Dialect: classify.Postgres})
 	if err := callbacks.RegisterSharding(db, newShardHooks(s)); err != nil {
+		s.Close()
 		return err
 	}
 	s.wrapDefaultPool(db)
+	s.startFollower()
 	return nil
 }
 
@@ -132,17 +139,17 @@ func (s *Sharding) setup(db *gorm.DB) error {
 		s.byName[sc.Name] = sh
 		names[i] = sc.Name
 	}
-	var err error
-	if s.bucketShard, err = cfg.Algorithm.bind(names); err != nil {
+	m, err := MapFromAlgorithm(cfg.Algorithm, names, cfg.HotUsers)
+	if err != nil {
 		return err
 	}
-	s.hot = make(map[int64]int, len(cfg.HotUsers))
-	for u, name := range cfg.HotUsers {
-		sh := s.byName[name]
-		if sh == nil {
-			return fmt.Errorf("%w: hot user %d names shard %q", ErrUnknownShard, u, name)
-		}
-		s.hot[u] = sh.index
+	rt, err := newRouting(m, cfg.Algorithm.Buckets(), s.byName)
+	if err != nil {
+		return err
+	}
+	s.rt.Store(rt)
+	if err := s.setupMap(); err != nil {
+		return err
 	}
 	s.tables = make(map[string]*tableInfo, len(cfg.Tables))
 	for _, t := range cfg.Tables {
@@ -188,9 +195,10 @@ func (s *Sharding) openShard(db *gorm.DB, sc ShardConfig) (*gorm.DB, error) {
 	return sdb, nil
 }
 
-// Close stops the freshread plugins of the shards the plugin opened and
-// closes their pools. Shards given as DB stay open.
+// Close stops the map follower and the freshread plugins of the shards
+// the plugin opened and closes their pools. Shards given as DB stay open.
 func (s *Sharding) Close() error {
+	s.stopFollower()
 	var errs []error
 	for _, p := range s.plugins {
 		errs = append(errs, p.Close())
@@ -222,40 +230,19 @@ func (s *Sharding) ShardDB(name string) (*gorm.DB, bool) {
 	return sh.db, true
 }
 
-// ShardOf returns the name of the shard that holds userID's rows.
-func (s *Sharding) ShardOf(userID int64) string { return s.shards[s.shardIndexOfKey(userID)].name }
-
-func (s *Sharding) shardIndexOfKey(key int64) int {
-	if i, ok := s.hot[key]; ok {
-		return i
-	}
-	return int(s.bucketShard[s.cfg.Algorithm.Bucket(key)])
+// ShardOf returns the name of the shard that holds userID's rows, as the
+// current bucket map says.
+func (s *Sharding) ShardOf(userID int64) string {
+	return s.shards[placer{rt: s.rt.Load()}.key(userID)].name
 }
 
-// routeCode is the route code an ID minted for userID embeds.
-func (s *Sharding) routeCode(userID int64) int {
-	if i, ok := s.hot[userID]; ok {
+// routeCode is the route code an ID minted for userID embeds: its bucket,
+// or for a hot user the index of its shard in rt.
+func (s *Sharding) routeCode(rt *routing, userID int64) int {
+	if i, ok := rt.hot[userID]; ok {
 		return routeHot | i
 	}
-	return s.cfg.Algorithm.Bucket(userID)
-}
-
-// shardOfMinted returns the shard index encoded in a minted ID.
-func (s *Sharding) shardOfMinted(id int64) (int, bool) {
-	d, ok := DecodeID(id)
-	if !ok {
-		return 0, false
-	}
-	if d.Hot {
-		if d.Shard >= len(s.shards) {
-			return 0, false
-		}
-		return d.Shard, true
-	}
-	if d.Bucket >= len(s.bucketShard) {
-		return 0, false
-	}
-	return int(s.bucketShard[d.Bucket]), true
+	return rt.bucketOf(userID)
 }
 
 // NewID mints an ID for a row of userID with Config.IDs.
@@ -263,7 +250,7 @@ func (s *Sharding) NewID(userID int64) (int64, error) {
 	if s.cfg.IDs == nil {
 		return 0, fmt.Errorf("%w: no Config.IDs", ErrConfig)
 	}
-	return s.cfg.IDs.Next(s.routeCode(userID))
+	return s.cfg.IDs.Next(s.routeCode(s.rt.Load(), userID))
 }
 
 // On returns a session pinned to the named shard: its statements run on
@@ -289,7 +276,7 @@ func (s *Sharding) ForUser(db *gorm.DB, userID int64) *gorm.DB {
 // ResolveOrders returns the shard of each order ID: decoded from minted IDs,
 // otherwise through the lookup. IDs it cannot place are absent.
 func (s *Sharding) ResolveOrders(ctx context.Context, ids []int64) (map[int64]string, error) {
-	idx, err := s.resolveIDs(ctx, ids)
+	idx, err := s.resolveIDs(ctx, placer{rt: s.rt.Load()}, ids)
 	out := make(map[int64]string, len(idx))
 	for id, i := range idx {
 		out[id] = s.shards[i].name
@@ -297,11 +284,13 @@ func (s *Sharding) ResolveOrders(ctx context.Context, ids []int64) (map[int64]st
 	return out, err
 }
 
-func (s *Sharding) resolveIDs(ctx context.Context, ids []int64) (map[int64]int, error) {
+// resolveIDs places order IDs with pl: minted IDs by their route code,
+// the others through the lookup.
+func (s *Sharding) resolveIDs(ctx context.Context, pl placer, ids []int64) (map[int64]int, error) {
 	out := make(map[int64]int, len(ids))
 	var rest []int64
 	for _, id := range ids {
-		if i, ok := s.shardOfMinted(id); ok {
+		if i, ok := pl.minted(id); ok {
 			out[id] = i
 		} else {
 			rest = append(rest, id)
@@ -312,7 +301,7 @@ func (s *Sharding) resolveIDs(ctx context.Context, ids []int64) (map[int64]int, 
 	}
 	users, err := s.cfg.Lookup.Resolve(ctx, rest)
 	for id, u := range users {
-		out[id] = s.shardIndexOfKey(u)
+		out[id] = pl.key(u)
 	}
 	return out, err
 }

@@ -1,0 +1,297 @@
+package reshard
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/freshread/freshread/sharding"
+)
+
+// CopyReport is what Copy did in this run.
+type CopyReport struct {
+	// Rows copied in this run, and per table over every run.
+	Rows     int64
+	Tables   map[string]int64
+	Duration time.Duration
+	// RowsPerSecond is Rows / Duration.
+	RowsPerSecond float64
+}
+
+// Copy copies the moving buckets' rows of every table from the source to
+// the target in keyset chunks of Config.ChunkRows, in primary key order.
+// Each chunk is one transaction on the target that also records its last
+// key, so an interrupted copy resumes after the last chunk that
+// committed. A row of the target outside the moving buckets with the
+// primary key of a copied row fails the copy with ErrForeignRow. A
+// finished copy returns at once.
+func (m *Mover) Copy(ctx context.Context) (CopyReport, error) {
+	done, err := m.begin(ctx)
+	if err != nil {
+		return CopyReport{}, err
+	}
+	defer done()
+	return m.copy(ctx)
+}
+
+func (m *Mover) copy(ctx context.Context) (CopyReport, error) {
+	rep := CopyReport{Tables: map[string]int64{}}
+	st, err := m.readState(ctx)
+	if err != nil {
+		return rep, err
+	}
+	switch {
+	case !st.exists || st.phase == sharding.MovePlanned || st.phase == sharding.MoveRolledBack:
+		return rep, fmt.Errorf("%w: move %s is not prepared", ErrPhase, m.mv.ID)
+	case st.phase != sharding.MoveCopying:
+		return rep, nil // copied
+	}
+	if err := m.checkSlot(ctx); err != nil {
+		return rep, err
+	}
+	if err := m.report(ctx, sharding.MoveCopying, false); err != nil {
+		return rep, err
+	}
+	start := time.Now()
+	m.cfg.Logger.InfoContext(ctx, "reshard: copying", "move", m.mv.ID)
+	for _, t := range m.tables {
+		var (
+			lastJSON string
+			total    int64
+			fin      bool
+			last     []sql.NullString
+		)
+		err := m.dst.DB.QueryRowContext(ctx, `SELECT coalesce(array_to_json(last_key)::text, '[]'), rows, done FROM `+m.copyTable()+` WHERE move_id = $1 AND tbl = $2`,
+			m.mv.ID, t.cfg.Name).Scan(&lastJSON, &total, &fin)
+		if err == nil {
+			last, err = jsonStrings(lastJSON)
+		}
+		if err != nil {
+			return rep, fmt.Errorf("reshard: move %s: copy progress of %s: %w", m.mv.ID, t.cfg.Name, err)
+		}
+		for !fin {
+			rows, err := m.readChunk(ctx, t, last)
+			if err != nil {
+				return rep, fmt.Errorf("reshard: move %s: read %s from %s: %w", m.mv.ID, t.cfg.Name, m.src.Name, err)
+			}
+			if len(rows) == 0 {
+				fin = true
+			} else {
+				last = make([]sql.NullString, len(t.pkIdx))
+				for i, j := range t.pkIdx {
+					if p := rows[len(rows)-1][j]; p != nil {
+						last[i] = sql.NullString{String: *p, Valid: true}
+					}
+				}
+			}
+			err = withTx(ctx, m.dst.DB, func(tx *sql.Tx) error {
+				if len(rows) > 0 {
+					if err := m.upsert(ctx, tx, t, rows); err != nil {
+						return err
+					}
+				}
+				_, err := tx.ExecContext(ctx, `UPDATE `+m.copyTable()+` SET last_key = $3, rows = rows + $4, done = $5 WHERE move_id = $1 AND tbl = $2`,
+					m.mv.ID, t.cfg.Name, nullStrings(last), len(rows), fin)
+				return err
+			})
+			if err != nil {
+				return rep, fmt.Errorf("reshard: move %s: copy %s to %s: %w", m.mv.ID, t.cfg.Name, m.dst.Name, err)
+			}
+			if len(rows) > 0 {
+				m.recordWrite(ctx, t.cfg.Name)
+			}
+			total += int64(len(rows))
+			rep.Rows += int64(len(rows))
+			rep.Tables[t.cfg.Name] = total
+			if m.cfg.Progress != nil && len(rows) > 0 {
+				el := time.Since(start)
+				m.cfg.Progress(Progress{Move: m.mv.ID, Phase: sharding.MoveCopying, Table: t.cfg.Name, Rows: rep.Rows, RowsPerSecond: float64(rep.Rows) / el.Seconds()})
+			}
+			if err := m.at("copy:chunk"); err != nil {
+				return rep, err
+			}
+		}
+		rep.Tables[t.cfg.Name] = total
+	}
+	rep.Duration = time.Since(start)
+	if rep.Duration > 0 {
+		rep.RowsPerSecond = float64(rep.Rows) / rep.Duration.Seconds()
+	}
+	if err := m.setPhase(ctx, m.dst.DB, sharding.MoveCatchingUp); err != nil {
+		return rep, err
+	}
+	m.cfg.Logger.InfoContext(ctx, "reshard: copied", "move", m.mv.ID, "rows", rep.Rows, "rows_per_s", int64(rep.RowsPerSecond))
+	return rep, m.report(ctx, sharding.MoveCatchingUp, false)
+}
+
+// checkSlot fails with ErrSlotLost when the move's slot is gone.
+func (m *Mover) checkSlot(ctx context.Context) error {
+	si, err := slotStatus(ctx, m.src.DB, m.slot)
+	if err != nil {
+		return fmt.Errorf("reshard: move %s: slot on %s: %w", m.mv.ID, m.src.Name, err)
+	}
+	if !si.exists {
+		return fmt.Errorf("%w: %s on %s (move %s): roll the move back and start again", ErrSlotLost, m.slot, m.src.Name, m.mv.ID)
+	}
+	return nil
+}
+
+// readChunk reads the next chunk of the moving buckets' rows of t from the
+// source after the key last (none: from the start), as text.
+func (m *Mover) readChunk(ctx context.Context, t *movingTable, last []sql.NullString) ([][]*string, error) {
+	var out [][]*string
+	err := withTx(ctx, m.src.DB, func(tx *sql.Tx) error {
+		args := []any{int32s(m.mv.Buckets), m.cfg.ChunkRows}
+		q := t.sql.chunkFirst
+		if len(last) > 0 {
+			q = t.sql.chunkAfter
+			for _, l := range last {
+				args = append(args, l)
+			}
+		}
+		var err error
+		out, err = textRows(ctx, tx, len(t.cols), q, args...)
+		return err
+	})
+	return out, err
+}
+
+// textRows runs a query whose first n columns are text and returns them.
+func textRows(ctx context.Context, q querier, n int, query string, args ...any) ([][]*string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]*string
+	for rows.Next() {
+		vals := make([]sql.NullString, n)
+		dest := make([]any, n)
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		row := make([]*string, n)
+		for i, v := range vals {
+			if v.Valid {
+				s := v.String
+				row[i] = &s
+			}
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+// columns turns rows into one array per column (the unnest parameters).
+func columns(rows [][]*string, idx []int) []any {
+	out := make([]any, len(idx))
+	for k, j := range idx {
+		col := make([]*string, len(rows))
+		for i, r := range rows {
+			col[i] = r[j]
+		}
+		out[k] = col
+	}
+	return out
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// upsert writes rows (the table's columns as text) to the target in tx:
+// inserted, or overwriting a row of a moving bucket. A row whose key the
+// target uses outside the moving buckets is ErrForeignRow.
+func (m *Mover) upsert(ctx context.Context, tx *sql.Tx, t *movingTable, rows [][]*string) error {
+	args := append(columns(rows, seq(len(t.cols))), int32s(m.mv.Buckets))
+	res, err := tx.ExecContext(ctx, t.sql.upsert, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == int64(len(rows)) {
+		return nil
+	}
+	args = append(columns(rows, t.pkIdx), int32s(m.mv.Buckets))
+	foreign, err := textRows(ctx, tx, len(t.pkIdx)+1, t.sql.foreign, args...)
+	if err != nil {
+		return err
+	}
+	if len(foreign) == 0 {
+		return fmt.Errorf("reshard: %s: %d of %d rows written on %s and no conflicting row found", t.cfg.Name, n, len(rows), m.dst.Name)
+	}
+	var keys []string
+	for _, f := range foreign {
+		key := make([]string, len(t.pkIdx))
+		for i := range key {
+			key[i] = deref(f[i])
+		}
+		keys = append(keys, fmt.Sprintf("(%s)=(%s) with %s %s", strings.Join(pkNames(t), ", "), strings.Join(key, ", "), t.dst.key.name, deref(f[len(t.pkIdx)])))
+	}
+	return fmt.Errorf("%w: %s on %s: %s", ErrForeignRow, t.cfg.Name, m.dst.Name, strings.Join(keys, "; "))
+}
+
+func pkNames(t *movingTable) []string {
+	out := make([]string, len(t.dst.pk))
+	for i, c := range t.dst.pk {
+		out[i] = c.name
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "NULL"
+	}
+	return *s
+}
+
+// recordWrite tells the target's freshread plugin about a committed write.
+func (m *Mover) recordWrite(ctx context.Context, tables ...string) {
+	if m.dst.RecordWrite == nil {
+		return
+	}
+	if err := m.dst.RecordWrite(ctx, tables...); err != nil {
+		m.cfg.Logger.WarnContext(ctx, "reshard: recording the copied rows' position failed; the shard's plugin reads the primary until it is published", "move", m.mv.ID, "err", err)
+	}
+}
+
+// jsonStrings parses a JSON array of strings and nulls.
+func jsonStrings(s string) ([]sql.NullString, error) {
+	var vals []*string
+	if err := json.Unmarshal([]byte(s), &vals); err != nil {
+		return nil, err
+	}
+	out := make([]sql.NullString, len(vals))
+	for i, v := range vals {
+		if v != nil {
+			out[i] = sql.NullString{String: *v, Valid: true}
+		}
+	}
+	return out, nil
+}
+
+// nullStrings converts a key to a text[] parameter.
+func nullStrings(ns []sql.NullString) []*string {
+	out := make([]*string, len(ns))
+	for i, n := range ns {
+		if n.Valid {
+			s := n.String
+			out[i] = &s
+		}
+	}
+	return out
+}

@@ -1,0 +1,10 @@
+package reshard
+
+import (
+	"os"
+	"testing"
+
+	"github.com/freshread/freshread/internal/testcluster"
+)
+
+func TestMain(m *testing.M) { os.Exit(testcluster.Run(m, testcluster.Spec{PostgresReplicas: 2})) }
