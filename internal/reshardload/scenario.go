@@ -138,6 +138,10 @@ type cluster struct {
 	rdb      *redis.Client
 	recorder map[string]*plugin.Plugin
 	closers  []func()
+
+	progMu   sync.Mutex
+	copied   map[string]reshard.Progress // last copy progress per move
+	caughtUp map[string]reshard.Progress // last catch-up progress per move
 }
 
 func (c *cluster) logf(format string, args ...any) {
@@ -157,7 +161,8 @@ func (c *cluster) close() {
 // first map version.
 func newCluster(ctx context.Context, env Env, opts Options, names []string, initial sharding.Algorithm) (*cluster, error) {
 	c := &cluster{env: env, opts: opts, names: names, dbNames: map[string]string{}, direct: map[string]*gorm.DB{},
-		sqlDBs: map[string]*sql.DB{}, recorder: map[string]*plugin.Plugin{}}
+		sqlDBs: map[string]*sql.DB{}, recorder: map[string]*plugin.Plugin{},
+		copied: map[string]reshard.Progress{}, caughtUp: map[string]reshard.Progress{}}
 	pg := env.PG
 	def, err := pg.NewDatabase(ctx)
 	if err != nil {
@@ -241,6 +246,14 @@ func (c *cluster) moverConfig() reshard.Config {
 		Tables: []reshard.Table{{Name: "orders", Key: "user_id"}, {Name: "order_items", Key: "user_id"}},
 		Store:  c.store,
 		Progress: func(p reshard.Progress) {
+			c.progMu.Lock()
+			switch p.Phase {
+			case sharding.MoveCopying:
+				c.copied[p.Move] = p
+			case sharding.MoveCatchingUp:
+				c.caughtUp[p.Move] = p
+			}
+			c.progMu.Unlock()
 			if p.Phase == sharding.MoveCopying && p.Rows%5000 != 0 {
 				return
 			}
@@ -272,6 +285,16 @@ func (c *cluster) processes(ctx context.Context, initial []string) (stop func() 
 		errs    []error
 		wg      sync.WaitGroup
 	)
+	fail := func(err error) (func() ([]Result, error), error) {
+		for _, pr := range procs {
+			pr.Stop()
+		}
+		for _, cancel := range cancels {
+			cancel()
+		}
+		wg.Wait()
+		return nil, err
+	}
 	for p := 0; p < c.opts.Processes; p++ {
 		pc := ProcessConfig{Default: c.defDSN, MapDSN: c.mapDSN, Redis: c.env.RedisAddr, Shards: shards,
 			Buckets: c.opts.Buckets, Initial: initial, Worker: 10 + p, Seed: uint64(1000 + p),
@@ -287,7 +310,7 @@ func (c *cluster) processes(ctx context.Context, initial []string) (stop func() 
 		if c.env.Spawn != nil {
 			pr, err := StartProcess(c.env.Spawn(), pc)
 			if err != nil {
-				return nil, err
+				return fail(err)
 			}
 			procs = append(procs, pr)
 			continue
@@ -309,7 +332,7 @@ func (c *cluster) processes(ctx context.Context, initial []string) (stop func() 
 	for {
 		cs, err := c.store.Clients(ctx)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		live := 0
 		for _, cl := range cs {
@@ -321,7 +344,7 @@ func (c *cluster) processes(ctx context.Context, initial []string) (stop func() 
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("reshardload: %d of %d worker processes follow the map after a minute", live, c.opts.Processes)
+			return fail(fmt.Errorf("reshardload: %d of %d worker processes follow the map after a minute", live, c.opts.Processes))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -552,10 +575,19 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 			return nil, err
 		}
 		start := time.Now()
-		fctx, cancel := context.WithTimeout(ctx, stageOne)
-		ferr := plan.Follow(fctx, 50*time.Millisecond)
+		// Stage one: copy, catch up, then keep following while reads that
+		// accept a lag use the shards, for stageOne once caught up.
+		fctx, cancel := context.WithCancel(ctx)
+		ferrc := make(chan error, 1)
+		go func() { ferrc <- plan.Follow(fctx, 50*time.Millisecond) }()
+		if err := c.waitCaughtUp(ctx, plan, ferrc); err != nil {
+			cancel()
+			return nil, fmt.Errorf("stage one: %w", err)
+		}
+		c.logf("reshard: stage one: every shard caught up after %s", time.Since(start).Round(time.Millisecond))
+		time.Sleep(stageOne)
 		cancel()
-		if ferr != nil {
+		if ferr := <-ferrc; ferr != nil {
 			return nil, fmt.Errorf("stage one: %w", ferr)
 		}
 		c.logf("reshard: stage one done after %s; switching", time.Since(start).Round(time.Millisecond))
@@ -565,6 +597,15 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 		}
 		f := MoveFigures{ID: "migration"}
 		addSwitch(&f, sw)
+		c.progMu.Lock()
+		for _, p := range c.copied {
+			f.RowsCopied += p.Rows
+			f.CopyRowsPerSec += p.RowsPerSecond / float64(len(c.copied))
+		}
+		for _, p := range c.caughtUp {
+			f.CatchUpLag = max(f.CatchUpLag, p.Lag)
+		}
+		c.progMu.Unlock()
 		cr, err := plan.Cleanup(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("cleanup: %w", err)
@@ -584,4 +625,38 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 		return rep, err
 	}
 	return rep, c.finalCheck(ctx, rep, results)
+}
+
+// waitCaughtUp waits until every move of plan has been caught up once
+// (its shared status has a CaughtUpAge), or Follow ended.
+func (c *cluster) waitCaughtUp(ctx context.Context, plan *reshard.Plan, ferrc chan error) error {
+	want := map[string]bool{}
+	for _, m := range plan.Movers() {
+		want[m.Move().ID] = true
+	}
+	for {
+		_, moves, _, err := c.store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, mv := range moves {
+			if want[mv.ID] && mv.Phase == sharding.MoveCatchingUp && mv.CaughtUpAge >= 0 {
+				n++
+			}
+		}
+		if n == len(want) {
+			return nil
+		}
+		select {
+		case err := <-ferrc:
+			if err == nil {
+				err = errors.New("reshardload: Follow returned before catching up")
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
