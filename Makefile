@@ -2,7 +2,7 @@
 GO ?= go
 export FRESHREAD_REQUIRE_INTEGRATION ?= 1
 
-.PHONY: test vet fmt-check build-nocgo servers check-deps deps demo bench soak
+.PHONY: test vet fmt-check build-nocgo servers check-deps deps demo reshard-demo bench soak
 
 ## test: vet, gofmt, the CGO_ENABLED=0 build, and every test with -race,
 ## including the integration tests against real servers (a missing server
@@ -37,10 +37,17 @@ deps:
 
 ## demo: start a replicated cluster, run the example service against it
 ## (freshness, then a trigger-written table with the tracker), then the
-## sharded order service.
+## sharded order service, then growing it online (reshard-demo).
 demo: servers
 	$(GO) run ./example/cmd/demo
 	$(GO) run ./example/cmd/sharddemo
+	$(GO) run ./example/cmd/resharddemo
+
+## reshard-demo: three worker processes write and read through a 4 -> 8
+## doubling and a migration from one database; checks every read and
+## where every row ends up (docs/sharding.md, "Growing the shards").
+reshard-demo: servers
+	$(GO) run ./example/cmd/resharddemo
 
 ## bench: Go benchmarks of the routing hot path and the classifier, then
 ## the mixed workload per routing strategy (docs/benchmarks.md).

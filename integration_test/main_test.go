@@ -8,7 +8,11 @@ import (
 	"os"
 	"testing"
 
+	"github.com/freshread/freshread/internal/reshardload"
 	"github.com/freshread/freshread/internal/testcluster"
 )
 
-func TestMain(m *testing.M) { os.Exit(testcluster.Run(m, testcluster.Spec{PostgresReplicas: 2})) }
+func TestMain(m *testing.M) {
+	reshardload.WorkerMain() // a worker process of the resharding tests: runs and exits
+	os.Exit(testcluster.Run(m, testcluster.Spec{PostgresReplicas: 2}))
+}

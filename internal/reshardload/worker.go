@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
@@ -27,6 +26,9 @@ type WorkerConfig struct {
 	ReadFraction float64
 	// Pause is the pause between two operations. Default 0 (none).
 	Pause time.Duration
+	// LagRead, when positive, makes one read in four a read with
+	// sharding.AllowLag(LagRead) (migration stage one).
+	LagRead time.Duration
 }
 
 // OrderState is what the worker acknowledged last for one order.
@@ -54,16 +56,29 @@ type Stats struct {
 	// Anomalies are reads or writes that contradict the log: a missed,
 	// stale or phantom row, an update or delete that matched nothing.
 	Anomalies []string
-	// WriteLatencies of acknowledged writes, sorted ascending.
-	WriteLatencies []time.Duration
+	// Writes are the acknowledged writes' start times and latencies.
+	Writes []Sample
+	// LagReads counts reads with sharding.AllowLag (checked loosely: no
+	// row that was never written, no version above the acknowledged one).
+	LagReads int
 	// Errors counts failed operations by error text (first 100 kinds).
 	Errors map[string]int
+}
+
+// Sample is one acknowledged write: when it began (Unix nanoseconds) and
+// how long it took (nanoseconds).
+type Sample struct {
+	At int64 `json:"t"`
+	D  int64 `json:"d"`
 }
 
 // Result is a finished worker's log and stats.
 type Result struct {
 	Orders map[int64]*OrderState `json:"orders"`
 	Stats  Stats                 `json:"stats"`
+	// Metrics are the process's sharding counters (first result of a
+	// process only).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 // Run runs the worker until ctx is done.
@@ -77,6 +92,10 @@ func Run(ctx context.Context, cfg WorkerConfig) Result {
 	for ctx.Err() == nil && len(cfg.Users) > 0 {
 		u := cfg.Users[w.rng.IntN(len(cfg.Users))]
 		if w.rng.Float64() < cfg.ReadFraction {
+			if cfg.LagRead > 0 && w.rng.IntN(4) == 0 {
+				w.lagRead(ctx, u)
+				continue
+			}
 			w.read(ctx, u)
 		} else {
 			w.write(ctx, u)
@@ -88,7 +107,6 @@ func Run(ctx context.Context, cfg WorkerConfig) Result {
 			}
 		}
 	}
-	sort.Slice(w.stats.WriteLatencies, func(i, j int) bool { return w.stats.WriteLatencies[i] < w.stats.WriteLatencies[j] })
 	return Result{Orders: w.orders, Stats: w.stats}
 }
 
@@ -131,7 +149,7 @@ func (w *worker) write(ctx context.Context, u int64) {
 }
 
 func (w *worker) ack(start time.Time) {
-	w.stats.WriteLatencies = append(w.stats.WriteLatencies, time.Since(start))
+	w.stats.Writes = append(w.stats.Writes, Sample{At: start.UnixNano(), D: int64(time.Since(start))})
 }
 
 func (w *worker) create(ctx context.Context, u int64) {
@@ -297,6 +315,27 @@ func (w *worker) read(ctx context.Context, u int64) {
 		}
 		if !itemOf[id] {
 			w.anomaly("read of user %d: item of acknowledged order %d missing", u, id)
+		}
+	}
+}
+
+// lagRead reads u's orders accepting a lag of cfg.LagRead: the rows may be
+// an older state, so only what no state ever was is an anomaly.
+func (w *worker) lagRead(ctx context.Context, u int64) {
+	var got []Order
+	if err := w.cfg.DB.WithContext(ctx).Clauses(sharding.AllowLag(w.cfg.LagRead)).Where("user_id = ?", u).Find(&got).Error; err != nil {
+		w.stats.ReadErrors++
+		w.fail("lag read", err)
+		return
+	}
+	w.stats.LagReads++
+	for _, o := range got {
+		st := w.orders[o.ID]
+		switch {
+		case st == nil:
+			w.anomaly("lag read of user %d: order %d was never written", u, o.ID)
+		case o.Version > st.Version:
+			w.anomaly("lag read of user %d: order %d version %d, above the acknowledged %d", u, o.ID, o.Version, st.Version)
 		}
 	}
 }

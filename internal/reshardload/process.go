@@ -1,0 +1,270 @@
+package reshardload
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/sharding"
+)
+
+// EnvWorker names the environment variable that makes a binary run as a
+// worker process (WorkerMain): it holds the ProcessConfig as JSON.
+const EnvWorker = "FRESHREAD_RESHARD_WORKER"
+
+// ShardDSNs is one shard: its primary and replicas.
+type ShardDSNs struct {
+	Name     string   `json:"name"`
+	Primary  string   `json:"primary"`
+	Replicas []string `json:"replicas,omitempty"`
+}
+
+// ProcessConfig is everything a worker process needs to build its own
+// sharded *gorm.DB, as a service process would.
+type ProcessConfig struct {
+	Default    string        `json:"default"` // the default database
+	MapDSN     string        `json:"map_dsn"` // where the shared map is stored
+	Redis      string        `json:"redis"`   // host:port of the position store shared by every process
+	Shards     []ShardDSNs   `json:"shards"`
+	Buckets    int           `json:"buckets"`
+	Initial    []string      `json:"initial"` // shards of the initial EvenBuckets map
+	Worker     int           `json:"worker"`  // ID generator worker number
+	Users      []int64       `json:"users"`
+	Seed       uint64        `json:"seed"`
+	MapRefresh time.Duration `json:"map_refresh"`
+	MapLease   time.Duration `json:"map_lease"`
+	Pause      time.Duration `json:"pause"`
+	Goroutines int           `json:"goroutines"` // workers in the process, users split between them
+	LagRead    time.Duration `json:"lag_read"`   // see WorkerConfig.LagRead
+}
+
+func quiet() *gorm.Config { return &gorm.Config{Logger: logger.Discard} }
+
+// Open builds the process's sharded *gorm.DB from c; close returns it.
+func Open(ctx context.Context, c ProcessConfig) (*gorm.DB, *sharding.Sharding, func(), error) {
+	mapDB, err := sql.Open("pgx", c.MapDSN)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: c.Redis})
+	ids, err := sharding.NewIDGenerator(ctx, sharding.IDConfig{Worker: c.Worker})
+	if err != nil {
+		mapDB.Close()
+		rdb.Close()
+		return nil, nil, nil, err
+	}
+	cfg := sharding.Config{
+		Tables: []sharding.Table{
+			{Name: "orders", Key: "user_id", ID: "id"},
+			{Name: "order_items", Key: "user_id"},
+		},
+		Algorithm:  sharding.EvenBuckets(c.Buckets, c.Initial...),
+		IDs:        ids,
+		Map:        sharding.NewSQLMapStore(mapDB),
+		MapRefresh: c.MapRefresh,
+		MapLease:   c.MapLease,
+		ClientID:   fmt.Sprintf("reshardload-%d-%d", os.Getpid(), c.Worker),
+	}
+	for _, sh := range c.Shards {
+		sc := sharding.ShardConfig{Name: sh.Name, Dialector: postgres.Open(sh.Primary),
+			Freshness: ShardFreshness(rdb, sh.Name)}
+		for i, r := range sh.Replicas {
+			sc.Replicas = append(sc.Replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: postgres.Open(r)})
+		}
+		cfg.Shards = append(cfg.Shards, sc)
+	}
+	db, err := gorm.Open(postgres.Open(c.Default), quiet())
+	if err != nil {
+		ids.Close()
+		mapDB.Close()
+		rdb.Close()
+		return nil, nil, nil, err
+	}
+	s := sharding.New(cfg)
+	if err := db.Use(s); err != nil {
+		ids.Close()
+		mapDB.Close()
+		rdb.Close()
+		return nil, nil, nil, err
+	}
+	closeAll := func() {
+		s.Close()
+		if d, err := db.DB(); err == nil {
+			d.Close()
+		}
+		ids.Close()
+		mapDB.Close()
+		rdb.Close()
+	}
+	return db, s, closeAll, nil
+}
+
+// ShardFreshness is the freshread configuration of shard name's plugin in
+// every process (and in the mover, which records the copied rows' writes
+// in the same store): positions in the shared Redis, one namespace per
+// shard.
+func ShardFreshness(rdb redis.UniversalClient, name string) plugin.Config {
+	return plugin.Config{
+		PollInterval: 5 * time.Millisecond,
+		Store:        lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "reshardload-" + name, Timeout: time.Second}),
+	}
+}
+
+// RunProcess runs c.Goroutines workers (default 2) over c.Users until ctx
+// is done and returns their results.
+func RunProcess(ctx context.Context, c ProcessConfig) ([]Result, error) {
+	db, s, closeAll, err := Open(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll()
+	n := c.Goroutines
+	if n <= 0 {
+		n = 2
+	}
+	results := make([]Result, n)
+	done := make(chan int)
+	for g := 0; g < n; g++ {
+		var users []int64
+		for i := g; i < len(c.Users); i += n {
+			users = append(users, c.Users[i])
+		}
+		go func(g int, users []int64) {
+			results[g] = Run(ctx, WorkerConfig{DB: db, S: s, Users: users, Seed: c.Seed + uint64(g), Pause: c.Pause, LagRead: c.LagRead})
+			done <- g
+		}(g, users)
+	}
+	for range n {
+		<-done
+	}
+	results[0].Metrics = gatherMetrics(s)
+	return results, nil
+}
+
+// WorkerMain runs the worker process described by $FRESHREAD_RESHARD_WORKER
+// until its standard input closes, then writes its results as JSON to
+// standard output. It returns false when the variable is not set (the
+// binary is not a worker).
+func WorkerMain() bool {
+	raw := os.Getenv(EnvWorker)
+	if raw == "" {
+		return false
+	}
+	var c ProcessConfig
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		fmt.Fprintln(os.Stderr, "reshardload worker:", err)
+		os.Exit(2)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		io.Copy(io.Discard, bufio.NewReader(os.Stdin))
+		cancel()
+	}()
+	results, err := RunProcess(ctx, c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reshardload worker:", err)
+		os.Exit(1)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(results); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
+}
+
+// Process is a running worker process.
+type Process struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *os.File
+}
+
+// StartProcess starts cmd (a binary that calls WorkerMain first thing,
+// e.g. the test binary or the demo re-executed) as a worker for c.
+func StartProcess(cmd *exec.Cmd, c ProcessConfig) (*Process, error) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	out, err := os.CreateTemp("", "reshardload-*.json")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(os.Environ(), EnvWorker+"="+string(raw))
+	cmd.Stdout = out
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		out.Close()
+		return nil, err
+	}
+	return &Process{cmd: cmd, stdin: stdin, out: out}, nil
+}
+
+// Stop tells the process to stop and returns its results.
+func (p *Process) Stop() ([]Result, error) {
+	p.stdin.Close()
+	werr := p.cmd.Wait()
+	defer os.Remove(p.out.Name())
+	defer p.out.Close()
+	if werr != nil {
+		return nil, fmt.Errorf("reshardload: worker process: %w", werr)
+	}
+	if _, err := p.out.Seek(0, 0); err != nil {
+		return nil, err
+	}
+	var results []Result
+	if err := json.NewDecoder(p.out).Decode(&results); err != nil {
+		return nil, fmt.Errorf("reshardload: worker output: %w", err)
+	}
+	if len(results) == 0 {
+		return nil, errors.New("reshardload: worker process returned no result")
+	}
+	return results, nil
+}
+
+// gatherMetrics reads the sharding plugin's map counters (the guard's
+// refusals and their retries, stale-map refusals, the map version).
+func gatherMetrics(s *sharding.Sharding) map[string]float64 {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(s.Collector()); err != nil {
+		return nil
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				out[mf.GetName()] += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[mf.GetName()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
