@@ -535,18 +535,18 @@ func TestShardingMapStoreSQL(t *testing.T) {
 	}
 
 	mv := sharding.MoveStatus{ID: "m1", Buckets: []int{5, 6}, From: "s0", To: "s4", Phase: sharding.MoveCatchingUp}
-	if err := store.SaveMove(ctx, mv, true); err != nil {
+	if err := store.SaveMove(ctx, mv, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SaveMove(ctx, sharding.MoveStatus{ID: "m2", Buckets: []int{7}, From: "s0", To: "s4", Phase: sharding.MoveCopying}, false); err != nil {
+	if err := store.SaveMove(ctx, sharding.MoveStatus{ID: "m2", Buckets: []int{7}, From: "s0", To: "s4", Phase: sharding.MoveCopying}, sharding.NotCaughtUp); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SaveMove(ctx, sharding.MoveStatus{ID: "m0", Buckets: []int{8}, From: "s0", To: "s4", Phase: sharding.MoveDone}, true); err != nil {
+	if err := store.SaveMove(ctx, sharding.MoveStatus{ID: "m0", Buckets: []int{8}, From: "s0", To: "s4", Phase: sharding.MoveDone}, 0); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond)
 	mv.Phase = sharding.MoveSwitching
-	if err := store.SaveMove(ctx, mv, false); err != nil { // keeps caught_up_at
+	if err := store.SaveMove(ctx, mv, sharding.NotCaughtUp); err != nil { // keeps caught_up_at
 		t.Fatal(err)
 	}
 	_, moves, _, err = store.Load(ctx)
@@ -594,7 +594,7 @@ func TestShardingMapAllowLag(t *testing.T) {
 		return rows[0].Status
 	}
 	mv := sharding.MoveStatus{ID: "m1", Buckets: []int{5}, From: "s0", To: "s4", Phase: sharding.MoveCatchingUp}
-	if err := store.SaveMove(ctx, mv, true); err != nil {
+	if err := store.SaveMove(ctx, mv, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.s.RefreshMap(ctx); err != nil {
@@ -610,7 +610,7 @@ func TestShardingMapAllowLag(t *testing.T) {
 		t.Fatalf("AllowLag(1ns) read %q", got)
 	}
 	mv.Phase = sharding.MoveCopying
-	if err := store.SaveMove(ctx, mv, false); err != nil {
+	if err := store.SaveMove(ctx, mv, sharding.NotCaughtUp); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.s.RefreshMap(ctx); err != nil {

@@ -370,7 +370,7 @@ func (m *Mover) catchUp(ctx context.Context, once bool) (CatchUpReport, error) {
 		rep.LagBytes = int64(insert) - int64(r.reached)
 		rep.Lag = time.Since(r.at)
 		rep.Duration = time.Since(start)
-		if err := m.report(ctx, sharding.MoveCatchingUp, true); err != nil {
+		if err := m.report(ctx, sharding.MoveCatchingUp, time.Since(r.at)); err != nil {
 			return rep, err
 		}
 		if m.cfg.Progress != nil {

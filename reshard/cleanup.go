@@ -97,7 +97,7 @@ func (m *Mover) cleanup(ctx context.Context) (CleanupReport, error) {
 	if err := m.setPhase(ctx, m.dst.DB, sharding.MoveCleaning); err != nil {
 		return rep, err
 	}
-	if err := m.report(ctx, sharding.MoveCleaning, false); err != nil {
+	if err := m.report(ctx, sharding.MoveCleaning, sharding.NotCaughtUp); err != nil {
 		return rep, err
 	}
 	if err := dropSlot(ctx, m.src.DB, m.slot); err != nil {
@@ -124,7 +124,7 @@ func (m *Mover) cleanup(ctx context.Context) (CleanupReport, error) {
 	}
 	rep.Duration = time.Since(start)
 	m.cfg.Logger.InfoContext(ctx, "reshard: cleaned up", "move", m.mv.ID, "rows", rep.Rows)
-	return rep, m.report(ctx, sharding.MoveDone, false)
+	return rep, m.report(ctx, sharding.MoveDone, sharding.NotCaughtUp)
 }
 
 // Rollback undoes a move that has not published its map: drops the slot,
@@ -182,7 +182,7 @@ func (m *Mover) rollback(ctx context.Context) error {
 		return err
 	}
 	m.cfg.Logger.InfoContext(ctx, "reshard: rolled back", "move", m.mv.ID, "rows_deleted", rows)
-	return m.report(ctx, sharding.MoveRolledBack, false)
+	return m.report(ctx, sharding.MoveRolledBack, sharding.NotCaughtUp)
 }
 
 // unfenceAll removes the move's fences of state on a shard (no fence table

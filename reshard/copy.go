@@ -52,7 +52,10 @@ func (m *Mover) copy(ctx context.Context) (CopyReport, error) {
 	if err := m.checkSlot(ctx); err != nil {
 		return rep, err
 	}
-	if err := m.report(ctx, sharding.MoveCopying, false); err != nil {
+	if err := m.report(ctx, sharding.MoveCopying, sharding.NotCaughtUp); err != nil {
+		return rep, err
+	}
+	if err := m.announce(ctx); err != nil {
 		return rep, err
 	}
 	start := time.Now()
@@ -124,7 +127,7 @@ func (m *Mover) copy(ctx context.Context) (CopyReport, error) {
 		return rep, err
 	}
 	m.cfg.Logger.InfoContext(ctx, "reshard: copied", "move", m.mv.ID, "rows", rep.Rows, "rows_per_s", int64(rep.RowsPerSecond))
-	return rep, m.report(ctx, sharding.MoveCatchingUp, false)
+	return rep, m.report(ctx, sharding.MoveCatchingUp, sharding.NotCaughtUp)
 }
 
 // checkSlot fails with ErrSlotLost when the move's slot is gone.

@@ -335,7 +335,7 @@ func (m *Mover) prepare(ctx context.Context) error {
 		return fmt.Errorf("reshard: move %s: record the slot: %w", m.mv.ID, err)
 	}
 	m.cfg.Logger.InfoContext(ctx, "reshard: prepared", "move", m.mv.ID, "slot", m.slot, "start_lsn", start.String())
-	return m.report(ctx, sharding.MoveCopying, false)
+	return m.report(ctx, sharding.MoveCopying, sharding.NotCaughtUp)
 }
 
 // installGuards installs the fence table and the guard triggers on every

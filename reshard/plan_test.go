@@ -70,13 +70,19 @@ func TestMigrationPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stage two: every read and write at once.
+	e.store.mu.Lock()
+	before := e.store.publishes // one announcement per move (the copy's)
+	e.store.mu.Unlock()
+	if before != 2 {
+		t.Errorf("%d publishes before the switch, want 2 (each move announced once)", before)
+	}
 	rep, err := plan.Switch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("switch of %v: hold %v (drain %v, apply %v with %d changes, verify %v, acks %v)", rep.Moves, rep.Hold, rep.Drain, rep.Apply, rep.Changes, rep.Verify, rep.Acks)
-	if rep.Version != 1 || e.store.publishes != 1 {
-		t.Errorf("published version %d in %d publishes, want version 1 once", rep.Version, e.store.publishes)
+	if rep.Version != int64(before+1) || e.store.publishes != before+1 {
+		t.Errorf("published version %d in %d publishes, want version %d in one more publish", rep.Version, e.store.publishes, before+1)
 	}
 	if got := e.store.owners(); !slices.Equal(got, evenOwners("s1", "s2")) {
 		t.Fatalf("owners after the migration: %v", got)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/freshread/freshread/sharding"
 )
@@ -118,8 +119,10 @@ func (m *Mover) setPhase(ctx context.Context, q querier, phase string) error {
 	return nil
 }
 
-// report saves the move's shared status in the store.
-func (m *Mover) report(ctx context.Context, phase string, caughtUp bool) error {
+// report saves the move's shared status in the store; caughtUp is how
+// long ago the target held every source change (sharding.NotCaughtUp:
+// nothing new about it).
+func (m *Mover) report(ctx context.Context, phase string, caughtUp time.Duration) error {
 	err := m.cfg.Store.SaveMove(ctx, sharding.MoveStatus{
 		ID: m.mv.ID, Buckets: slices.Clone(m.mv.Buckets), From: m.mv.From, To: m.mv.To, Phase: phase,
 	}, caughtUp)

@@ -81,12 +81,12 @@ func (s *memStore) Publish(_ context.Context, prev int64, m sharding.BucketMap) 
 	return m.Version, nil
 }
 
-func (s *memStore) SaveMove(_ context.Context, st sharding.MoveStatus, caughtUp bool) error {
+func (s *memStore) SaveMove(_ context.Context, st sharding.MoveStatus, caughtUp time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.moves[st.ID] = st
-	if caughtUp {
-		s.caughtAt[st.ID] = time.Now()
+	if caughtUp >= 0 {
+		s.caughtAt[st.ID] = time.Now().Add(-caughtUp)
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 			if err := m.setPhase(ctx, m.dst.DB, sharding.MoveSwitching); err != nil {
 				return rep, err
 			}
-			if err := m.report(ctx, sharding.MoveSwitching, false); err != nil {
+			if err := m.report(ctx, sharding.MoveSwitching, sharding.NotCaughtUp); err != nil {
 				return rep, err
 			}
 		}
@@ -162,7 +162,7 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 		if err := m.setPhase(ctx, m.dst.DB, sharding.MoveSwitched); err != nil {
 			return rep, err
 		}
-		if err := m.report(ctx, sharding.MoveSwitched, false); err != nil {
+		if err := m.report(ctx, sharding.MoveSwitched, sharding.NotCaughtUp); err != nil {
 			return rep, err
 		}
 		// The slot is of no more use (the source refuses the moved buckets'
@@ -279,7 +279,7 @@ func holdAndPublish(ctx context.Context, cfg Config, movers []*Mover, bm shardin
 		if e := m.setPhase(rctx, m.dst.DB, sharding.MoveCatchingUp); e != nil {
 			errs = append(errs, e)
 		}
-		if e := m.report(rctx, sharding.MoveCatchingUp, false); e != nil {
+		if e := m.report(rctx, sharding.MoveCatchingUp, sharding.NotCaughtUp); e != nil {
 			errs = append(errs, e)
 		}
 	}

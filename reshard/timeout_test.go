@@ -31,6 +31,7 @@ func TestSwitchTimeout(t *testing.T) {
 	if _, err := m.Copy(ctx); err != nil {
 		t.Fatal(err)
 	}
+	v0, _, _, _ := e.store.Load(ctx) // the copy announced the move: version v0.Version
 
 	// A transaction open on the source since before the fence.
 	open, err := e.db["s0"].Begin()
@@ -60,7 +61,7 @@ func TestSwitchTimeout(t *testing.T) {
 	go func() {
 		defer close(stopped)
 		for {
-			e.store.Ack(ctx, "stubborn", 1, time.Second)
+			e.store.Ack(ctx, "stubborn", v0.Version, time.Second)
 			select {
 			case <-stop:
 				return
@@ -84,15 +85,53 @@ func TestSwitchTimeout(t *testing.T) {
 	}
 	close(stop)
 	<-stopped
-	e.store.Ack(ctx, "stubborn", 2, time.Second) // it moved on
+	e.store.Ack(ctx, "stubborn", v0.Version+1, time.Second) // it moved on
 	rep, err := m.Switch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Resumed || rep.Version != 2 {
+	if !rep.Resumed || rep.Version != v0.Version+1 {
 		t.Fatalf("the second switch: %+v", rep)
 	}
 	if err := e.exec("s1", `INSERT INTO orders (id, user_id) VALUES (900001, 9)`); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCopyWaitsForEveryProcess: the copy announces the move (publishes the
+// map again) and copies nothing until every process has loaded it, so that
+// no process reads the target's partial copy without knowing the move is
+// pending. A process that keeps routing with the older version holds the
+// copy back until SwitchTimeout; once it follows, the copy runs.
+func TestCopyWaitsForEveryProcess(t *testing.T) {
+	ctx := context.Background()
+	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
+	e := newEnv(t, []string{"s0", "s1"}, owners)
+	e.seed(newLedger(), 1, 200)
+	cfg := e.config()
+	cfg.SwitchTimeout = 300 * time.Millisecond
+	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v0, _, _, _ := e.store.Load(ctx)
+	e.store.Ack(ctx, "behind", v0.Version, time.Minute)
+	if _, err := m.Copy(ctx); !errors.Is(err, ErrSwitchTimeout) {
+		t.Fatalf("Copy with a process behind: %v, want ErrSwitchTimeout", err)
+	}
+	if n := e.count("s1", "orders", []int{1}); n != 0 {
+		t.Fatalf("%d rows copied before every process knew of the move", n)
+	}
+	v1, _, _, _ := e.store.Load(ctx)
+	e.store.Ack(ctx, "behind", v1.Version+1, time.Minute) // it follows the next announcement
+	rep, err := m.Copy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rows == 0 || e.count("s1", "orders", []int{1}) == 0 {
+		t.Fatalf("nothing copied once every process followed: %+v", rep)
 	}
 }

@@ -49,6 +49,10 @@ const (
 	MoveRolledBack = "rolled-back"
 )
 
+// NotCaughtUp is SaveMove's caughtUp for a status that says nothing new
+// about the target's lag (an earlier caught-up time is kept).
+const NotCaughtUp time.Duration = -1
+
 // MapClient is one process following the map, as it last reported itself.
 type MapClient struct {
 	ID      string
@@ -72,10 +76,12 @@ type MapStore interface {
 	// (0: none stored) and returns the new version; ErrMapConflict when
 	// another version was published in between.
 	Publish(ctx context.Context, prev int64, m BucketMap) (int64, error)
-	// SaveMove creates or updates a move's shared status; caughtUp, when
-	// true, records that the target now holds every source change up to
-	// now.
-	SaveMove(ctx context.Context, st MoveStatus, caughtUp bool) error
+	// SaveMove creates or updates a move's shared status. caughtUp, when
+	// not NotCaughtUp (negative), records that the target holds every
+	// change committed on the source up to caughtUp ago (measured by the
+	// caller from when it read the source's position, so the store's
+	// CaughtUpAge is never younger than the truth).
+	SaveMove(ctx context.Context, st MoveStatus, caughtUp time.Duration) error
 	// Ack records that client routes with version v and refuses to route
 	// once it has not refreshed for lease.
 	Ack(ctx context.Context, client string, v int64, lease time.Duration) error

@@ -86,7 +86,7 @@ func (f *fakeStore) setFail(on bool) {
 	f.fail = on
 }
 
-func (f *fakeStore) SaveMove(_ context.Context, st MoveStatus, _ bool) error {
+func (f *fakeStore) SaveMove(_ context.Context, st MoveStatus, _ time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.moves {

@@ -188,7 +188,7 @@ func checkPublishable(m BucketMap) error {
 }
 
 // SaveMove implements MapStore.
-func (s *SQLMapStore) SaveMove(ctx context.Context, st MoveStatus, caughtUp bool) error {
+func (s *SQLMapStore) SaveMove(ctx context.Context, st MoveStatus, caughtUp time.Duration) error {
 	if st.ID == "" {
 		return fmt.Errorf("%w: a move without ID", ErrConfig)
 	}
@@ -198,11 +198,13 @@ func (s *SQLMapStore) SaveMove(ctx context.Context, st MoveStatus, caughtUp bool
 	}
 	_, err = s.db.ExecContext(ctx, `
 INSERT INTO freshread_shard_moves (id, status, caught_up_at, updated_at)
-VALUES ($1, $2::jsonb, CASE WHEN $3::boolean THEN now() END, now())
+VALUES ($1, $2::jsonb, CASE WHEN $3::bigint >= 0 THEN now() - $3::bigint * interval '1 microsecond' END, now())
 ON CONFLICT (id) DO UPDATE SET
     status = excluded.status,
-    caught_up_at = CASE WHEN $3::boolean THEN now() ELSE freshread_shard_moves.caught_up_at END,
-    updated_at = now()`, st.ID, string(body), caughtUp)
+    caught_up_at = CASE WHEN $3::bigint >= 0 THEN now() - $3::bigint * interval '1 microsecond'
+        WHEN excluded.status->>'phase' IN ('planned', 'copying', 'rolled-back') THEN NULL -- a new attempt
+        ELSE freshread_shard_moves.caught_up_at END,
+    updated_at = now()`, st.ID, string(body), agoMicros(caughtUp))
 	if err != nil {
 		return fmt.Errorf("sharding: save move %q: %w", st.ID, err)
 	}
@@ -247,4 +249,13 @@ SELECT id, version, lease_ms, (extract(epoch FROM now() - seen_at) * 1000000)::b
 		return nil, fmt.Errorf("sharding: list the map clients: %w", err)
 	}
 	return out, nil
+}
+
+// agoMicros is SaveMove's caughtUp in microseconds, -1 for NotCaughtUp
+// (any negative duration).
+func agoMicros(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Microseconds()
 }
