@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/freshread/freshread/sharding"
 )
 
 func TestParseChange(t *testing.T) {
@@ -106,12 +108,13 @@ func TestBucketRangesAndDiff(t *testing.T) {
 		t.Errorf("bucketRanges = %q", got)
 	}
 	from := []string{"a", "a", "a", "a", "b", "b", "b", "b"}
-	to, err := Double(from, []string{"c", "d"})
+	_, doubled, err := sharding.PlanDoubling(sharding.BucketMap{Owners: from}, []string{"c", "d"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	to := doubled.Owners
 	if want := []string{"a", "a", "c", "c", "b", "b", "d", "d"}; !reflect.DeepEqual(to, want) {
-		t.Errorf("Double = %v, want %v", to, want)
+		t.Errorf("PlanDoubling = %v, want %v", to, want)
 	}
 	moves, err := Diff(from, to)
 	if err != nil {
@@ -121,8 +124,8 @@ func TestBucketRangesAndDiff(t *testing.T) {
 	if !reflect.DeepEqual(moves, want) {
 		t.Errorf("Diff = %+v, want %+v", moves, want)
 	}
-	if _, err := Double(from, []string{"c"}); !errors.Is(err, ErrConfig) {
-		t.Errorf("Double with too few new shards: %v", err)
+	if _, err := Diff(from, to[:4]); !errors.Is(err, ErrConfig) {
+		t.Errorf("Diff of maps of different sizes: %v", err)
 	}
 	if s := slotName("a-b-0-3"); len(s) > 63 || s != slotName("a-b-0-3") || s == slotName("a-b-0-4") {
 		t.Errorf("slotName = %q", s)

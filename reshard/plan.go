@@ -256,34 +256,3 @@ func Diff(from, to []string) ([]Move, error) {
 	}
 	return out, nil
 }
-
-// Double returns the owners after doubling: the i-th shard (in the order
-// shards first own a bucket) gives the upper half of its buckets to
-// newShards[i]. len(newShards) must be the number of shards.
-func Double(owners []string, newShards []string) ([]string, error) {
-	var shards []string
-	byShard := map[string][]int{}
-	for b, s := range owners {
-		if byShard[s] == nil {
-			shards = append(shards, s)
-		}
-		byShard[s] = append(byShard[s], b)
-	}
-	if len(newShards) != len(shards) {
-		return nil, fmt.Errorf("%w: %d shards to double, %d new ones", ErrConfig, len(shards), len(newShards))
-	}
-	out := slices.Clone(owners)
-	for i, s := range shards {
-		if slices.Contains(shards, newShards[i]) {
-			return nil, fmt.Errorf("%w: new shard %s already owns buckets", ErrConfig, newShards[i])
-		}
-		bs := byShard[s]
-		if len(bs) < 2 {
-			return nil, fmt.Errorf("%w: shard %s has %d bucket(s): nothing to halve", ErrConfig, s, len(bs))
-		}
-		for _, b := range bs[len(bs)/2:] {
-			out[b] = newShards[i]
-		}
-	}
-	return out, nil
-}
