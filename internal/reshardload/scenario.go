@@ -110,7 +110,7 @@ type Report struct {
 	HoldP50, HoldMax time.Duration
 	// Workload totals over every process.
 	Creates, Updates, Deletes, Reads, Refused, Uncertain, ReadErrors int
-	LagReads                                                         int
+	LagReads, ScatterReads                                           int
 	Anomalies                                                        []string
 	Errors                                                           map[string]int
 	Metrics                                                          map[string]float64
@@ -388,6 +388,7 @@ func summarize(r *Report, results []Result, movesStart, movesEnd time.Time) {
 		r.Deletes += st.Deletes
 		r.Reads += st.Reads
 		r.LagReads += st.LagReads
+		r.ScatterReads += st.ScatterReads
 		r.Refused += st.Refused
 		r.Uncertain += st.Uncertain
 		r.ReadErrors += st.ReadErrors

@@ -58,6 +58,9 @@ type Stats struct {
 	Anomalies []string
 	// Writes are the acknowledged writes' start times and latencies.
 	Writes []Sample
+	// ScatterReads counts reads of one order by a column that is not a
+	// shard key (every shard that owns buckets is read).
+	ScatterReads int
 	// LagReads counts reads with sharding.AllowLag (checked loosely: no
 	// row that was never written, no version above the acknowledged one).
 	LagReads int
@@ -94,6 +97,10 @@ func Run(ctx context.Context, cfg WorkerConfig) Result {
 		if w.rng.Float64() < cfg.ReadFraction {
 			if cfg.LagRead > 0 && w.rng.IntN(4) == 0 {
 				w.lagRead(ctx, u)
+				continue
+			}
+			if w.rng.IntN(8) == 0 {
+				w.scatterRead(ctx, u)
 				continue
 			}
 			w.read(ctx, u)
@@ -166,7 +173,7 @@ func (w *worker) create(ctx context.Context, u int64) {
 	st := &OrderState{ID: oid, UserID: u, ItemID: iid, Version: 1}
 	start := time.Now()
 	err = w.cfg.S.ForUser(w.cfg.DB.WithContext(ctx), u).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(&Order{ID: oid, UserID: u, Amount: int64(w.rng.IntN(1000)), Version: 1, Note: "n'ote\\" + fmt.Sprint(oid)}).Error; err != nil {
+		if err := tx.Create(&Order{ID: oid, UserID: u, Amount: int64(w.rng.IntN(1000)), Version: 1, Note: noteOf(oid)}).Error; err != nil {
 			return err
 		}
 		return tx.Create(&Item{ID: iid, OrderID: oid, UserID: u, Sku: "sku-" + fmt.Sprint(iid%97)}).Error
@@ -339,3 +346,39 @@ func (w *worker) lagRead(ctx context.Context, u int64) {
 		}
 	}
 }
+
+// scatterRead reads one of u's orders by its note, which is no shard key:
+// the read goes to every shard, each of which must return only rows of the
+// buckets it owns, so the order comes back exactly once, in its current
+// version, even while a copy of it sits on a target or a leftover on the
+// source.
+func (w *worker) scatterRead(ctx context.Context, u int64) {
+	ids := w.byUser[u]
+	if len(ids) == 0 {
+		return
+	}
+	id := ids[w.rng.IntN(len(ids))]
+	st := w.orders[id]
+	var got []Order
+	if err := w.cfg.DB.WithContext(ctx).Where("note = ?", noteOf(id)).Find(&got).Error; err != nil {
+		w.stats.ReadErrors++
+		w.fail("scatter read", err)
+		return
+	}
+	w.stats.ScatterReads++
+	if st.Uncertain {
+		if len(got) > 1 {
+			w.anomaly("scatter read of order %d: %d rows", id, len(got))
+		}
+		return
+	}
+	switch {
+	case len(got) != 1:
+		w.anomaly("scatter read of order %d (user %d, version %d): %d rows", id, u, st.Version, len(got))
+	case got[0].Version != st.Version:
+		w.anomaly("scatter read of order %d: version %d, acknowledged %d", id, got[0].Version, st.Version)
+	}
+}
+
+// noteOf is an order's note: unique, with a quote and a backslash.
+func noteOf(id int64) string { return "n'ote\\" + fmt.Sprint(id) }

@@ -82,8 +82,8 @@ func print(rep *reshardload.Report) bool {
 		fmt.Printf("  %s: copied %d rows (%.0f rows/s), catch-up lag %s; writes held %s (drain %s, last %d changes %s, verify %s, acks %s); %d rows cleaned\n",
 			m.ID, m.RowsCopied, m.CopyRowsPerSec, ms(m.CatchUpLag), ms(m.Hold), ms(m.Drain), m.HoldChanges, ms(m.Apply), ms(m.Verify), ms(m.Acks), m.CleanedRows)
 	}
-	fmt.Printf("  workload: %d creates, %d updates, %d deletes, %d reads (%d accepting a lag); %d writes refused by the guard past the plugin's retries (nothing written), %d uncertain\n",
-		rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.Refused, rep.Uncertain)
+	fmt.Printf("  workload: %d creates, %d updates, %d deletes, %d reads (%d accepting a lag, %d by a column that is no shard key, on every shard); %d writes refused by the guard past the plugin's retries (nothing written), %d uncertain\n",
+		rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.ScatterReads, rep.Refused, rep.Uncertain)
 	fmt.Printf("  guard: %.0f statements refused by a shard that no longer (or not yet) owned the bucket, %.0f retried on the new owner\n",
 		rep.Metrics["freshread_sharding_bucket_moved_total"], rep.Metrics["freshread_sharding_bucket_moved_retries_total"])
 	fmt.Printf("  write latency p50/p99: %s/%s before the moves, %s/%s during\n", ms(rep.WriteBefore[0]), ms(rep.WriteBefore[1]), ms(rep.WriteDuring[0]), ms(rep.WriteDuring[1]))
