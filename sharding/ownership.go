@@ -189,5 +189,9 @@ func rawPending(tg *target) string {
 	if !tg.raw || tg.write || tg.rawParts != nil || rt.pending == 0 {
 		return ""
 	}
-	return fmt.Sprintf("raw SQL read while %d bucket move(s) are in progress in map version %d: rows of moving buckets may be on two shards, and raw SQL cannot be restricted to each shard's own buckets (use the GORM API, which is; a shard key; or sharding.Shard)", rt.pending, rt.version)
+	moves := "1 bucket move"
+	if rt.pending > 1 {
+		moves = fmt.Sprintf("%d bucket moves", rt.pending)
+	}
+	return fmt.Sprintf("raw SQL over several shards while map version %d has %s in progress: rows of moving buckets may be on two shards, and raw SQL cannot be restricted to each shard's own buckets (use the GORM API, which restricts it, a shard key, or sharding.Shard)", rt.version, moves)
 }

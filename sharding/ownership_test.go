@@ -338,7 +338,7 @@ func TestRawScatterRefusedDuringMove(t *testing.T) {
 		}
 		for name, q := range map[string]func() error{"scatter": scatter, "or over two shards": orKeys} {
 			err := q()
-			if !errors.Is(err, ErrScatterUnsupported) || !strings.Contains(err.Error(), "may be on two shards") || !strings.Contains(err.Error(), "1 bucket move(s)") {
+			if !errors.Is(err, ErrScatterUnsupported) || !strings.Contains(err.Error(), "may be on two shards") || !strings.Contains(err.Error(), "version 1 has 1 bucket move in progress") {
 				t.Fatalf("%s, move %s: %v, want ErrScatterUnsupported", name, phase, err)
 			}
 		}
