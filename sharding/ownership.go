@@ -40,6 +40,11 @@ type shardOwn struct {
 	spans   []bucketSpan // its buckets, as ranges, ascending
 	exclude []int64      // hot users of other shards whose bucket it owns (sorted)
 	include []int64      // its hot users whose bucket another shard owns (sorted)
+	// The predicate (prepare): its text ("" when none is needed), its
+	// variables with nil where the key column goes, and those places.
+	sql  string
+	tmpl []any
+	cols []int
 }
 
 // ownershipOf computes, for each of shards shards, what it owns when
@@ -67,6 +72,7 @@ func ownershipOf(buckets int, place func(b int) int, hot map[int64]int, shards i
 	for i := range own {
 		slices.Sort(own[i].exclude)
 		slices.Sort(own[i].include)
+		own[i].prepare(buckets)
 	}
 	return own
 }
@@ -103,21 +109,42 @@ func (o *shardOwn) owns(key int64, buckets int) bool {
 // predicate returns the condition "the row's key col is owned by the
 // shard", or nil when the shard owns every row it can hold.
 func (o *shardOwn) predicate(col clause.Column, buckets int) clause.Expression {
-	if o.everything(buckets) {
+	if o.tmpl == nil {
+		o.prepare(buckets) // a shardOwn not made by ownershipOf (tests)
+	}
+	if o.sql == "" {
 		return nil
 	}
-	var vars []any
+	vars := make([]any, len(o.tmpl))
+	copy(vars, o.tmpl)
+	var c any = col
+	for _, i := range o.cols {
+		vars[i] = c
+	}
+	return clause.Expr{SQL: o.sql, Vars: vars}
+}
+
+// prepare computes the predicate's text and its variables, the key
+// column's places left nil (cols): once per snapshot, so that a statement
+// only fills in its table's column.
+func (o *shardOwn) prepare(buckets int) {
+	o.tmpl, o.cols, o.sql = []any{}, nil, ""
+	if o.everything(buckets) {
+		return
+	}
+	col := func() { o.cols = append(o.cols, len(o.tmpl)); o.tmpl = append(o.tmpl, nil) }
 	var owned []string // AND terms: the rows of the shard's buckets
 	all := len(o.spans) == 1 && o.spans[0] == bucketSpan{0, buckets - 1}
 	if !all && len(o.spans) > 0 {
 		rs := make([]string, 0, len(o.spans))
 		for _, sp := range o.spans {
+			col()
 			if sp.first == sp.last {
 				rs = append(rs, "? % ? = ?")
-				vars = append(vars, col, buckets, sp.first)
+				o.tmpl = append(o.tmpl, buckets, sp.first)
 			} else {
 				rs = append(rs, "? % ? BETWEEN ? AND ?")
-				vars = append(vars, col, buckets, sp.first, sp.last)
+				o.tmpl = append(o.tmpl, buckets, sp.first, sp.last)
 			}
 		}
 		r := strings.Join(rs, " OR ")
@@ -128,7 +155,8 @@ func (o *shardOwn) predicate(col clause.Column, buckets int) clause.Expression {
 	}
 	if len(o.spans) > 0 && len(o.exclude) > 0 {
 		owned = append(owned, "? NOT IN ?")
-		vars = append(vars, col, o.exclude)
+		col()
+		o.tmpl = append(o.tmpl, o.exclude)
 	}
 	sql := strings.Join(owned, " AND ")
 	if len(o.include) > 0 {
@@ -137,12 +165,13 @@ func (o *shardOwn) predicate(col clause.Column, buckets int) clause.Expression {
 		} else {
 			sql = "(" + sql + ") OR ? IN ?"
 		}
-		vars = append(vars, col, o.include)
+		col()
+		o.tmpl = append(o.tmpl, o.include)
 	}
 	if sql == "" {
 		sql = "FALSE" // owns nothing
 	}
-	return clause.Expr{SQL: "(" + sql + ")", Vars: vars}
+	o.sql = "(" + sql + ")"
 }
 
 // ownedOnly decides whether the per-shard statements of a GORM read get
