@@ -109,8 +109,10 @@ func (o *shardOwn) owns(key int64, buckets int) bool {
 // predicate returns the condition "the row's key col is owned by the
 // shard", or nil when the shard owns every row it can hold.
 func (o *shardOwn) predicate(col clause.Column, buckets int) clause.Expression {
-	if o.tmpl == nil {
-		o.prepare(buckets) // a shardOwn not made by ownershipOf (tests)
+	if o.tmpl == nil { // not made by ownershipOf (tests): prepare a copy
+		cp := *o
+		cp.prepare(buckets)
+		return cp.predicate(col, buckets)
 	}
 	if o.sql == "" {
 		return nil
