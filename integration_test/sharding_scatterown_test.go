@@ -377,3 +377,63 @@ func TestShardingScatterOwnRaw(t *testing.T) {
 		t.Fatalf("raw scatter after the move: %d rows, want %d", len(got), len(all))
 	}
 }
+
+// Every key, on every shard: with a row of each key 0..2047 and of each
+// hot user on all five shards (status: the shard's name), a scatter read
+// returns each key once, from the shard the key is routed to, whatever
+// the shape of the shard's ownership (ranges with single buckets at both
+// ends, a shard owning one bucket, hot users inside and outside their
+// shard's buckets).
+func TestShardingScatterOwnEveryKey(t *testing.T) {
+	ctx := context.Background()
+	store := newMapStore(t, nil)
+	e := openShEnvSpec(t, shEnvSpec{extra: []string{"s4"}}, withMap(t, store, "every", time.Hour, 2*time.Hour))
+	m := e.s.Map()
+	m.Owners[0], m.Owners[1023], m.Owners[255] = "s1", "s0", "s4"
+	m.Owners[256], m.Owners[600] = "s0", "s4"
+	m.HotUsers = map[int64]string{10: "s3", 2000: "s2", 1500: "s1", 700: "s4", 1279: "s0"}
+	if _, err := store.Publish(ctx, 0, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.RefreshMap(ctx); err != nil || e.s.MapVersion() != 1 {
+		t.Fatalf("version %d, %v", e.s.MapVersion(), err)
+	}
+	keys := map[int64]bool{}
+	for k := int64(0); k < 2048; k++ {
+		keys[k] = true
+	}
+	for u := range m.HotUsers {
+		keys[u] = true
+	}
+	for i, sh := range e.names {
+		var rows []ShOrder
+		for k := range keys {
+			rows = append(rows, ShOrder{ID: int64(i)*100000 + k, UserID: k, Status: sh})
+		}
+		if err := e.direct[sh].CreateInBatches(rows, 500).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitCaughtUp()
+	var got []ShOrder
+	if err := e.db.Where("amount >= ?", 0).Find(&got).Error; err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]string{}
+	for _, o := range got {
+		if prev, ok := seen[o.UserID]; ok {
+			t.Fatalf("key %d read from %s and %s", o.UserID, prev, o.Status)
+		}
+		seen[o.UserID] = o.Status
+		if want := e.s.ShardOf(o.UserID); o.Status != want {
+			t.Errorf("key %d read from %s, routed to %s", o.UserID, o.Status, want)
+		}
+	}
+	if len(seen) != len(keys) {
+		t.Fatalf("%d keys read, want %d", len(seen), len(keys))
+	}
+	var n int64
+	if err := e.db.Model(&ShOrder{}).Count(&n).Error; err != nil || n != int64(len(keys)) {
+		t.Fatalf("count %d, want %d (%v)", n, len(keys), err)
+	}
+}

@@ -24,13 +24,15 @@ import (
 // statement of such a read gets an ownership predicate ANDed to its WHERE,
 // computed from the snapshot that chose the shards:
 //
-//	(("orders"."user_id" % N BETWEEN a AND b OR ...)   -- the shard's buckets
-//	   AND "orders"."user_id" NOT IN (...))            -- other shards' hot users in them
-//	OR "orders"."user_id" IN (...)                     -- its hot users elsewhere
+//	(NOT ("orders"."user_id" % N BETWEEN a AND b OR ...) -- not another shard's buckets
+//	   AND "orders"."user_id" NOT IN (...))              -- nor their hot users in its buckets
+//	OR "orders"."user_id" IN (...)                       -- its hot users elsewhere
 //
-// with every number a bound parameter. Keys are non-negative
-// (Algorithm.Bucket), so key % N is the key's bucket; a row whose key is
-// NULL or negative belongs to no bucket and is read by no such statement.
+// with every number a bound parameter (prepare explains the NOT). Keys
+// are non-negative (Algorithm.Bucket), so key % N is the key's bucket; a
+// row whose key is NULL belongs to no bucket and is read by no such
+// statement (one with a negative key, which the plugin never writes, by
+// every shard holding it, as without the predicate).
 
 // bucketSpan is a range of consecutive buckets, inclusive.
 type bucketSpan struct{ first, last int }
@@ -136,24 +138,31 @@ func (o *shardOwn) prepare(buckets int) {
 	}
 	col := func() { o.cols = append(o.cols, len(o.tmpl)); o.tmpl = append(o.tmpl, nil) }
 	var owned []string // AND terms: the rows of the shard's buckets
-	all := len(o.spans) == 1 && o.spans[0] == bucketSpan{0, buckets - 1}
-	if !all && len(o.spans) > 0 {
-		rs := make([]string, 0, len(o.spans))
-		for _, sp := range o.spans {
-			col()
-			if sp.first == sp.last {
-				rs = append(rs, "? % ? = ?")
-				o.tmpl = append(o.tmpl, buckets, sp.first)
-			} else {
-				rs = append(rs, "? % ? BETWEEN ? AND ?")
-				o.tmpl = append(o.tmpl, buckets, sp.first, sp.last)
+	if len(o.spans) > 0 {
+		// NOT (the other buckets), not (its buckets): the same rows, but
+		// PostgreSQL, which has no statistics on key % N, estimates a
+		// range of it to hold 0.5 % of the rows and its negation most of
+		// them, which is what a shard's own rows are; the first would
+		// make it choose a sequential scan and a sort for an
+		// ORDER BY ... LIMIT that an index serves.
+		var rs []string
+		next := 0
+		for _, sp := range append(o.spans, bucketSpan{buckets, buckets}) {
+			if sp.first > next { // buckets next..sp.first-1 are another shard's
+				col()
+				if next == sp.first-1 {
+					rs = append(rs, "? % ? = ?")
+					o.tmpl = append(o.tmpl, buckets, next)
+				} else {
+					rs = append(rs, "? % ? BETWEEN ? AND ?")
+					o.tmpl = append(o.tmpl, buckets, next, sp.first-1)
+				}
 			}
+			next = sp.last + 1
 		}
-		r := strings.Join(rs, " OR ")
-		if len(rs) > 1 {
-			r = "(" + r + ")"
+		if len(rs) > 0 { // not every bucket
+			owned = append(owned, "NOT ("+strings.Join(rs, " OR ")+")")
 		}
-		owned = append(owned, r)
 	}
 	if len(o.spans) > 0 && len(o.exclude) > 0 {
 		owned = append(owned, "? NOT IN ?")

@@ -138,12 +138,12 @@ func TestOwnPredicateSQL(t *testing.T) {
 		sql   string
 		vars  []any
 	}{
-		{0, `((("orders"."user_id" % $1 BETWEEN $2 AND $3 OR "orders"."user_id" % $4 BETWEEN $5 AND $6) AND "orders"."user_id" NOT IN ($7)) OR "orders"."user_id" IN ($8))`,
-			[]any{1024, 0, 4, 1024, 8, 255, int64(4242), int64(5000)}},
-		{1, `(("orders"."user_id" % $1 BETWEEN $2 AND $3 OR "orders"."user_id" % $4 BETWEEN $5 AND $6))`,
-			[]any{1024, 5, 6, 1024, 256, 511}},
-		{2, `("orders"."user_id" % $1 BETWEEN $2 AND $3)`, []any{1024, 512, 767}},
-		{4, `("orders"."user_id" % $1 = $2)`, []any{1024, 7}},
+		{0, `((NOT ("orders"."user_id" % $1 BETWEEN $2 AND $3 OR "orders"."user_id" % $4 BETWEEN $5 AND $6) AND "orders"."user_id" NOT IN ($7)) OR "orders"."user_id" IN ($8))`,
+			[]any{1024, 5, 7, 1024, 256, 1023, int64(4242), int64(5000)}},
+		{1, `(NOT ("orders"."user_id" % $1 BETWEEN $2 AND $3 OR "orders"."user_id" % $4 BETWEEN $5 AND $6 OR "orders"."user_id" % $7 BETWEEN $8 AND $9))`,
+			[]any{1024, 0, 4, 1024, 7, 255, 1024, 512, 1023}},
+		{2, `(NOT ("orders"."user_id" % $1 BETWEEN $2 AND $3 OR "orders"."user_id" % $4 BETWEEN $5 AND $6))`, []any{1024, 0, 511, 1024, 768, 1023}},
+		{4, `(NOT ("orders"."user_id" % $1 BETWEEN $2 AND $3 OR "orders"."user_id" % $4 BETWEEN $5 AND $6))`, []any{1024, 0, 6, 1024, 8, 1023}},
 	} {
 		sql, vars := renderPred(t, rt.own[tc.shard].predicate(col, 1024))
 		if sql != tc.sql || !reflect.DeepEqual(vars, tc.vars) {
@@ -161,6 +161,11 @@ func TestOwnPredicateSQL(t *testing.T) {
 	}
 	if sql, _ := renderPred(t, (&shardOwn{}).predicate(col, 1024)); sql != `(FALSE)` {
 		t.Errorf("nothing: %s", sql)
+	}
+	// Single buckets of other shards: "= ?".
+	edges := shardOwn{spans: []bucketSpan{{1, 1022}}}
+	if sql, vars := renderPred(t, edges.predicate(col, 1024)); sql != `(NOT ("orders"."user_id" % $1 = $2 OR "orders"."user_id" % $3 = $4))` || !reflect.DeepEqual(vars, []any{1024, 0, 1024, 1023}) {
+		t.Errorf("buckets 1-1022: %s %v", sql, vars)
 	}
 }
 
@@ -268,7 +273,7 @@ func TestScatterOwnPredicate(t *testing.T) {
 	}
 	// The OR is kept in parentheses before the predicate.
 	got, _ := ot.run(func(db *gorm.DB) error { return db.Where("user_id = ?", 5).Or("status = ?", "x").Find(&out).Error })
-	if s := got["s2"][0]; !strings.Contains(s, `WHERE ((user_id = $1 OR status = $2)) AND (("orders"."user_id" % $3 BETWEEN $4 AND $5))`) {
+	if s := got["s2"][0]; !strings.Contains(s, `WHERE ((user_id = $1 OR status = $2)) AND ((NOT ("orders"."user_id" % $3 BETWEEN $4 AND $5 OR "orders"."user_id" % $6 BETWEEN $7 AND $8)))`) {
 		t.Errorf("OR then predicate on s2: %s", s)
 	}
 
