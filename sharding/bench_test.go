@@ -104,6 +104,32 @@ func BenchmarkRoutingDryRun(b *testing.B) {
 	}
 }
 
+// BenchmarkScatterDryRun measures a scatter read over four shards built
+// but not sent (gorm DryRun): with a fixed map, and following a shared
+// map (an in-memory store), where each shard's statement also gets its
+// ownership predicate: the CPU cost of the predicate alone.
+func BenchmarkScatterDryRun(b *testing.B) {
+	_, sharded, _ := benchDBs(b, []string{"", "", "", ""}, true)
+	_, withMap, ms := benchDBsWith(b, []string{"", "", "", ""}, true, func(c *Config) {
+		c.Map, c.Logger = &fakeStore{}, quietLogger()
+	})
+	b.Cleanup(func() { ms.Close() })
+	for _, db := range []struct {
+		name string
+		db   *gorm.DB
+	}{{"sharded", sharded}, {"sharded-map", withMap}} {
+		b.Run("find-by-status/"+db.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var out []benchOrder
+				if err := db.db.Where("status = ?", "s").Find(&out).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkRoutingPostgres runs the same statements against a real server:
 // plain GORM on one database against the plugin over four databases of the
 // same server.

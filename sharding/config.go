@@ -45,7 +45,10 @@ type Config struct {
 	// Algorithm and HotUsers are then only the map used while none is
 	// stored (version 0; it is never published automatically). The
 	// stored map must keep Algorithm's bucket count and name configured
-	// shards only, or it is refused. nil (the default): the map is
+	// shards only, or it is refused. Reads that reach shards other than by
+	// their key then read only each shard's own rows (an ownership
+	// predicate), and raw SQL reads over several shards are refused while
+	// a bucket move is in progress. nil (the default): the map is
 	// Algorithm and HotUsers, fixed for the life of the process.
 	Map MapStore
 

@@ -24,7 +24,11 @@
 // immutable snapshot of it, a process that cannot refresh it for
 // Config.MapLease refuses sharded statements (ErrMapStale), and a write a
 // shard refuses because its bucket moved (ErrBucketMoved) is routed again
-// with the refreshed map where that is safe.
+// with the refreshed map where that is safe. A read that reaches shards
+// other than by its key (a scatter read) then reads only the rows each
+// shard owns in that snapshot, so the copies a bucket move leaves on two
+// shards are read once; raw SQL over several shards, which cannot be so
+// restricted, is refused while a move is in progress.
 //
 // See docs/sharding.md for the configuration, the ID layout and the limits.
 package sharding

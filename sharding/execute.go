@@ -195,6 +195,9 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		plan  *mergePlan
 	)
 	if !tg.write && n > 1 {
+		if why := rawPending(tg); why != "" {
+			return fmt.Errorf("%w: %s on %q over %d shards: %s", ErrScatterUnsupported, tg.op, tableName, n, why)
+		}
 		if why := scatterProblem(stmt, tg); why != "" {
 			return fmt.Errorf("%w: %s on %q over %d shards: %s", ErrScatterUnsupported, tg.op, tableName, n, why)
 		}
@@ -256,7 +259,7 @@ func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Sta
 		}
 		sub.Statement.ConnPool = conn
 	}
-	if (tg.split >= 0 || tg.rawParts != nil) && mutate == nil {
+	if (tg.split >= 0 || tg.rawParts != nil || tg.own) && mutate == nil {
 		mutate = s.partMutator(tg, sh.index, nil)
 	}
 	if mutate != nil {
@@ -311,9 +314,15 @@ func (s *Sharding) txConn(db *gorm.DB, tg *target, sh *shard) (gorm.ConnPool, er
 }
 
 // partMutator returns the statement change for shard si: its part of a
-// split IN list, and a fresh destination when dest is set.
+// split IN list, the ownership predicate (ownership.go), and a fresh
+// destination when dest is set.
 func (s *Sharding) partMutator(tg *target, si int, dest func(*gorm.Statement)) func(*gorm.Statement) {
 	return func(st *gorm.Statement) {
+		if tg.own {
+			if e := tg.ownPredicate(si); e != nil {
+				addWhere(st, e)
+			}
+		}
 		if part, ok := tg.rawParts[si]; ok {
 			st.SQL.Reset()
 			st.SQL.WriteString(part.sql)

@@ -12,7 +12,11 @@ import (
 // BenchmarkScatterOrderLimit measures a scatter ORDER BY ... LIMIT 10
 // merged over four shards (1024 rows each) against the same query on one
 // database holding all 4096 rows; "offset-1000" shows the cost of depth
-// (each shard returns offset+limit rows).
+// (each shard returns offset+limit rows); "count" a scatter Count, which
+// reads every row. "4-shards-map" follows a shared map (an in-memory
+// store holding none, so Config's map): every shard's statement carries
+// the ownership predicate ("user_id" % 1024 BETWEEN a AND b), true for
+// every row since each shard holds the users of its own buckets only.
 func BenchmarkScatterOrderLimit(b *testing.B) {
 	pg := testcluster.PostgresFor(b)
 	var dsns []string
@@ -30,7 +34,9 @@ func BenchmarkScatterOrderLimit(b *testing.B) {
 		}
 		var rows []benchOrder
 		for u := int64(0); u < 1024; u++ {
-			rows = append(rows, benchOrder{ID: int64(i)*1024 + u + 1, UserID: u, Status: "s"})
+			// Users of shard i's buckets (EvenBuckets: 256i..256i+255).
+			user := int64(i)*256 + u%256 + 1024*(u/256)
+			rows = append(rows, benchOrder{ID: int64(i)*1024 + u + 1, UserID: user, Status: "s"})
 		}
 		db.CreateInBatches(rows, 512)
 		allDB.CreateInBatches(rows, 512)
@@ -39,10 +45,14 @@ func BenchmarkScatterOrderLimit(b *testing.B) {
 		}
 	}
 	_, sharded, _ := benchDBs(b, dsns, false)
+	_, withMap, ms := benchDBsWith(b, dsns, false, func(c *Config) {
+		c.Map, c.Logger = &fakeStore{}, quietLogger()
+	})
+	b.Cleanup(func() { ms.Close() })
 	for _, db := range []struct {
 		name string
 		db   *gorm.DB
-	}{{"one-db", allDB}, {"4-shards", sharded}} {
+	}{{"one-db", allDB}, {"4-shards", sharded}, {"4-shards-map", withMap}} {
 		for _, off := range []int{0, 1000} {
 			name := "order-id-desc-limit-10/" + db.name
 			if off > 0 {
@@ -61,5 +71,17 @@ func BenchmarkScatterOrderLimit(b *testing.B) {
 				}
 			})
 		}
+		b.Run("count/"+db.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var n int64
+				if err := db.db.Model(&benchOrder{}).Where("status = ?", "s").Count(&n).Error; err != nil {
+					b.Fatal(err)
+				}
+				if n != 4096 {
+					b.Fatalf("count %d", n)
+				}
+			}
+		})
 	}
 }

@@ -301,7 +301,7 @@ func setLimit(st *gorm.Statement, limit, offset int) {
 // addWhere ANDs conditions to the statement's WHERE (the existing
 // conditions parenthesized, whatever ORs they hold).
 func addWhere(st *gorm.Statement, conds ...clause.Expression) {
-	var exprs []clause.Expression
+	exprs := make([]clause.Expression, 0, 1+len(conds))
 	if c, ok := st.Clauses["WHERE"]; ok {
 		if w, ok := c.Expression.(clause.Where); ok && len(w.Exprs) > 0 {
 			exprs = append(exprs, clause.Expr{SQL: "(?)", Vars: []any{clause.AndConditions{Exprs: w.Exprs}}})

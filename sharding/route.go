@@ -112,6 +112,11 @@ type target struct {
 	lagMask uint64
 	// pinned: a hint or a pinned session chose the shard.
 	pinned bool
+	// own: each shard's statement reads only the rows it owns in the
+	// snapshot (ownership.go); ownLag: what each shard owns for a read
+	// that accepts a lag (nil: the snapshot's own table).
+	own    bool
+	ownLag []shardOwn
 	// From earlier attempts of the statement (guard_retry.go): the rows of
 	// a Create already inserted, and whether its lookup pairs are written.
 	done     map[int]bool
@@ -293,13 +298,16 @@ func (s *Sharding) routeOnce(db *gorm.DB, op opKind, at *attempt) error {
 	if tg.write && !tg.bounded {
 		return fmt.Errorf("%w: %s on %q", ErrNoShardKey, op, tg.t.Name)
 	}
-	if !tg.bounded {
+	scatter := !tg.bounded
+	if scatter {
 		// Every shard that owns a bucket or a hot user: not a shard a
 		// move is filling, nor one added for a move.
 		tg.mask = tg.pl.rt.owning
 		tg.lagMask = 0
+		tg.pl.lag = nil
 		tg.reason = "scatter"
 	}
+	s.ownedOnly(tg, scatter)
 	return s.execute(db, tg)
 }
 

@@ -20,9 +20,16 @@ type routing struct {
 	// a read without a key scatters (a shard being filled by a move, or
 	// added for one, owns nothing yet).
 	owning uint64
+	// own[i] is what shard i owns, as the ownership predicate of scatter
+	// reads needs it (ownership.go).
+	own []shardOwn
 	// lag are the moves catching up (MoveCatchingUp) whose shards are
 	// configured, for reads that accept a lag (AllowLag).
 	lag []lagMove
+	// pending is the number of moves in the snapshot that are neither
+	// done nor rolled back: while there is one, rows of a bucket may be on
+	// two shards, and raw SQL scatter reads are refused.
+	pending int
 	// loaded is the plugin clock (Sharding.now) at the start of the Load
 	// this snapshot came from; 0 for the map built from Config.
 	loaded int64
@@ -66,6 +73,7 @@ func newRouting(m BucketMap, buckets int, byName map[string]*shard) (*routing, e
 		rt.hot[u] = sh.index
 		rt.owning |= 1 << sh.index
 	}
+	rt.own = routingOwnership(rt.bucketShard, rt.hot, rt.shards)
 	return rt, nil
 }
 
@@ -75,7 +83,11 @@ func (rt *routing) withMoves(moves []MoveStatus, loaded int64, byName map[string
 	out := *rt
 	out.loaded = loaded
 	out.lag = nil
+	out.pending = 0
 	for _, mv := range moves {
+		if mv.Phase != MoveDone && mv.Phase != MoveRolledBack {
+			out.pending++
+		}
 		if mv.Phase != MoveCatchingUp {
 			continue
 		}
