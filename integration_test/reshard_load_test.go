@@ -25,8 +25,8 @@ func reshardEnv(t *testing.T) reshardload.Env {
 
 func checkReshardReport(t *testing.T, rep *reshardload.Report) {
 	t.Helper()
-	t.Logf("%s: map version %d; creates %d updates %d deletes %d reads %d (lag reads %d, scatter reads %d); refused %d uncertain %d read errors %d",
-		rep.Kind, rep.MapVersion, rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.ScatterReads, rep.Refused, rep.Uncertain, rep.ReadErrors)
+	t.Logf("%s: map version %d; creates %d updates %d deletes %d reads %d (lag reads %d, scatter reads %d, by ID %d); refused %d uncertain %d read errors %d",
+		rep.Kind, rep.MapVersion, rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.ScatterReads, rep.IDReads, rep.Refused, rep.Uncertain, rep.ReadErrors)
 	for _, m := range rep.Moves {
 		t.Logf("move %s: copied %d rows in %s (%.0f rows/s), catch-up lag %s, hold %s (drain %s, apply %s of %d changes, verify %s, acks %s), cleaned %d",
 			m.ID, m.RowsCopied, m.CopyTime.Round(time.Millisecond), m.CopyRowsPerSec, m.CatchUpLag.Round(time.Millisecond),
@@ -48,8 +48,8 @@ func checkReshardReport(t *testing.T, rep *reshardload.Report) {
 	if rep.Creates == 0 || rep.Reads == 0 || rep.WritesDuring == 0 {
 		t.Errorf("the workload did not run through the moves: %d creates, %d reads, %d writes during the moves", rep.Creates, rep.Reads, rep.WritesDuring)
 	}
-	if rep.ScatterReads == 0 {
-		t.Errorf("no scatter read ran")
+	if rep.ScatterReads == 0 || rep.IDReads == 0 {
+		t.Errorf("%d scatter reads and %d reads by ID ran", rep.ScatterReads, rep.IDReads)
 	}
 	if rep.Placement.Rows == 0 {
 		t.Errorf("no rows found at the end")

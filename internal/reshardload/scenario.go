@@ -110,7 +110,7 @@ type Report struct {
 	HoldP50, HoldMax time.Duration
 	// Workload totals over every process.
 	Creates, Updates, Deletes, Reads, Refused, Uncertain, ReadErrors int
-	LagReads, ScatterReads                                           int
+	LagReads, ScatterReads, IDReads                                  int
 	Anomalies                                                        []string
 	Errors                                                           map[string]int
 	Metrics                                                          map[string]float64
@@ -389,6 +389,7 @@ func summarize(r *Report, results []Result, movesStart, movesEnd time.Time) {
 		r.Reads += st.Reads
 		r.LagReads += st.LagReads
 		r.ScatterReads += st.ScatterReads
+		r.IDReads += st.IDReads
 		r.Refused += st.Refused
 		r.Uncertain += st.Uncertain
 		r.ReadErrors += st.ReadErrors

@@ -61,6 +61,9 @@ type Stats struct {
 	// ScatterReads counts reads of one order by a column that is not a
 	// shard key (every shard that owns buckets is read).
 	ScatterReads int
+	// IDReads counts reads of one order by its ID alone (routed by the
+	// bucket the minted ID embeds, through the current map).
+	IDReads int
 	// LagReads counts reads with sharding.AllowLag (checked loosely: no
 	// row that was never written, no version above the acknowledged one).
 	LagReads int
@@ -99,8 +102,12 @@ func Run(ctx context.Context, cfg WorkerConfig) Result {
 				w.lagRead(ctx, u)
 				continue
 			}
-			if w.rng.IntN(8) == 0 {
+			switch w.rng.IntN(8) {
+			case 0:
 				w.scatterRead(ctx, u)
+				continue
+			case 1:
+				w.idRead(ctx, u)
 				continue
 			}
 			w.read(ctx, u)
@@ -382,3 +389,32 @@ func (w *worker) scatterRead(ctx context.Context, u int64) {
 
 // noteOf is an order's note: unique, with a quote and a backslash.
 func noteOf(id int64) string { return "n'ote\\" + fmt.Sprint(id) }
+
+// idRead reads one of u's orders by its ID alone: the minted ID embeds the
+// bucket, so it routes to the bucket's owner in the current map, before
+// and after the bucket moved.
+func (w *worker) idRead(ctx context.Context, u int64) {
+	ids := w.byUser[u]
+	if len(ids) == 0 {
+		return
+	}
+	id := ids[w.rng.IntN(len(ids))]
+	st := w.orders[id]
+	var got []Order
+	if err := w.cfg.DB.WithContext(ctx).Where("id = ?", id).Find(&got).Error; err != nil {
+		w.stats.ReadErrors++
+		w.fail("id read", err)
+		return
+	}
+	w.stats.IDReads++
+	switch {
+	case st.Uncertain:
+		if len(got) > 1 {
+			w.anomaly("read of order %d by ID: %d rows", id, len(got))
+		}
+	case len(got) != 1:
+		w.anomaly("read of order %d (user %d, version %d) by ID: %d rows", id, u, st.Version, len(got))
+	case got[0].Version != st.Version:
+		w.anomaly("read of order %d by ID: version %d, acknowledged %d", id, got[0].Version, st.Version)
+	}
+}
