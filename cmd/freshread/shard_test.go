@@ -85,11 +85,12 @@ func TestShardCommands(t *testing.T) {
 	}
 	move := append([]string{"--from", "s0", "--to", "s2", "--buckets", "2-3", "--table", "orders:user_id"}, shardArgs...)
 	out = run(0, append([]string{"move"}, move...)...)
-	if !strings.Contains(out, "copied 20 rows") || !strings.Contains(out, "map version 2") {
+	// Version 2 announced the move before the copy, version 3 switched it.
+	if !strings.Contains(out, "copied 20 rows") || !strings.Contains(out, "switched s0-s2-2-3: map version 3") {
 		t.Fatalf("move: %s", out)
 	}
 	out = run(0, "status")
-	if !strings.Contains(out, "map version 2") || !strings.Contains(out, "s2: 2-3") {
+	if !strings.Contains(out, "map version 3") || !strings.Contains(out, "s2: 2-3") {
 		t.Fatalf("status: %s", out)
 	}
 	// The switch verified (counts and checksums with writes held); a
@@ -99,7 +100,7 @@ func TestShardCommands(t *testing.T) {
 		t.Fatalf("verify after the switch: %s", out)
 	}
 	out = run(0, append([]string{"move"}, move...)...)
-	if !strings.Contains(out, "map version 2") {
+	if !strings.Contains(out, "map version 3") {
 		t.Fatalf("second move run: %s", out)
 	}
 	out = run(0, append([]string{"cleanup"}, move...)...)
