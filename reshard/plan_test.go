@@ -46,7 +46,7 @@ func TestMigrationPlan(t *testing.T) {
 		_, sts, _, _ := e.store.Load(ctx)
 		caught := 0
 		for _, st := range sts {
-			if st.CaughtUpAge >= 0 && st.CaughtUpAge < time.Second {
+			if st.CaughtUpAge >= 0 && st.CaughtUpAge < 10*time.Second {
 				caught++
 			}
 		}
@@ -61,7 +61,10 @@ func TestMigrationPlan(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	_, sts, _, _ := e.store.Load(ctx)
 	for _, st := range sts {
-		if st.Phase != sharding.MoveCatchingUp || st.CaughtUpAge < 0 || st.CaughtUpAge > time.Second {
+		// Caught up at least once, and recently: the age is measured from
+		// the start of the round, so a loaded machine (CI, -race) makes it
+		// a round's length; the bound only catches a follower that stopped.
+		if st.Phase != sharding.MoveCatchingUp || st.CaughtUpAge < 0 || st.CaughtUpAge > 10*time.Second {
 			t.Errorf("while following: %+v", st)
 		}
 	}
