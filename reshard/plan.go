@@ -164,6 +164,9 @@ func (p *Plan) Follow(ctx context.Context, interval time.Duration) error {
 	}
 	defer done()
 	if err := p.catchUpAll(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped: the moves stay resumable (Switch checks that the copies are done)
+		}
 		return err
 	}
 	for {
