@@ -259,3 +259,40 @@ func Diff(from, to []string) ([]Move, error) {
 	}
 	return out, nil
 }
+
+// WaitCaughtUp waits until the store's status of every move of the plan
+// says its target has caught up at least once (migration stage one is
+// then serving), polling every interval, or until followErr (the result
+// of a Follow running alongside) delivers: a Follow that ended before
+// catching up is an error.
+func (p *Plan) WaitCaughtUp(ctx context.Context, interval time.Duration, followErr <-chan error) error {
+	want := map[string]bool{}
+	for _, m := range p.movers {
+		want[m.mv.ID] = true
+	}
+	for {
+		_, moves, _, err := p.cfg.Store.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("reshard: load the moves' status: %w", err)
+		}
+		n := 0
+		for _, mv := range moves {
+			if want[mv.ID] && mv.Phase == sharding.MoveCatchingUp && mv.CaughtUpAge >= 0 {
+				n++
+			}
+		}
+		if n == len(want) {
+			return nil
+		}
+		select {
+		case err := <-followErr:
+			if err == nil {
+				err = fmt.Errorf("%w: Follow returned before every move caught up", ErrPhase)
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}

@@ -498,7 +498,7 @@ func shardMove(ctx context.Context, action string, st *sharding.SQLMapStore, o s
 		fctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- plan.Follow(fctx, 100*time.Millisecond) }()
-		if err := waitFollowing(ctx, st, plan, done); err != nil {
+		if err := plan.WaitCaughtUp(ctx, 100*time.Millisecond, done); err != nil {
 			cancel()
 			return fmt.Errorf("stage one: %w", err)
 		}
@@ -571,37 +571,4 @@ func shardMove(ctx context.Context, action string, st *sharding.SQLMapStore, o s
 		}
 	}
 	return nil
-}
-
-// waitFollowing waits until every move of plan has caught up once.
-func waitFollowing(ctx context.Context, st *sharding.SQLMapStore, plan *reshard.Plan, done chan error) error {
-	want := map[string]bool{}
-	for _, m := range plan.Movers() {
-		want[m.Move().ID] = true
-	}
-	for {
-		_, moves, _, err := st.Load(ctx)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, mv := range moves {
-			if want[mv.ID] && mv.Phase == sharding.MoveCatchingUp && mv.CaughtUpAge >= 0 {
-				n++
-			}
-		}
-		if n == len(want) {
-			return nil
-		}
-		select {
-		case err := <-done:
-			if err == nil {
-				err = errors.New("stopped before catching up")
-			}
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

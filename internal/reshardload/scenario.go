@@ -582,7 +582,7 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 		fctx, cancel := context.WithCancel(ctx)
 		ferrc := make(chan error, 1)
 		go func() { ferrc <- plan.Follow(fctx, 50*time.Millisecond) }()
-		if err := c.waitCaughtUp(ctx, plan, ferrc); err != nil {
+		if err := plan.WaitCaughtUp(ctx, 50*time.Millisecond, ferrc); err != nil {
 			cancel()
 			return nil, fmt.Errorf("stage one: %w", err)
 		}
@@ -627,38 +627,4 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 		return rep, err
 	}
 	return rep, c.finalCheck(ctx, rep, results)
-}
-
-// waitCaughtUp waits until every move of plan has been caught up once
-// (its shared status has a CaughtUpAge), or Follow ended.
-func (c *cluster) waitCaughtUp(ctx context.Context, plan *reshard.Plan, ferrc chan error) error {
-	want := map[string]bool{}
-	for _, m := range plan.Movers() {
-		want[m.Move().ID] = true
-	}
-	for {
-		_, moves, _, err := c.store.Load(ctx)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for _, mv := range moves {
-			if want[mv.ID] && mv.Phase == sharding.MoveCatchingUp && mv.CaughtUpAge >= 0 {
-				n++
-			}
-		}
-		if n == len(want) {
-			return nil
-		}
-		select {
-		case err := <-ferrc:
-			if err == nil {
-				err = errors.New("reshardload: Follow returned before catching up")
-			}
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
