@@ -218,6 +218,36 @@ func TestFoldedCommitBehavesLikeSQLTx(t *testing.T) {
 		}
 	})
 
+	t.Run("abandoned, cancelled by another goroutine", func(t *testing.T) {
+		// The context's watch runs in a goroutine started by cancel, in a
+		// goroutine that nothing orders after Begin (only a sleep): under
+		// -race, the watch touching anything Begin wrote after it was
+		// installed is reported (it read the watch's own stop function).
+		// A Begin slower than the sleep fails with the cancel; the next
+		// round sleeps longer.
+		for _, d := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, 5 * time.Second} {
+			cctx, cancel := context.WithCancel(ctx)
+			go func() {
+				time.Sleep(d)
+				cancel()
+			}()
+			tx := e.db.WithContext(cctx).Begin()
+			if tx.Error != nil {
+				if errors.Is(tx.Error, context.Canceled) {
+					continue
+				}
+				t.Fatal(tx.Error)
+			}
+			<-cctx.Done()
+			e.waitNoConnInUse()
+			if err := tx.Commit().Error; err == nil {
+				t.Fatal("commit of a transaction its context rolled back succeeded")
+			}
+			return
+		}
+		t.Fatal("Begin never finished before its context was cancelled")
+	})
+
 	t.Run("options", func(t *testing.T) {
 		tx := e.db.Begin(&sql.TxOptions{Isolation: sql.LevelSerializable, ReadOnly: true})
 		var iso string

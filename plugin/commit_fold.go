@@ -92,7 +92,14 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 	t := &trackedTx{conn: conn, ctx: ctx, p: p}
 	// Like database/sql's Tx: a transaction whose context ends is rolled
 	// back (and its connection returned), whether or not anyone ends it.
-	t.stopWatch = context.AfterFunc(ctx, func() { _ = t.endFolded(rollbackFolded) })
+	// The watch runs in a goroutine of its own, started by whoever cancels
+	// the context, which nothing orders after this function: it must not
+	// read stopWatch, written below.
+	t.stopWatch = context.AfterFunc(ctx, func() {
+		if t.ended.CompareAndSwap(false, true) {
+			_, _ = t.closeFolded(rollbackFolded)
+		}
+	})
 	return t, nil
 }
 
@@ -159,14 +166,22 @@ func commitFolded(ctx context.Context, pgc *pgconn.PgConn) (lsnstore.Position, e
 var errPosition = errors.New("plugin: committed, but the position after the commit could not be read")
 
 // endFolded ends a folded transaction once with end (commit or rollback)
-// and returns its connection to the pool.
+// and returns its connection to the pool. It is called by the
+// transaction's user, after beginFolded returned; the context's watch
+// calls closeFolded.
 func (t *trackedTx) endFolded(end func(context.Context, *pgconn.PgConn) (lsnstore.Position, error)) error {
 	if !t.ended.CompareAndSwap(false, true) {
 		return sql.ErrTxDone
 	}
-	if t.stopWatch != nil {
-		t.stopWatch()
-	}
+	t.stopWatch()
+	var err error
+	t.foldedPos, err = t.closeFolded(end)
+	return err
+}
+
+// closeFolded runs end on the transaction's connection and returns the
+// connection to the pool; the caller has set ended.
+func (t *trackedTx) closeFolded(end func(context.Context, *pgconn.PgConn) (lsnstore.Position, error)) (lsnstore.Position, error) {
 	defer t.conn.Close()
 	ctx := context.WithoutCancel(t.ctx)
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
@@ -177,6 +192,5 @@ func (t *trackedTx) endFolded(end func(context.Context, *pgconn.PgConn) (lsnstor
 		pos, err = end(ctx, pgc)
 		return err
 	})
-	t.foldedPos = pos
-	return err
+	return pos, err
 }

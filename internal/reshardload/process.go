@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -189,9 +190,38 @@ func WorkerMain() bool {
 
 // Process is a running worker process.
 type Process struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *os.File
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *os.File
+	stderr *tailBuffer // the end of what the process wrote to stderr
+}
+
+// stderrKept is how much of a worker's standard error Stop keeps for its
+// error: enough for a race detector report (which a worker prints before
+// exiting with status 66) to reach the test's failure message whole.
+const stderrKept = 64 << 10
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
 
 // StartProcess starts cmd (a binary that calls WorkerMain first thing,
@@ -207,9 +237,11 @@ func StartProcess(cmd *exec.Cmd, c ProcessConfig) (*Process, error) {
 	}
 	cmd.Env = append(os.Environ(), EnvWorker+"="+string(raw))
 	cmd.Stdout = out
+	tail := &tailBuffer{max: stderrKept}
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
+	cmd.Stderr = io.MultiWriter(cmd.Stderr, tail)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		out.Close()
@@ -219,7 +251,7 @@ func StartProcess(cmd *exec.Cmd, c ProcessConfig) (*Process, error) {
 		out.Close()
 		return nil, err
 	}
-	return &Process{cmd: cmd, stdin: stdin, out: out}, nil
+	return &Process{cmd: cmd, stdin: stdin, out: out, stderr: tail}, nil
 }
 
 // Stop tells the process to stop and returns its results.
@@ -229,7 +261,7 @@ func (p *Process) Stop() ([]Result, error) {
 	defer os.Remove(p.out.Name())
 	defer p.out.Close()
 	if werr != nil {
-		return nil, fmt.Errorf("reshardload: worker process: %w", werr)
+		return nil, fmt.Errorf("reshardload: worker process: %w; its standard error ends with:\n%s", werr, p.stderr)
 	}
 	if _, err := p.out.Seek(0, 0); err != nil {
 		return nil, err
