@@ -55,13 +55,16 @@ func newCallCtx(parent context.Context, timeout time.Duration) *callCtx {
 }
 
 // release ends the call: the context is recycled unless its timer fired
-// (its channel is closed for good). Nil-safe.
+// (its channel is closed for good). A fired context is left as it is: a
+// context derived from it during the call (go-redis derives one while it
+// sets up a connection) is ended by a goroutine of package context that
+// reads it (Value, through Cause) when it likes. Nil-safe.
 func (c *callCtx) release() {
 	if c == nil {
 		return
 	}
-	c.parent = nil
 	if c.timer.Stop() {
+		c.parent = nil
 		callCtxs.Put(c)
 	}
 }

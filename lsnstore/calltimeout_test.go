@@ -44,6 +44,27 @@ func TestCallCtxEndsAtItsTimeout(t *testing.T) {
 	}
 }
 
+// TestCallCtxFiredStaysReadable: a context derived from a call's context
+// (go-redis derives one while it sets up a new connection) is ended by a
+// goroutine of package context that reads the call's context (Cause, so
+// Value) after its timer fired, possibly after the call released it. A
+// fired context is never recycled, and release must not change it: under
+// -race, clearing its parent was reported, and the late Value found a nil
+// parent.
+func TestCallCtxFiredStaysReadable(t *testing.T) {
+	for range 20 {
+		c := newCallCtx(context.Background(), time.Millisecond)
+		child, cancel := context.WithDeadline(c, c.deadline.Add(time.Hour))
+		<-c.Done()
+		c.release()
+		<-child.Done()
+		if err := context.Cause(child); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the derived context ended with %v, want DeadlineExceeded", err)
+		}
+		cancel()
+	}
+}
+
 func TestCallCtxReportsTheParentsError(t *testing.T) {
 	parent, cancel := context.WithCancel(context.Background())
 	c := newCallCtx(parent, time.Hour)
