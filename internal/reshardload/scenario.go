@@ -475,28 +475,26 @@ func RunDoubling(ctx context.Context, env Env, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Kind: "doubling 4 -> 8"}
-	results, err := func() ([]Result, error) {
-		time.Sleep(opts.Warmup)
+	return rep, c.underLoad(ctx, opts, rep, stop, func() error {
 		m, _, _, err := c.store.Load(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		plan, _, err := sharding.PlanDoubling(m, fresh)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		cfg := c.moverConfig()
-		start := time.Now()
 		var movers []*reshard.Mover
 		for _, pm := range plan {
 			mv, err := reshard.New(cfg, reshard.Move{Buckets: pm.Buckets, From: pm.From, To: pm.To})
 			if err != nil {
-				return nil, err
+				return err
 			}
 			c.logf("reshard: move %s: %d buckets %s -> %s", mv.Move().ID, len(pm.Buckets), pm.From, pm.To)
 			rr, err := mv.Run(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("move %s: %w", mv.Move().ID, err)
+				return fmt.Errorf("move %s: %w", mv.Move().ID, err)
 			}
 			rep.Moves = append(rep.Moves, figures(mv.Move().ID, rr))
 			movers = append(movers, mv)
@@ -504,9 +502,24 @@ func RunDoubling(ctx context.Context, env Env, opts Options) (*Report, error) {
 		for i, mv := range movers {
 			cr, err := mv.Cleanup(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("cleanup %s: %w", mv.Move().ID, err)
+				return fmt.Errorf("cleanup %s: %w", mv.Move().ID, err)
 			}
 			rep.Moves[i].CleanedRows = cr.Rows
+		}
+		return nil
+	})
+}
+
+// underLoad runs moves (which returns once the moves are cleaned up)
+// while the worker processes run, after opts.Warmup; then, after
+// opts.Settle, stops the processes (stop), summarizes what they did and
+// checks where every row ended up.
+func (c *cluster) underLoad(ctx context.Context, opts Options, rep *Report, stop func() ([]Result, error), moves func() error) error {
+	results, err := func() ([]Result, error) {
+		time.Sleep(opts.Warmup)
+		start := time.Now()
+		if err := moves(); err != nil {
+			return nil, err
 		}
 		end := time.Now()
 		time.Sleep(opts.Settle)
@@ -518,9 +531,9 @@ func RunDoubling(ctx context.Context, env Env, opts Options) (*Report, error) {
 		if results == nil {
 			stop()
 		}
-		return rep, err
+		return err
 	}
-	return rep, c.finalCheck(ctx, rep, results)
+	return c.finalCheck(ctx, rep, results)
 }
 
 func (c *cluster) finalCheck(ctx context.Context, rep *Report, results []Result) error {
@@ -558,25 +571,24 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 		return nil, err
 	}
 	rep := &Report{Kind: "migration 1 -> 4"}
-	results, err := func() ([]Result, error) {
-		time.Sleep(opts.Warmup)
+	return rep, c.underLoad(ctx, opts, rep, stop, func() error {
+		start := time.Now()
 		m, _, _, err := c.store.Load(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		goal, err := sharding.MapFromAlgorithm(sharding.EvenBuckets(opts.Buckets, targets...), names, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		moves, err := reshard.Diff(m.Owners, goal.Owners)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		plan, err := reshard.NewPlan(c.moverConfig(), moves...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		start := time.Now()
 		// Stage one: copy, catch up, then keep following while reads that
 		// accept a lag use the shards, for stageOne once caught up.
 		fctx, cancel := context.WithCancel(ctx)
@@ -584,18 +596,18 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 		go func() { ferrc <- plan.Follow(fctx, 50*time.Millisecond) }()
 		if err := plan.WaitCaughtUp(ctx, 50*time.Millisecond, ferrc); err != nil {
 			cancel()
-			return nil, fmt.Errorf("stage one: %w", err)
+			return fmt.Errorf("stage one: %w", err)
 		}
 		c.logf("reshard: stage one: every shard caught up after %s", time.Since(start).Round(time.Millisecond))
 		time.Sleep(stageOne)
 		cancel()
 		if ferr := <-ferrc; ferr != nil {
-			return nil, fmt.Errorf("stage one: %w", ferr)
+			return fmt.Errorf("stage one: %w", ferr)
 		}
 		c.logf("reshard: stage one done after %s; switching", time.Since(start).Round(time.Millisecond))
 		sw, err := plan.Switch(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("stage two: %w", err)
+			return fmt.Errorf("stage two: %w", err)
 		}
 		f := MoveFigures{ID: "migration"}
 		addSwitch(&f, sw)
@@ -610,21 +622,10 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 		c.progMu.Unlock()
 		cr, err := plan.Cleanup(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("cleanup: %w", err)
+			return fmt.Errorf("cleanup: %w", err)
 		}
 		f.CleanedRows = cr.Rows
 		rep.Moves = append(rep.Moves, f)
-		end := time.Now()
-		time.Sleep(opts.Settle)
-		results, err := stop()
-		summarize(rep, results, start, end)
-		return results, err
-	}()
-	if err != nil {
-		if results == nil {
-			stop()
-		}
-		return rep, err
-	}
-	return rep, c.finalCheck(ctx, rep, results)
+		return nil
+	})
 }

@@ -360,31 +360,7 @@ func (w *worker) lagRead(ctx context.Context, u int64) {
 // version, even while a copy of it sits on a target or a leftover on the
 // source.
 func (w *worker) scatterRead(ctx context.Context, u int64) {
-	ids := w.byUser[u]
-	if len(ids) == 0 {
-		return
-	}
-	id := ids[w.rng.IntN(len(ids))]
-	st := w.orders[id]
-	var got []Order
-	if err := w.cfg.DB.WithContext(ctx).Where("note = ?", noteOf(id)).Find(&got).Error; err != nil {
-		w.stats.ReadErrors++
-		w.fail("scatter read", err)
-		return
-	}
-	w.stats.ScatterReads++
-	if st.Uncertain {
-		if len(got) > 1 {
-			w.anomaly("scatter read of order %d: %d rows", id, len(got))
-		}
-		return
-	}
-	switch {
-	case len(got) != 1:
-		w.anomaly("scatter read of order %d (user %d, version %d): %d rows", id, u, st.Version, len(got))
-	case got[0].Version != st.Version:
-		w.anomaly("scatter read of order %d: version %d, acknowledged %d", id, got[0].Version, st.Version)
-	}
+	w.readOne(ctx, u, "scatter read", &w.stats.ScatterReads, func(id int64) (string, any) { return "note = ?", noteOf(id) })
 }
 
 // noteOf is an order's note: unique, with a quote and a backslash.
@@ -394,27 +370,36 @@ func noteOf(id int64) string { return "n'ote\\" + fmt.Sprint(id) }
 // bucket, so it routes to the bucket's owner in the current map, before
 // and after the bucket moved.
 func (w *worker) idRead(ctx context.Context, u int64) {
+	w.readOne(ctx, u, "id read", &w.stats.IDReads, func(id int64) (string, any) { return "id = ?", id })
+}
+
+// readOne reads one of u's orders (chosen at random) by the condition
+// cond gives for its ID, counts the read in count, and checks that it
+// came back once at its acknowledged version (at most once when its last
+// write's outcome is unknown).
+func (w *worker) readOne(ctx context.Context, u int64, what string, count *int, cond func(id int64) (string, any)) {
 	ids := w.byUser[u]
 	if len(ids) == 0 {
 		return
 	}
 	id := ids[w.rng.IntN(len(ids))]
 	st := w.orders[id]
+	q, arg := cond(id)
 	var got []Order
-	if err := w.cfg.DB.WithContext(ctx).Where("id = ?", id).Find(&got).Error; err != nil {
+	if err := w.cfg.DB.WithContext(ctx).Where(q, arg).Find(&got).Error; err != nil {
 		w.stats.ReadErrors++
-		w.fail("id read", err)
+		w.fail(what, err)
 		return
 	}
-	w.stats.IDReads++
+	*count++
 	switch {
 	case st.Uncertain:
 		if len(got) > 1 {
-			w.anomaly("read of order %d by ID: %d rows", id, len(got))
+			w.anomaly("%s of order %d: %d rows", what, id, len(got))
 		}
 	case len(got) != 1:
-		w.anomaly("read of order %d (user %d, version %d) by ID: %d rows", id, u, st.Version, len(got))
+		w.anomaly("%s of order %d (user %d, version %d): %d rows", what, id, u, st.Version, len(got))
 	case got[0].Version != st.Version:
-		w.anomaly("read of order %d by ID: version %d, acknowledged %d", id, got[0].Version, st.Version)
+		w.anomaly("%s of order %d: version %d, acknowledged %d", what, id, got[0].Version, st.Version)
 	}
 }
