@@ -100,8 +100,13 @@ type Shard struct {
 	// sharding plugin, the plugin of ShardDB(name) is
 	// db.Config.Plugins["freshread"]. With the tracker daemon in logical
 	// mode the positions are published from the WAL anyway (a little
-	// later). An error is logged, not fatal: the plugin keeps the write
-	// pending and reads the primary until it is published.
+	// later). An error after a copy chunk or a catch-up batch is logged,
+	// not fatal (before the switch no read of the moving buckets goes to
+	// the target's replicas). The switch calls it once more with every
+	// table, during its hold and before it publishes the map, and fails
+	// (rolls back to catching up) if that call fails: its position covers
+	// every earlier write of the move, whichever of their calls failed or
+	// never happened (a mover that died between a commit and its call).
 	RecordWrite func(ctx context.Context, tables ...string) error
 }
 

@@ -2,7 +2,10 @@ package reshard
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +27,106 @@ import (
 // paused replica, and missed.
 func TestFreshnessOfMovedRows(t *testing.T) {
 	ctx := context.Background()
+	e, ft := newFreshTarget(t)
+	cfg := e.config()
+	cfg.Shards[ft.shard].RecordWrite = ft.p.RecordWrite
+	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The control: a write the plugin does not know of is read stale.
+	if _, err := e.db["s1"].Exec(`INSERT INTO ctl VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := ft.gdb.Table("ctl").Count(&n).Error; err != nil || n != 0 || ft.decision().Target != plugin.ReplicaTarget {
+		t.Fatalf("control: %d rows, %v, decision %+v; want 0 rows from a paused replica", n, err, ft.decision())
+	}
+	ft.readMoved(e)
+}
+
+// TestFreshnessWhenRecordsFail: every record of the copy and the catch-up
+// fails (the position store unreachable from the mover), so the target's
+// plugin, in another process, knows nothing of the copied rows. The
+// switch records every moved table once more before it publishes the map:
+// when that fails too, the switch fails and the map still names the
+// source; when it succeeds, a read of a moved row through the target's
+// plugin comes from the primary, complete, although the replicas were
+// paused before the copy.
+func TestFreshnessWhenRecordsFail(t *testing.T) {
+	ctx := context.Background()
+	e, ft := newFreshTarget(t)
+	var (
+		failing atomic.Bool
+		calls   atomic.Int64
+	)
+	failing.Store(true)
+	cfg := e.config()
+	cfg.Shards[ft.shard].RecordWrite = func(ctx context.Context, tables ...string) error {
+		calls.Add(1)
+		if failing.Load() {
+			return errors.New("position store unreachable")
+		}
+		return ft.p.RecordWrite(ctx, tables...)
+	}
+	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Copy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() == 0 {
+		t.Fatal("the copy recorded no write")
+	}
+	if _, err := m.Switch(ctx); err == nil {
+		t.Fatal("a switch whose record of the moved rows failed published the map")
+	}
+	if bm, _, _, err := e.store.Load(ctx); err != nil || bm.Owners[1] != "s0" {
+		t.Fatalf("after the failed switch bucket 1 is on %q (%v), want s0", bm.Owners[1], err)
+	}
+	failing.Store(false)
+	if _, err := m.Switch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if bm, _, _, err := e.store.Load(ctx); err != nil || bm.Owners[1] != "s1" {
+		t.Fatalf("after the switch bucket 1 is on %q (%v), want s1", bm.Owners[1], err)
+	}
+	ft.readMoved(e)
+}
+
+// freshTarget is shard s1's freshread plugin, as a service process would
+// have it, with its replicas paused.
+type freshTarget struct {
+	gdb   *gorm.DB
+	p     *plugin.Plugin
+	shard int // s1's index in the env's Config.Shards
+
+	mu   sync.Mutex
+	last plugin.Decision
+}
+
+func (ft *freshTarget) decision() plugin.Decision {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	return ft.last
+}
+
+// newFreshTarget makes two shards (bucket 1, of user 9, is s0's), 400
+// orders, a table ctl on s1, and s1's plugin; it checks that the plugin
+// reads s1's own rows from a replica, then pauses the replicas.
+func newFreshTarget(t *testing.T) (*env, *freshTarget) {
+	ctx := context.Background()
 	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
 	e := newEnv(t, []string{"s0", "s1"}, owners)
 	e.seed(newLedger(), 1, 400)
@@ -42,61 +145,46 @@ func TestFreshnessOfMovedRows(t *testing.T) {
 			sqlDB.Close()
 		}
 	})
-	var (
-		mu   sync.Mutex
-		last plugin.Decision
-	)
+	ft := &freshTarget{gdb: gdb, shard: slices.Index(e.shards, "s1")}
 	pc := plugin.Config{Store: lsnstore.NewMemory(), PollInterval: 5 * time.Millisecond, OnDecision: func(_ context.Context, d plugin.Decision) {
-		mu.Lock()
-		last = d
-		mu.Unlock()
+		ft.mu.Lock()
+		ft.last = d
+		ft.mu.Unlock()
 	}}
 	for i := 0; i < e.pg.Replicas(); i++ {
 		pc.Replicas = append(pc.Replicas, plugin.Replica{Name: "r" + string(rune('0'+i)), Dialector: postgres.Open(e.pg.ReplicaDSN(i, e.dbName["s1"]))})
 	}
-	p := plugin.New(pc)
-	if err := gdb.Use(p); err != nil {
+	ft.p = plugin.New(pc)
+	if err := gdb.Use(ft.p); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
-	decision := func() plugin.Decision {
-		mu.Lock()
-		defer mu.Unlock()
-		return last
-	}
-	time.Sleep(50 * time.Millisecond) // the poller sees the replicas caught up
+	t.Cleanup(func() { ft.p.Close() })
+	// The poller sees the replicas caught up (bounded wait).
 	var n int64
-	if err := gdb.Table("orders").Where("user_id = ?", 5).Count(&n).Error; err != nil || n == 0 || decision().Target != plugin.ReplicaTarget {
-		t.Fatalf("a read of s1's own rows before the move: %d rows, %v, decision %+v; want a replica", n, err, decision())
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		err := gdb.Table("orders").Where("user_id = ?", 5).Count(&n).Error
+		if err == nil && n > 0 && ft.decision().Target == plugin.ReplicaTarget {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a read of s1's own rows before the move: %d rows, %v, decision %+v; want a replica", n, err, ft.decision())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-
 	for i := 0; i < e.pg.Replicas(); i++ {
 		if err := e.pg.PauseReplay(ctx, i); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.pg.ResumeReplay(context.Background(), i) })
 	}
-	cfg := e.config()
-	for i := range cfg.Shards {
-		if cfg.Shards[i].Name == "s1" {
-			cfg.Shards[i].RecordWrite = p.RecordWrite
-		}
-	}
-	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	return e, ft
+}
 
-	// The control: a write the plugin does not know of is read stale.
-	if _, err := e.db["s1"].Exec(`INSERT INTO ctl VALUES (1)`); err != nil {
-		t.Fatal(err)
-	}
-	if err := gdb.Table("ctl").Count(&n).Error; err != nil || n != 0 || decision().Target != plugin.ReplicaTarget {
-		t.Fatalf("control: %d rows, %v, decision %+v; want 0 rows from a paused replica", n, err, decision())
-	}
+// readMoved reads the moved user 9's orders through s1's plugin: every
+// row s0 has, from the primary.
+func (ft *freshTarget) readMoved(e *env) {
+	t := e.t
+	t.Helper()
 	var want int64
 	if err := e.db["s0"].QueryRow(`SELECT count(*) FROM orders WHERE user_id = 9`).Scan(&want); err != nil || want == 0 {
 		t.Fatalf("user 9's orders on s0: %d %v", want, err)
@@ -105,10 +193,10 @@ func TestFreshnessOfMovedRows(t *testing.T) {
 		ID     int64
 		Status string
 	}
-	if err := gdb.Table("orders").Where("user_id = ?", 9).Find(&got).Error; err != nil {
+	if err := ft.gdb.Table("orders").Where("user_id = ?", 9).Find(&got).Error; err != nil {
 		t.Fatal(err)
 	}
-	if d := decision(); int64(len(got)) != want || d.Target != plugin.Primary {
+	if d := ft.decision(); int64(len(got)) != want || d.Target != plugin.Primary {
 		t.Fatalf("a read of the moved user 9 on s1: %d rows of %d, decision %+v; want every row, from the primary", len(got), want, d)
 	}
 }

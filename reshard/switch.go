@@ -226,6 +226,11 @@ func holdAndPublish(ctx context.Context, cfg Config, movers []*Mover, bm shardin
 			}
 			rep.Verify = time.Since(t)
 		}
+		for _, m := range movers {
+			if err := m.recordMoved(hctx); err != nil {
+				return 0, err
+			}
+		}
 		if err := movers[0].at("switch:before-publish"); err != nil {
 			return 0, err
 		}
