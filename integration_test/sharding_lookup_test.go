@@ -136,6 +136,7 @@ func TestShardingLookupBackfill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	e.waitCaughtUp() // the backfill reads through the shards' plugins, which know nothing of these writes
 	var sources []lookup.Source
 	for _, n := range shardNames {
 		sdb, _ := e.s.ShardDB(n)

@@ -24,6 +24,10 @@ func TestShardingMergeDeepOffset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Written behind the plugins' backs: they read from a replica at once,
+	// which must have replayed it (it had not once in CI, and a page
+	// showed a status the update had cleared).
+	e.waitCaughtUp()
 	orders := []string{"amount", "amount desc", "id desc"}
 	if e.textOK {
 		orders = append(orders, "status", "status desc", "status nulls first", "status desc nulls last")
@@ -70,6 +74,7 @@ func TestShardingMergeDeepOffset(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	e.waitCaughtUp()
 	run("skewed")
 }
 
