@@ -28,10 +28,10 @@ func checkReshardReport(t *testing.T, rep *reshardload.Report) {
 	t.Logf("%s: map version %d; creates %d updates %d deletes %d reads %d (lag reads %d, scatter reads %d, by ID %d); refused %d uncertain %d read errors %d",
 		rep.Kind, rep.MapVersion, rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.ScatterReads, rep.IDReads, rep.Refused, rep.Uncertain, rep.ReadErrors)
 	for _, m := range rep.Moves {
-		t.Logf("move %s: copied %d rows in %s (%.0f rows/s), catch-up lag %s, hold %s (drain %s, apply %s of %d changes, verify %s, acks %s), cleaned %d",
+		t.Logf("move %s: copied %d rows in %s (%.0f rows/s), catch-up lag %s, hold %s (drain %s, apply %s of %d changes, verify %s, record %s, acks %s), cleaned %d",
 			m.ID, m.RowsCopied, m.CopyTime.Round(time.Millisecond), m.CopyRowsPerSec, m.CatchUpLag.Round(time.Millisecond),
 			m.Hold.Round(time.Millisecond), m.Drain.Round(time.Millisecond), m.Apply.Round(time.Millisecond), m.HoldChanges,
-			m.Verify.Round(time.Millisecond), m.Acks.Round(time.Millisecond), m.CleanedRows)
+			m.Verify.Round(time.Millisecond), m.Record.Round(time.Millisecond), m.Acks.Round(time.Millisecond), m.CleanedRows)
 	}
 	t.Logf("write latency before the moves p50 %s p99 %s (%d writes); during p50 %s p99 %s (%d writes)",
 		rep.WriteBefore[0], rep.WriteBefore[1], rep.WritesBefore, rep.WriteDuring[0], rep.WriteDuring[1], rep.WritesDuring)

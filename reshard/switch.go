@@ -24,11 +24,12 @@ type SwitchReport struct {
 	// Hold is the write hold: from fencing the source(s) to unfencing the
 	// target(s). Its parts: Drain (until the source transactions open at
 	// the fence ended), Apply (the last Changes), Verify (0 when
-	// skipped), Publish, and Acks (until every client acknowledged the new
-	// map or went silent).
-	Hold, Drain, Apply, Verify, Publish, Acks time.Duration
-	Changes                                   int64
-	Verified                                  []*VerifyReport
+	// skipped), Record (the targets' RecordWrite of the moved tables),
+	// Publish, and Acks (until every client acknowledged the new map or
+	// went silent).
+	Hold, Drain, Apply, Verify, Record, Publish, Acks time.Duration
+	Changes                                           int64
+	Verified                                          []*VerifyReport
 }
 
 // Switch hands the buckets over to the target: see the package
@@ -226,11 +227,13 @@ func holdAndPublish(ctx context.Context, cfg Config, movers []*Mover, bm shardin
 			}
 			rep.Verify = time.Since(t)
 		}
+		t = time.Now()
 		for _, m := range movers {
 			if err := m.recordMoved(hctx); err != nil {
 				return 0, err
 			}
 		}
+		rep.Record = time.Since(t)
 		if err := movers[0].at("switch:before-publish"); err != nil {
 			return 0, err
 		}

@@ -428,9 +428,9 @@ func printSwitch(w io.Writer, sw *reshard.SwitchReport) {
 	if sw == nil {
 		return
 	}
-	fmt.Fprintf(w, "switched %s: map version %d; writes held %s (drain %s, last %d changes %s, verify %s, publish %s, acknowledgements %s)\n",
+	fmt.Fprintf(w, "switched %s: map version %d; writes held %s (drain %s, last %d changes %s, verify %s, record %s, publish %s, acknowledgements %s)\n",
 		strings.Join(sw.Moves, ", "), sw.Version, sw.Hold.Round(time.Millisecond), sw.Drain.Round(time.Millisecond), sw.Changes,
-		sw.Apply.Round(time.Millisecond), sw.Verify.Round(time.Millisecond), sw.Publish.Round(time.Millisecond), sw.Acks.Round(time.Millisecond))
+		sw.Apply.Round(time.Millisecond), sw.Verify.Round(time.Millisecond), sw.Record.Round(time.Millisecond), sw.Publish.Round(time.Millisecond), sw.Acks.Round(time.Millisecond))
 }
 
 func shardMove(ctx context.Context, action string, st *sharding.SQLMapStore, o shardOpts, w io.Writer) error {

@@ -96,7 +96,8 @@ type MoveFigures struct {
 	CatchUpLag     time.Duration // the last catch-up round's lag
 	Hold           time.Duration
 	Drain, Apply   time.Duration
-	Verify, Acks   time.Duration
+	Verify, Record time.Duration
+	Acks           time.Duration
 	HoldChanges    int64
 	CleanedRows    int64
 }
@@ -451,7 +452,7 @@ func figures(id string, rr *reshard.RunReport) MoveFigures {
 }
 
 func addSwitch(f *MoveFigures, sw *reshard.SwitchReport) {
-	f.Hold, f.Drain, f.Apply, f.Verify, f.Acks, f.HoldChanges = sw.Hold, sw.Drain, sw.Apply, sw.Verify, sw.Acks, sw.Changes
+	f.Hold, f.Drain, f.Apply, f.Verify, f.Record, f.Acks, f.HoldChanges = sw.Hold, sw.Drain, sw.Apply, sw.Verify, sw.Record, sw.Acks, sw.Changes
 }
 
 // RunDoubling runs the workload over four shards, doubles them to eight

@@ -79,8 +79,8 @@ func run(only string, verbose bool) error {
 func print(rep *reshardload.Report) bool {
 	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	for _, m := range rep.Moves {
-		fmt.Printf("  %s: copied %d rows (%.0f rows/s), catch-up lag %s; writes held %s (drain %s, last %d changes %s, verify %s, acks %s); %d rows cleaned\n",
-			m.ID, m.RowsCopied, m.CopyRowsPerSec, ms(m.CatchUpLag), ms(m.Hold), ms(m.Drain), m.HoldChanges, ms(m.Apply), ms(m.Verify), ms(m.Acks), m.CleanedRows)
+		fmt.Printf("  %s: copied %d rows (%.0f rows/s), catch-up lag %s; writes held %s (drain %s, last %d changes %s, verify %s, record %s, acks %s); %d rows cleaned\n",
+			m.ID, m.RowsCopied, m.CopyRowsPerSec, ms(m.CatchUpLag), ms(m.Hold), ms(m.Drain), m.HoldChanges, ms(m.Apply), ms(m.Verify), ms(m.Record), ms(m.Acks), m.CleanedRows)
 	}
 	fmt.Printf("  workload: %d creates, %d updates, %d deletes, %d reads (%d accepting a lag, %d by a column that is no shard key, on every shard); %d writes refused by the guard past the plugin's retries (nothing written), %d uncertain\n",
 		rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.ScatterReads, rep.Refused, rep.Uncertain)
