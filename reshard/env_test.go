@@ -117,6 +117,24 @@ func newEnv(t *testing.T, shards []string, owners []string) *env {
 	return e
 }
 
+// copiedMove makes the mover of mv with cfg, prepares the move and copies
+// its rows; each step must succeed.
+func (e *env) copiedMove(cfg Config, mv Move) *Mover {
+	e.t.Helper()
+	ctx := context.Background()
+	m, err := New(cfg, mv)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := m.Prepare(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := m.Copy(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
 func (e *env) config() Config {
 	c := Config{Tables: testTables, Store: e.store, ChunkRows: 100, PollInterval: 2 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}

@@ -73,16 +73,7 @@ func TestFreshnessWhenRecordsFail(t *testing.T) {
 		}
 		return ft.p.RecordWrite(ctx, tables...)
 	}
-	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Copy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := e.copiedMove(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
 	if _, err := m.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -61,16 +61,7 @@ func TestUnprivilegedMover(t *testing.T) {
 	if ok, err := mayReplicate(ctx, cfg.Shards[0].DB); err != nil || ok {
 		t.Fatalf("the role may replicate: %v %v", ok, err)
 	}
-	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Copy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := e.copiedMove(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
 	if _, err := e.db["s0"].Exec(`UPDATE orders SET status = 'caught' WHERE user_id = 9`); err != nil {
 		t.Fatal(err)
 	}

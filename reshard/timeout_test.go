@@ -21,16 +21,7 @@ func TestSwitchTimeout(t *testing.T) {
 	e.seed(newLedger(), 1, 400)
 	cfg := e.config()
 	cfg.SwitchTimeout = 300 * time.Millisecond
-	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Copy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := e.copiedMove(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
 	v0, _, _, _ := e.store.Load(ctx) // the copy announced the move: version v0.Version
 
 	// A transaction open on the source since before the fence.

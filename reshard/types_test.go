@@ -79,16 +79,7 @@ INSERT INTO orders (id, user_id, status, amount, price, attrs, raw, tags, blob, 
 	if _, err := e.db["s0"].Exec(`INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES (1000001, 1, 9, E'sku \'q\' "d"', -1), (1000001, 2, 9, NULL, NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Copy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := e.copiedMove(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
 	e.sameRows("s0", "s1", []int{1})
 	// Changes to catch up with, as the application makes them.
 	for _, s := range []string{

@@ -17,16 +17,7 @@ func TestVerifyDetectsCorruption(t *testing.T) {
 	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
 	e := newEnv(t, []string{"s0", "s1"}, owners)
 	e.seed(newLedger(), 1, 400)
-	m, err := New(e.config(), Move{Buckets: []int{1, 2}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Copy(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := e.copiedMove(e.config(), Move{Buckets: []int{1, 2}, From: "s0", To: "s1"})
 	if rep, err := m.Verify(ctx); err != nil || !rep.OK() || rep.Checked != 4 || rep.Rows == 0 {
 		t.Fatalf("Verify after the copy: %+v, %v", rep, err)
 	}
