@@ -513,25 +513,20 @@ func RunDoubling(ctx context.Context, env Env, opts Options) (*Report, error) {
 
 // underLoad runs moves (which returns once the moves are cleaned up)
 // while the worker processes run, after opts.Warmup; then, after
-// opts.Settle, stops the processes (stop), summarizes what they did and
-// checks where every row ended up.
+// opts.Settle, stops the processes (stop, called once whatever happens),
+// summarizes what they did and checks where every row ended up.
 func (c *cluster) underLoad(ctx context.Context, opts Options, rep *Report, stop func() ([]Result, error), moves func() error) error {
-	results, err := func() ([]Result, error) {
-		time.Sleep(opts.Warmup)
-		start := time.Now()
-		if err := moves(); err != nil {
-			return nil, err
-		}
-		end := time.Now()
-		time.Sleep(opts.Settle)
-		results, err := stop()
-		summarize(rep, results, start, end)
-		return results, err
-	}()
+	time.Sleep(opts.Warmup)
+	start := time.Now()
+	if err := moves(); err != nil {
+		stop()
+		return err
+	}
+	end := time.Now()
+	time.Sleep(opts.Settle)
+	results, err := stop()
+	summarize(rep, results, start, end)
 	if err != nil {
-		if results == nil {
-			stop()
-		}
 		return err
 	}
 	return c.finalCheck(ctx, rep, results)
