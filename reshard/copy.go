@@ -262,28 +262,6 @@ func deref(s *string) string {
 	return *s
 }
 
-// recordMoved publishes, during the switch's hold (after the last apply,
-// before the map is published), one write of every moved table on the
-// target. Its position is the target primary's at that moment, past every
-// copy chunk and catch-up batch, so once the map names the target no read
-// of a moved row goes to a replica that has not replayed them all, even
-// if an earlier recordWrite failed or a mover died between a commit and
-// its record. A failure fails the switch (it rolls back to catching up):
-// an earlier failure was seen by the mover's process only.
-func (m *Mover) recordMoved(ctx context.Context) error {
-	if m.dst.RecordWrite == nil {
-		return nil
-	}
-	tables := make([]string, len(m.cfg.Tables))
-	for i, t := range m.cfg.Tables {
-		tables[i] = t.Name
-	}
-	if err := m.dst.RecordWrite(ctx, tables...); err != nil {
-		return fmt.Errorf("reshard: move %s: publish the moved rows' position on %s: %w", m.mv.ID, m.dst.Name, err)
-	}
-	return nil
-}
-
 // recordWrite tells the target's freshread plugin about a committed write
 // as soon as it is made (the switch's recordMoved is the one that must
 // succeed).
