@@ -12,7 +12,8 @@ import (
 )
 
 // The catch-up reads the slot's changes (pg_logical_slot_peek_changes),
-// keeps the primary keys of the moving tables' changed rows, reads those
+// keeps the primary keys of the moving tables' changed rows, waits until
+// the source shows their transactions committed (visible.go), reads those
 // rows as they are now on the source, and on the target upserts the ones
 // in a moving bucket and deletes the others (within the moving buckets).
 // Whatever the order of the changes, this converges to the source's state;
@@ -41,17 +42,30 @@ type batch struct {
 	truncated []bool
 	changes   int64
 	end       walPos // the slot may advance to it once the batch is applied
+	// xids are the batch's transactions that changed a moving table: their
+	// rows are re-read once the source shows them committed.
+	xids []uint32
 }
 
 // parseBatch keeps the changed keys of the moving tables.
 func (m *Mover) parseBatch(rows []decodedRow) (*batch, error) {
 	b := &batch{keys: make([]map[string][]string, len(m.tables)), truncated: make([]bool, len(m.tables))}
+	touched := false // the current transaction changed a moving table
 	for _, r := range rows {
 		c, err := parseChange(r.data)
 		if err != nil {
 			return nil, err
 		}
 		b.end = r.lsn
+		if c.kind == changeCommit {
+			if touched {
+				if c.xid == 0 {
+					return nil, errDecode(r.data, "no transaction id")
+				}
+				b.xids = append(b.xids, c.xid)
+			}
+			touched = false
+		}
 		if c.kind == changeOther && strings.HasPrefix(r.data, "message:") {
 			// A non-transactional message's position is its start: confirm
 			// past it, or it comes back.
@@ -64,6 +78,7 @@ func (m *Mover) parseBatch(rows []decodedRow) (*batch, error) {
 			}
 			t := m.tables[ti]
 			b.changes++
+			touched = true
 			add := func(fields []field, what string) error {
 				vals, ok := keyOf(fields, pkNames(t))
 				if !ok {
@@ -110,6 +125,9 @@ func (m *Mover) tableOf(rel relName) int {
 // apply applies a batch to the target and returns the rows re-read.
 func (m *Mover) apply(ctx context.Context, b *batch) (int64, error) {
 	var rows int64
+	if err := m.awaitDecoded(ctx, b.xids); err != nil {
+		return rows, err
+	}
 	for i, t := range slices.Backward(m.tables) {
 		if b.truncated[i] {
 			if _, err := m.deleteMoving(ctx, m.dst, t, false, nil); err != nil {

@@ -2,14 +2,16 @@ package reshard
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
 // The output of PostgreSQL's built-in test_decoding plugin, one row per
 // change (contrib/test_decoding/test_decoding.c, PostgreSQL 14 to 17, with
-// include-xids off):
+// include-xids on: the mover waits until the decoded transactions are
+// visible before it re-reads their rows):
 //
-//	BEGIN
+//	BEGIN 1234
 //	table public.orders: INSERT: id[bigint]:1 user_id[bigint]:7 note[text]:'it''s' tags[text[]]:null
 //	table public.orders: UPDATE: id[bigint]:1 ...                       (key unchanged, REPLICA IDENTITY DEFAULT)
 //	table public.orders: UPDATE: old-key: id[bigint]:1 new-tuple: id[bigint]:2 ...
@@ -17,7 +19,7 @@ import (
 //	table public.orders: DELETE: (no-tuple-data)
 //	table public.orders, public.order_items: TRUNCATE: (no-flags)
 //	message: transactional: 1 prefix: x, sz: 3 content:abc
-//	COMMIT
+//	COMMIT 1234
 //
 // Identifiers are quote_identifier'd (double quotes, "" inside), types are
 // format_type names (which may hold spaces and brackets: "timestamp with
@@ -35,6 +37,9 @@ type change struct {
 	// identity, or of a DELETE; newTuple the new tuple of an INSERT or
 	// UPDATE. nil when absent (no-tuple-data).
 	oldKey, newTuple []field
+	// xid is a COMMIT's transaction id (32 bits, as printed); 0 when the
+	// row has none.
+	xid uint32
 }
 
 type changeKind int
@@ -75,8 +80,14 @@ func parseChange(data string) (change, error) {
 	switch {
 	case data == "BEGIN" || strings.HasPrefix(data, "BEGIN "):
 		return change{kind: changeOther}, nil
-	case data == "COMMIT" || strings.HasPrefix(data, "COMMIT "):
+	case data == "COMMIT":
 		return change{kind: changeCommit}, nil
+	case strings.HasPrefix(data, "COMMIT "):
+		xid, err := strconv.ParseUint(strings.TrimPrefix(data, "COMMIT "), 10, 32)
+		if err != nil || xid == 0 {
+			return change{}, errDecode(data, "malformed transaction id")
+		}
+		return change{kind: changeCommit, xid: uint32(xid)}, nil
 	case strings.HasPrefix(data, "message:"):
 		return change{kind: changeOther}, nil
 	case !strings.HasPrefix(data, "table "):

@@ -15,10 +15,12 @@ func TestParseChange(t *testing.T) {
 		tables []relName
 		oldKey []field
 		newTup []field
+		xid    uint32
 	}{
 		{in: "BEGIN", kind: changeOther},
 		{in: "BEGIN 1234", kind: changeOther},
 		{in: "COMMIT", kind: changeCommit},
+		{in: "COMMIT 4294967295", kind: changeCommit, xid: 4294967295},
 		{in: "message: transactional: 0 prefix: p, sz: 3 content:a b", kind: changeOther},
 		{
 			in:     `table public.orders: INSERT: id[bigint]:1 user_id[bigint]:-7 note[text]:'it''s a "test" new-tuple: x' tags[text[]]:null amount[numeric]:NaN ok[boolean]:true b[bit(3)]:B'101' ts[timestamp with time zone]:'2025-01-01 00:00:00+00'`,
@@ -70,13 +72,16 @@ func TestParseChange(t *testing.T) {
 			t.Errorf("parseChange(%q): %v", c.in, err)
 			continue
 		}
-		want := change{kind: c.kind, tables: c.tables, oldKey: c.oldKey, newTuple: c.newTup}
+		want := change{kind: c.kind, tables: c.tables, oldKey: c.oldKey, newTuple: c.newTup, xid: c.xid}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("parseChange(%q)\n got %+v\nwant %+v", c.in, got, want)
 		}
 	}
 	for _, bad := range []string{
 		"INSERT",
+		"COMMIT x",
+		"COMMIT 0",
+		"COMMIT 4294967296",
 		"table orders: INSERT: id[bigint]:1",
 		"table public.orders INSERT: id[bigint]:1",
 		"table public.orders: MERGE: id[bigint]:1",

@@ -330,6 +330,16 @@ func (m *Mover) prepare(ctx context.Context) error {
 	if err := m.at("prepare:slot"); err != nil {
 		return err
 	}
+	// A transaction that committed in the WAL before the slot's consistent
+	// point is not decoded, and may not be visible yet (visible.go): the
+	// copy must see it, so it waits for what runs now to end.
+	f, err := readInFlight(ctx, m.src.DB)
+	if err == nil {
+		err = awaitEnded(ctx, m.src.DB, f, m.cfg.PollInterval)
+	}
+	if err != nil {
+		return fmt.Errorf("reshard: move %s: wait for the transactions running on %s: %w", m.mv.ID, m.src.Name, err)
+	}
 	if _, err := m.dst.DB.ExecContext(ctx, `UPDATE `+m.stateTable()+` SET phase = $2, start_lsn = $3::pg_lsn, updated_at = now() WHERE move_id = $1`,
 		m.mv.ID, sharding.MoveCopying, start.String()); err != nil {
 		return fmt.Errorf("reshard: move %s: record the slot: %w", m.mv.ID, err)

@@ -102,7 +102,7 @@ func peekOnce(ctx context.Context, db *sql.DB, slot string, upto walPos, n int) 
 	if upto != 0 {
 		uptoArg = upto.String()
 	}
-	rows, err := db.QueryContext(ctx, `SELECT lsn::text, data FROM pg_logical_slot_peek_changes($1, $2::pg_lsn, $3, 'include-xids', '0', 'skip-empty-xacts', '1')`, slot, uptoArg, n)
+	rows, err := db.QueryContext(ctx, `SELECT lsn::text, data FROM pg_logical_slot_peek_changes($1, $2::pg_lsn, $3, 'include-xids', '1', 'skip-empty-xacts', '1')`, slot, uptoArg, n)
 	if err != nil {
 		return nil, err
 	}

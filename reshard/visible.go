@@ -1,0 +1,174 @@
+package reshard
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A transaction's changes can be decoded once its commit record is
+// flushed, but other sessions see them only once the transaction has left
+// the proc array. Between the two lie a moment, or as long as a
+// synchronous standby takes to confirm. A row re-read in that window is
+// the row as it was before the transaction, so:
+//
+//   - the catch-up waits, before it re-reads a batch's rows, until a
+//     snapshot of the source sees every transaction of the batch (a later
+//     snapshot then sees them too);
+//   - Prepare waits, once the slot exists, until every transaction that
+//     was running just after the slot's consistent point has ended: one
+//     that committed in the WAL before that point is not decoded, so the
+//     copy must see it.
+
+// pgSnapshot is a snapshot as pg_current_snapshot() prints it: full
+// (epoch-extended) transaction ids.
+type pgSnapshot struct {
+	xmin, xmax uint64
+	xip        []uint64
+}
+
+// parseSnapshot parses "xmin:xmax:xip,xip,...".
+func parseSnapshot(s string) (pgSnapshot, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q", s)
+	}
+	var snap pgSnapshot
+	var err error
+	if snap.xmin, err = strconv.ParseUint(parts[0], 10, 64); err != nil {
+		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: %w", s, err)
+	}
+	if snap.xmax, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
+		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: %w", s, err)
+	}
+	if parts[2] != "" {
+		for _, x := range strings.Split(parts[2], ",") {
+			v, err := strconv.ParseUint(x, 10, 64)
+			if err != nil {
+				return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: %w", s, err)
+			}
+			snap.xip = append(snap.xip, v)
+		}
+	}
+	if snap.xmin > snap.xmax {
+		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: xmin after xmax", s)
+	}
+	return snap, nil
+}
+
+// running reports whether the snapshot shows transaction x in progress.
+func (s pgSnapshot) running(x uint64) bool {
+	return x >= s.xmax || (x >= s.xmin && slices.Contains(s.xip, x))
+}
+
+// fullXid extends a 32-bit transaction id (as test_decoding prints it) to
+// the full id nearest to near: the decoded transactions are recent, far
+// closer than 2^31 ids to the snapshot's.
+func fullXid(near uint64, xid uint32) uint64 {
+	d := int64(int32(xid - uint32(near)))
+	if d < 0 && uint64(-d) > near {
+		return 0
+	}
+	return uint64(int64(near) + d)
+}
+
+// inFlight is the transactions that may have committed in the WAL without
+// being visible yet: those a snapshot shows running (xip), and every id
+// from its xmax up to an id assigned after it.
+type inFlight struct {
+	xip      []uint64
+	from, to uint64
+}
+
+// pendingIn returns one transaction of f that s still shows running.
+func (s pgSnapshot) pendingIn(f inFlight) (uint64, bool) {
+	for _, x := range f.xip {
+		if s.running(x) {
+			return x, true
+		}
+	}
+	if f.from < f.to {
+		if s.xmax < f.to {
+			return max(f.from, s.xmax), true
+		}
+		for _, x := range s.xip {
+			if x >= f.from && x < f.to {
+				return x, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// currentSnapshot reads a fresh snapshot of db.
+func currentSnapshot(ctx context.Context, db *sql.DB) (pgSnapshot, error) {
+	var text string
+	if err := db.QueryRowContext(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text); err != nil {
+		return pgSnapshot{}, err
+	}
+	return parseSnapshot(text)
+}
+
+// readInFlight returns the transactions running on db now.
+func readInFlight(ctx context.Context, db *sql.DB) (inFlight, error) {
+	s, err := currentSnapshot(ctx, db)
+	if err != nil {
+		return inFlight{}, err
+	}
+	var next string
+	if err := db.QueryRowContext(ctx, `SELECT pg_current_xact_id()::text`).Scan(&next); err != nil {
+		return inFlight{}, err
+	}
+	to, err := strconv.ParseUint(next, 10, 64)
+	if err != nil {
+		return inFlight{}, fmt.Errorf("reshard: malformed transaction id %q: %w", next, err)
+	}
+	return inFlight{xip: s.xip, from: s.xmax, to: to}, nil
+}
+
+// awaitEnded waits until a snapshot of db shows none of f running,
+// looking again every interval.
+func awaitEnded(ctx context.Context, db *sql.DB, f inFlight, interval time.Duration) error {
+	for {
+		s, err := currentSnapshot(ctx, db)
+		if err != nil {
+			return err
+		}
+		x, pending := s.pendingIn(f)
+		if !pending {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("transaction %d still running: %w", x, ctx.Err())
+		case <-time.After(interval):
+		}
+	}
+}
+
+// awaitDecoded waits until a snapshot of the source sees every
+// transaction of xids committed (the slot decoded their commits).
+func (m *Mover) awaitDecoded(ctx context.Context, xids []uint32) error {
+	if len(xids) == 0 {
+		return nil
+	}
+	s, err := currentSnapshot(ctx, m.src.DB)
+	if err != nil {
+		return fmt.Errorf("reshard: move %s: read a snapshot of %s: %w", m.mv.ID, m.src.Name, err)
+	}
+	f := inFlight{xip: make([]uint64, len(xids))}
+	for i, x := range xids {
+		f.xip[i] = fullXid(s.xmax, x)
+	}
+	if _, pending := s.pendingIn(f); !pending {
+		return nil
+	}
+	if err := awaitEnded(ctx, m.src.DB, f, m.cfg.PollInterval); err != nil {
+		return fmt.Errorf("reshard: move %s: wait until the decoded transactions are visible on %s: %w", m.mv.ID, m.src.Name, err)
+	}
+	return nil
+}
