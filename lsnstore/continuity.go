@@ -123,6 +123,35 @@ func (rr *RedisReader) WritePositions(ctx context.Context, sets [][]string) ([]P
 	return rr.writePositions(ctx, sets, rr)
 }
 
+// Invalidator is implemented by stores that several processes share
+// (Redis). A process calls Invalidate when a write committed but may be
+// missing from the store: its position could not be read after the
+// commit (the primary went down just after COMMIT) or not be published.
+// Every reader of the store then treats it as after a loss
+// (ErrDiscontinuity until its next Verify, then the loss floor: the
+// primary's position read after the Verify, past the write), so no
+// process reads the write stale, whatever its own store says.
+type Invalidator interface {
+	Invalidate(ctx context.Context) error
+}
+
+var _ Invalidator = (*Redis)(nil)
+
+// Invalidate implements Invalidator: it deletes the anchor, which every
+// read's MGET checks and the next Verify replaces (Changed). One round
+// trip.
+func (r *Redis) Invalidate(ctx context.Context) error {
+	if r.err != nil {
+		return r.err
+	}
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
+	if err := r.rdb.Del(ctx, r.anchorKey).Err(); err != nil {
+		return fmt.Errorf("lsnstore: redis invalidate: %w", err)
+	}
+	return nil
+}
+
 // anchorScript returns the anchor: "<run_id>:<evicted_keys>:<random>".
 // It replaces it with a new one (ARGV[1] random) when it is missing
 // (restart without persistence, FLUSHALL, eviction), when the server is

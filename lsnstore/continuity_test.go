@@ -131,6 +131,30 @@ func TestRedisFlushIsADiscontinuity(t *testing.T) {
 	acceptNew(t, other)
 }
 
+// TestRedisInvalidateIsADiscontinuity: a process that committed a write
+// it could not publish invalidates the store; every reader, its own
+// included, sees a discontinuity in its next read and a changed epoch at
+// its next Verify, while the positions themselves are kept.
+func TestRedisInvalidateIsADiscontinuity(t *testing.T) {
+	_, rdb := redisClient(t)
+	s := reader(newTestRedis(rdb, RedisOptions{Database: uniqueDB("inv")}))
+	acceptNew(t, s)
+	other := reader(s.Redis)
+	acceptNew(t, other)
+	raiseOK(t, s, []string{"t"}, 9)
+	wantContinuous(t, other, "before Invalidate")
+	if err := s.Invalidate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantDiscontinuity(t, s, "after Invalidate, the invalidating reader")
+	wantDiscontinuity(t, other, "after Invalidate, another reader")
+	acceptNew(t, other) // Changed
+	checkWrite(t, other, []string{"t"}, 9)
+	wantDiscontinuity(t, s, "anchor replaced by another reader")
+	acceptNew(t, s)
+	wantContinuous(t, s, "accepted again")
+}
+
 // TestRedisRestartIsADiscontinuity: a server restarted without
 // persistence comes back empty with a new run_id.
 func TestRedisRestartIsADiscontinuity(t *testing.T) {

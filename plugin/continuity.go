@@ -52,7 +52,7 @@ func (p *Plugin) verifyStore(ctx context.Context) (lsnstore.Epoch, bool) {
 func (p *Plugin) acceptStore(ctx context.Context, e lsnstore.Epoch, ins lsnstore.Position, now time.Time) {
 	if e.Changed {
 		if p.lossPart != nil || p.verifiedOnce {
-			p.cfg.Logger.WarnContext(ctx, "freshread: the position store may have lost positions (restarted empty, flushed, failed over or evicting); table reads wait for replicas that have replayed the primary's current position", "position", ins.String())
+			p.cfg.Logger.WarnContext(ctx, "freshread: the position store may have lost positions (restarted empty, flushed, failed over or evicting), or a process could not publish a write (lsnstore.Invalidator); table reads wait for replicas that have replayed the primary's current position", "position", ins.String())
 			p.stats.discontinuities.Add(1)
 		}
 		floor := ins

@@ -129,7 +129,9 @@ func (t *trackedTx) Commit() error {
 	}
 	if err := t.Tx.Commit(); err != nil {
 		if w := t.takeWritten(); !w.empty() && commitOutcomeUnknown(err) {
-			t.p.pending.add(w)
+			ctx, cancel := publishContext(t.ctx)
+			t.p.unpublished(ctx, w)
+			cancel()
 		}
 		return err
 	}
@@ -160,7 +162,9 @@ func (t *trackedTx) commitFolded() error {
 		}
 		return nil
 	case !w.empty() && commitOutcomeUnknown(err):
-		t.p.pending.add(w)
+		ctx, cancel := publishContext(t.ctx)
+		t.p.unpublished(ctx, w)
+		cancel()
 	}
 	return err
 }

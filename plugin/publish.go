@@ -106,7 +106,7 @@ func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Positio
 	}
 	if err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the primary's position after commit; reads go to the primary until it is published", "err", err)
-		p.pending.add(w)
+		p.unpublished(ctx, w)
 		return
 	}
 	if s := SessionFrom(ctx); s != nil {
@@ -114,7 +114,26 @@ func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Positio
 	}
 	if err := p.raise(ctx, w, pos); err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot publish write position; this process reads from the primary until it is", "err", err)
-		p.pending.add(w)
+		p.unpublished(ctx, w)
+	}
+}
+
+// unpublished keeps w, committed (or perhaps committed) but missing from
+// the store, pending in this process, and tells the other processes
+// sharing the store (lsnstore.Invalidator): until their pollers have
+// verified the store again and taken the primary's position, past the
+// write, as their floor, they read from the primary. It runs before the
+// commit returns, so no read that begins after the write was acknowledged
+// can miss it. A store that cannot be told (down, partitioned) leaves the
+// other processes' reads to their own view of it: docs/reliability.md.
+func (p *Plugin) unpublished(ctx context.Context, w writeSet) {
+	p.pending.add(w)
+	inv, ok := p.cfg.Store.(lsnstore.Invalidator)
+	if !ok {
+		return
+	}
+	if err := inv.Invalidate(ctx); err != nil {
+		p.cfg.Logger.WarnContext(ctx, "freshread: cannot tell the other processes of a write missing from the position store; they may read it stale until it is published", "err", err)
 	}
 }
 

@@ -21,7 +21,8 @@ import (
 //
 // When the position cannot be read or the store refuses it, the write is
 // kept pending (this process reads from the primary until the poller
-// publishes it, as after a failed publish) and the error is returned.
+// publishes it, and the other processes sharing the store are told, as
+// after a failed publish) and the error is returned.
 // With the tracker daemon in logical mode (docs/tracker.md) such writes
 // are published anyway, from the decoded WAL; RecordWrite closes the
 // window before the tracker has decoded them.
@@ -39,7 +40,7 @@ func (p *Plugin) RecordWrite(ctx context.Context, tables ...string) error {
 	defer cancel()
 	pos, err := p.currentPosition(ctx)
 	if err != nil {
-		p.pending.add(w)
+		p.unpublished(ctx, w)
 		return fmt.Errorf("plugin: record write: read the primary's position: %w", err)
 	}
 	if s := SessionFrom(ctx); s != nil {
@@ -47,7 +48,7 @@ func (p *Plugin) RecordWrite(ctx context.Context, tables ...string) error {
 		s.raise(p.cluster, pos)
 	}
 	if err := p.raise(ctx, w, pos); err != nil {
-		p.pending.add(w)
+		p.unpublished(ctx, w)
 		return fmt.Errorf("plugin: record write: publish: %w", err)
 	}
 	return nil
