@@ -132,7 +132,11 @@ func (p *Plugin) unpublished(ctx context.Context, w writeSet) {
 	if !ok {
 		return
 	}
-	if err := inv.Invalidate(ctx); err != nil {
+	// Its own context: the caller's may be spent on the position read that
+	// failed (a primary that hung after COMMIT), and Redis may answer.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	if err := inv.Invalidate(ictx); err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot tell the other processes of a write missing from the position store; they may read it stale until it is published", "err", err)
 	}
 }

@@ -294,8 +294,15 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, args []a
 	if end, commit := txEnd(query); end {
 		w := s.txWritten
 		s.inTx, s.txWritten = false, writeSet{}
-		if commit && err == nil && !w.empty() {
+		switch {
+		case !commit || w.empty():
+		case err == nil:
 			s.p.publish(ctx, w)
+		case commitOutcomeUnknown(err):
+			// It may have committed: as a trackedTx's Commit does.
+			pctx, cancel := publishContext(ctx)
+			s.p.unpublished(pctx, w)
+			cancel()
 		}
 		return
 	}

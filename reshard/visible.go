@@ -130,8 +130,12 @@ func readInFlight(ctx context.Context, db *sql.DB) (inFlight, error) {
 	return inFlight{xip: s.xip, from: s.xmax, to: to}, nil
 }
 
+// maxAwaitInterval bounds awaitEnded's back-off.
+const maxAwaitInterval = 200 * time.Millisecond
+
 // awaitEnded waits until a snapshot of db shows none of f running,
-// looking again every interval.
+// looking again after interval, then less and less often (up to
+// maxAwaitInterval): a long transaction is not polled 200 times a second.
 func awaitEnded(ctx context.Context, db *sql.DB, f inFlight, interval time.Duration) error {
 	for {
 		s, err := currentSnapshot(ctx, db)
@@ -144,10 +148,26 @@ func awaitEnded(ctx context.Context, db *sql.DB, f inFlight, interval time.Durat
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("transaction %d still running: %w", x, ctx.Err())
+			return fmt.Errorf("transaction %d still running%s: %w", x, holderOf(db, x), ctx.Err())
 		case <-time.After(interval):
 		}
+		interval = min(2*interval, max(interval, maxAwaitInterval))
 	}
+}
+
+// holderOf describes the session running transaction x, for an error
+// (best effort: "" when it cannot be found).
+func holderOf(db *sql.DB, x uint64) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var pid int
+	var datname, app, state sql.NullString
+	err := db.QueryRowContext(ctx, `SELECT pid, datname, application_name, state FROM pg_stat_activity WHERE backend_xid::text = $1`,
+		strconv.FormatUint(x&0xffffffff, 10)).Scan(&pid, &datname, &app, &state)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (pid %d on database %q, application %q, %s)", pid, datname.String, app.String, state.String)
 }
 
 // awaitDecoded waits until a snapshot of the source sees every

@@ -170,8 +170,8 @@ func TestAwaitEndedWaitsForHeldCommit(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if err := awaitEnded(short, e.db["s0"], f, 5*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "still running") {
-		t.Fatalf("awaitEnded with a commit held: %v, want it to wait until its context ends", err)
+	if err := awaitEnded(short, e.db["s0"], f, 5*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "still running (pid ") {
+		t.Fatalf("awaitEnded with a commit held: %v, want it to wait until its context ends and name the session", err)
 	}
 	if err := h.release(); err != nil {
 		t.Fatal(err)
