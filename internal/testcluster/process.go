@@ -230,16 +230,6 @@ func (s *server) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("testcluster: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // waitPort waits until something accepts connections on 127.0.0.1:port, or
 // the server exits, or ctx ends.
 func waitPort(ctx context.Context, s *server, port int) error {

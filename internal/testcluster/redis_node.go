@@ -96,16 +96,6 @@ func startNodes(ctx context.Context, nodes ...redisNode) error {
 	return errors.Join(all...)
 }
 
-// freePortOn returns a TCP port on host that was free a moment ago.
-func freePortOn(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("testcluster: find a free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // closeNodes closes the nodes that were made.
 func closeNodes(nodes ...redisNode) error {
 	var errs []error
