@@ -2,6 +2,7 @@ package reshard
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,7 @@ type heldCommit struct {
 	e         *env
 	s         string
 	committed chan error
+	probed    chan error // the probe commit that waited
 	released  bool
 }
 
@@ -27,12 +29,15 @@ func (e *env) holdCommit(s string, stmts ...string) *heldCommit {
 	e.t.Helper()
 	ctx := context.Background()
 	h := &heldCommit{e: e, s: s, committed: make(chan error, 1)}
-	conn, err := e.db[s].Conn(ctx)
-	if err != nil {
+	if _, err := e.db[s].Exec(`CREATE TABLE IF NOT EXISTS freshread_sync_probe (x int)`); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { conn.Close() })
-	if _, err := conn.ExecContext(ctx, `SET synchronous_commit = remote_apply`); err != nil {
+	conn, probe := e.syncConn(s), e.syncConn(s)
+	var pid, probePid int
+	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := probe.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&probePid); err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { h.release() })
@@ -44,11 +49,31 @@ func (e *env) holdCommit(s string, stmts ...string) *heldCommit {
 	if err := h.setStandby("*"); err != nil {
 		e.t.Fatal(err)
 	}
-	// The session has read the new setting once SHOW says so.
+	// A backend sees the setting once SHOW says so, but its commits wait
+	// only once the checkpointer has read it too: until a probe's commit
+	// waits for the standby, probe again.
 	waitFor(e.t, "the session to read the configuration", func() (bool, error) {
 		var v string
 		err := conn.QueryRowContext(ctx, `SHOW synchronous_standby_names`).Scan(&v)
 		return v == "*", err
+	})
+	waitFor(e.t, "a probe's commit to wait for the standby", func() (bool, error) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := probe.ExecContext(ctx, `INSERT INTO freshread_sync_probe VALUES (1)`)
+			done <- err
+		}()
+		for {
+			select {
+			case err := <-done:
+				return false, err // committed without waiting: not yet
+			case <-time.After(20 * time.Millisecond):
+			}
+			if e.syncWaiting(s, probePid) {
+				h.probed = done
+				return true, nil
+			}
+		}
 	})
 	go func() {
 		h.committed <- func() error {
@@ -66,11 +91,32 @@ func (e *env) holdCommit(s string, stmts ...string) *heldCommit {
 		}()
 	}()
 	waitFor(e.t, "the commit to wait for the standby", func() (bool, error) {
-		var n int
-		err := e.db[s].QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND datname = current_database()`).Scan(&n)
-		return n == 1, err
+		return e.syncWaiting(s, pid), nil
 	})
 	return h
+}
+
+// syncConn is a session of shard s whose commits wait until a synchronous
+// standby has applied them.
+func (e *env) syncConn(s string) *sql.Conn {
+	e.t.Helper()
+	conn, err := e.db[s].Conn(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(context.Background(), `SET synchronous_commit = remote_apply`); err != nil {
+		e.t.Fatal(err)
+	}
+	return conn
+}
+
+// syncWaiting reports whether backend pid of shard s waits for the
+// synchronous standby.
+func (e *env) syncWaiting(s string, pid int) bool {
+	var n int
+	err := e.db[s].QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'`, pid).Scan(&n)
+	return err == nil && n == 1
 }
 
 func (h *heldCommit) setStandby(names string) error {
@@ -95,6 +141,11 @@ func (h *heldCommit) release() error {
 	}
 	if err != nil {
 		return err
+	}
+	if h.probed != nil {
+		if err := <-h.probed; err != nil {
+			return fmt.Errorf("the probe: %w", err)
+		}
 	}
 	return <-h.committed
 }
