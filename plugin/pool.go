@@ -129,9 +129,7 @@ func (t *trackedTx) Commit() error {
 	}
 	if err := t.Tx.Commit(); err != nil {
 		if w := t.takeWritten(); !w.empty() && commitOutcomeUnknown(err) {
-			ctx, cancel := publishContext(t.ctx)
-			t.p.unpublished(ctx, w)
-			cancel()
+			t.p.unpublished(t.ctx, w)
 		}
 		return err
 	}
@@ -162,9 +160,7 @@ func (t *trackedTx) commitFolded() error {
 		}
 		return nil
 	case !w.empty() && commitOutcomeUnknown(err):
-		ctx, cancel := publishContext(t.ctx)
-		t.p.unpublished(ctx, w)
-		cancel()
+		t.p.unpublished(t.ctx, w)
 	}
 	return err
 }

@@ -132,8 +132,9 @@ func (p *Plugin) unpublished(ctx context.Context, w writeSet) {
 	if !ok {
 		return
 	}
-	// Its own context: the caller's may be spent on the position read that
-	// failed (a primary that hung after COMMIT), and Redis may answer.
+	// Its own context: the caller's may be cancelled, or spent on the
+	// position read that failed (a primary that hung after COMMIT), and
+	// Redis may answer.
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
 	if err := inv.Invalidate(ictx); err != nil {

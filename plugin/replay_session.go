@@ -300,9 +300,7 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, args []a
 			s.p.publish(ctx, w)
 		case commitOutcomeUnknown(err):
 			// It may have committed: as a trackedTx's Commit does.
-			pctx, cancel := publishContext(ctx)
-			s.p.unpublished(pctx, w)
-			cancel()
+			s.p.unpublished(ctx, w)
 		}
 		return
 	}
