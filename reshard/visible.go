@@ -37,23 +37,19 @@ func parseSnapshot(s string) (pgSnapshot, error) {
 	if len(parts) != 3 {
 		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q", s)
 	}
-	var snap pgSnapshot
-	var err error
-	if snap.xmin, err = strconv.ParseUint(parts[0], 10, 64); err != nil {
-		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: %w", s, err)
-	}
-	if snap.xmax, err = strconv.ParseUint(parts[1], 10, 64); err != nil {
-		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: %w", s, err)
-	}
+	ids := parts[:2]
 	if parts[2] != "" {
-		for _, x := range strings.Split(parts[2], ",") {
-			v, err := strconv.ParseUint(x, 10, 64)
-			if err != nil {
-				return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: %w", s, err)
-			}
-			snap.xip = append(snap.xip, v)
-		}
+		ids = append(ids, strings.Split(parts[2], ",")...)
 	}
+	vals := make([]uint64, len(ids))
+	for i, x := range ids {
+		v, err := strconv.ParseUint(x, 10, 64)
+		if err != nil {
+			return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: %w", s, err)
+		}
+		vals[i] = v
+	}
+	snap := pgSnapshot{xmin: vals[0], xmax: vals[1], xip: vals[2:]}
 	if snap.xmin > snap.xmax {
 		return pgSnapshot{}, fmt.Errorf("reshard: malformed snapshot %q: xmin after xmax", s)
 	}
@@ -133,17 +129,23 @@ func readInFlight(ctx context.Context, db *sql.DB) (inFlight, error) {
 // maxAwaitInterval bounds awaitEnded's back-off.
 const maxAwaitInterval = 200 * time.Millisecond
 
-// awaitEnded waits until a snapshot of db shows none of f running,
-// looking again after interval, then less and less often (up to
-// maxAwaitInterval): a long transaction is not polled 200 times a second.
+// awaitEnded waits until a snapshot of db shows none of f running.
 func awaitEnded(ctx context.Context, db *sql.DB, f inFlight, interval time.Duration) error {
+	return awaitSnapshot(ctx, db, interval, func(s pgSnapshot) (uint64, bool) { return s.pendingIn(f) })
+}
+
+// awaitSnapshot reads snapshots of db until pending finds no transaction
+// still running in one, looking again after interval, then less and less
+// often (up to maxAwaitInterval): a long transaction is not polled 200
+// times a second.
+func awaitSnapshot(ctx context.Context, db *sql.DB, interval time.Duration, pending func(pgSnapshot) (uint64, bool)) error {
 	for {
 		s, err := currentSnapshot(ctx, db)
 		if err != nil {
 			return err
 		}
-		x, pending := s.pendingIn(f)
-		if !pending {
+		x, running := pending(s)
+		if !running {
 			return nil
 		}
 		select {
@@ -171,23 +173,21 @@ func holderOf(db *sql.DB, x uint64) string {
 }
 
 // awaitDecoded waits until a snapshot of the source sees every
-// transaction of xids committed (the slot decoded their commits).
+// transaction of xids committed (the slot decoded their commits). One
+// query when they all are.
 func (m *Mover) awaitDecoded(ctx context.Context, xids []uint32) error {
 	if len(xids) == 0 {
 		return nil
 	}
-	s, err := currentSnapshot(ctx, m.src.DB)
+	err := awaitSnapshot(ctx, m.src.DB, m.cfg.PollInterval, func(s pgSnapshot) (uint64, bool) {
+		for _, x := range xids {
+			if full := fullXid(s.xmax, x); s.running(full) {
+				return full, true
+			}
+		}
+		return 0, false
+	})
 	if err != nil {
-		return fmt.Errorf("reshard: move %s: read a snapshot of %s: %w", m.mv.ID, m.src.Name, err)
-	}
-	f := inFlight{xip: make([]uint64, len(xids))}
-	for i, x := range xids {
-		f.xip[i] = fullXid(s.xmax, x)
-	}
-	if _, pending := s.pendingIn(f); !pending {
-		return nil
-	}
-	if err := awaitEnded(ctx, m.src.DB, f, m.cfg.PollInterval); err != nil {
 		return fmt.Errorf("reshard: move %s: wait until the decoded transactions are visible on %s: %w", m.mv.ID, m.src.Name, err)
 	}
 	return nil
