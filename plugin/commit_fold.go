@@ -192,5 +192,6 @@ func (t *trackedTx) closeFolded(end func(context.Context, *pgconn.PgConn) (lsnst
 		pos, err = end(ctx, pgc)
 		return err
 	})
+	t.closeStmts() // on the connection, before it goes back to the pool
 	return pos, err
 }

@@ -62,8 +62,11 @@ type Plugin struct {
 	evictionWarning   sync.Once
 	pending           pendingWrites
 	// foldCommit: transactions the plugin begins fold the position read
-	// into their COMMIT (commit_fold.go).
+	// into their COMMIT (commit_fold.go); stmtSQL is the SQL of statements
+	// prepared on the primary, for their prepared statements
+	// (folded_stmt.go).
 	foldCommit bool
+	stmtSQL    stmtSQL
 	// tick is closed and replaced after every poll, waking MaxWait waiters.
 	tick atomic.Pointer[chan struct{}]
 
@@ -175,8 +178,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		eng, p.engine = hb, hb
 	}
 	// With pgx and native positions, transactions read the position in
-	// their COMMIT's round trip (commit_fold.go). GORM's prepared pool
-	// binds its statements to a *sql.Tx, so it keeps the plain path.
+	// their COMMIT's round trip (commit_fold.go). A prepared pool made at
+	// Open (gorm.Config.PrepareStmt) keeps the plain *sql.Tx: it may hold
+	// statements prepared before the plugin could remember their SQL
+	// (folded_stmt.go); one made by a Session later folds.
 	_, native := eng.(pgEngine)
 	p.foldCommit = native && prepared == nil && foldsCommit(ctx, sqlDB)
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {

@@ -44,6 +44,16 @@ func (pp *primaryPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.C
 	return &trackedTx{Tx: tx, ctx: ctx, p: pp.p}, nil
 }
 
+// PrepareContext prepares on the primary and, when transactions fold
+// their commit, remembers the statement's SQL for them (folded_stmt.go).
+func (pp *primaryPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	s, err := pp.db.PrepareContext(ctx, query)
+	if err == nil && pp.p.foldCommit {
+		pp.p.stmtSQL.remember(s, query)
+	}
+	return s, err
+}
+
 // GetDBConn keeps db.DB() working (SetMaxOpenConns and the like).
 func (pp *primaryPool) GetDBConn() (*sql.DB, error) { return pp.db, nil }
 
@@ -52,7 +62,7 @@ func (pp *primaryPool) GetDBConn() (*sql.DB, error) { return pp.db, nil }
 // It runs either as a *sql.Tx, or, folded (commit_fold.go), on a
 // *sql.Conn whose COMMIT also reads the position.
 type trackedTx struct {
-	*sql.Tx // nil when folded; it also gives GORM's prepared pool StmtContext
+	*sql.Tx // nil when folded
 	ctx     context.Context
 	p       *Plugin
 
@@ -65,6 +75,10 @@ type trackedTx struct {
 
 	mu      sync.Mutex
 	written writeSet
+	// stmts (folded) maps the statements GORM's prepared pool ran in the
+	// transaction to their preparation on its connection (folded_stmt.go);
+	// a statement prepared on the connection maps to itself.
+	stmts map[*sql.Stmt]*sql.Stmt
 }
 
 var (
@@ -95,10 +109,30 @@ func (t *trackedTx) QueryRowContext(ctx context.Context, query string, args ...a
 }
 
 func (t *trackedTx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	if t.conn != nil {
-		return t.conn.PrepareContext(ctx, query)
+	if t.conn == nil {
+		return t.Tx.PrepareContext(ctx, query)
 	}
-	return t.Tx.PrepareContext(ctx, query)
+	s, err := t.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	t.p.stmtSQL.remember(s, query) // GORM may run it in later transactions
+	t.mu.Lock()
+	if t.stmts == nil {
+		t.stmts = make(map[*sql.Stmt]*sql.Stmt)
+	}
+	t.stmts[s] = s
+	t.mu.Unlock()
+	return s, nil
+}
+
+// StmtContext binds a statement prepared elsewhere to the transaction
+// (gorm.Tx): GORM's prepared pool runs its cached statements through it.
+func (t *trackedTx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
+	if t.conn == nil {
+		return t.Tx.StmtContext(ctx, stmt)
+	}
+	return t.foldedStmt(ctx, stmt)
 }
 
 // mark records that a statement of the transaction writes tables (nil:
