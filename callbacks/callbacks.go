@@ -10,6 +10,7 @@ import (
 // Names of the callbacks freshread registers.
 const (
 	Route   = "freshread:route"
+	Primary = "freshread:write_on_primary"
 	Mark    = "freshread:mark_write"
 	MarkKey = "freshread:mark_write_keys"
 	Publish = "freshread:publish_autocommit"
@@ -26,6 +27,10 @@ type Freshness interface {
 	// RouteRead chooses Statement.ConnPool for a Query or Row statement,
 	// and records the write of raw SQL that writes.
 	RouteRead(db *gorm.DB)
+	// WriteOnPrimary puts a Create, Update, Delete or Exec on the primary
+	// when its Statement.ConnPool is a replica's, inherited from a read
+	// made on the same statement.
+	WriteOnPrimary(db *gorm.DB)
 	// MarkModelWrite records the table a Create, Update or Delete writes.
 	MarkModelWrite(db *gorm.DB)
 	// MarkModelKeys, once the statement has run, records which of the
@@ -53,6 +58,13 @@ func RegisterFreshness(db *gorm.DB, f Freshness) error {
 		cb.Query().After("gorm:after_query").Register(Publish, f.PublishAutocommit),
 		cb.Query().After("gorm:query").Before("gorm:preload").Register(Retry, f.RetryOnPrimary),
 		cb.Row().After("gorm:row").Register(Publish, f.PublishAutocommit),
+
+		// First, before gorm:begin_transaction (absent with
+		// SkipDefaultTransaction) begins on the statement's pool.
+		cb.Create().Before("*").Register(Primary, f.WriteOnPrimary),
+		cb.Update().Before("*").Register(Primary, f.WriteOnPrimary),
+		cb.Delete().Before("*").Register(Primary, f.WriteOnPrimary),
+		cb.Raw().Before("*").Register(Primary, f.WriteOnPrimary),
 
 		cb.Create().After("gorm:begin_transaction").Before("gorm:before_create").Register(Mark, f.MarkModelWrite),
 		cb.Update().After("gorm:begin_transaction").Before("gorm:before_update").Register(Mark, f.MarkModelWrite),

@@ -8,14 +8,19 @@
 //
 //	Query:  freshread:route ─ gorm:query ─ freshread:retry_on_primary ─ gorm:preload ─ gorm:after_query ─ freshread:publish_autocommit
 //	Row:    freshread:route ─ gorm:row ─ freshread:publish_autocommit
-//	Create: gorm:begin_transaction ─ freshread:mark_write ─ gorm:before_create … gorm:create ─ freshread:mark_write_keys … gorm:commit_or_rollback_transaction ─ freshread:publish_autocommit
+//	Create: freshread:write_on_primary ─ gorm:begin_transaction ─ freshread:mark_write ─ gorm:before_create … gorm:create ─ freshread:mark_write_keys … gorm:commit_or_rollback_transaction ─ freshread:publish_autocommit
 //	Update, Delete: as Create
-//	Raw:    freshread:mark_write ─ gorm:raw ─ freshread:publish_autocommit ─ freshread:relearn_after_ddl
+//	Raw:    freshread:write_on_primary ─ freshread:mark_write ─ gorm:raw ─ freshread:publish_autocommit ─ freshread:relearn_after_ddl
 //
 // What each does to the Statement:
 //
 //   - route (first in Query and Row) sets Statement.ConnPool to a replica
 //     or the primary; for raw SQL that writes it records the write.
+//   - write_on_primary (first in Create, Update, Delete and Raw) sets
+//     Statement.ConnPool back to the primary when the statement inherited
+//     a replica's from a read (a chain reused after Find, or a Session
+//     taken from it): GORM copies Statement.ConnPool into statements
+//     derived from it, and only the read chains are routed.
 //   - mark_write records the tables written on the transaction GORM just
 //     began (Statement.ConnPool, a transaction whose Commit publishes), or,
 //     outside one, in Statement.Settings for publish_autocommit.

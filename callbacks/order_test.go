@@ -39,6 +39,7 @@ func (tr *trace) add(name string, db *gorm.DB) {
 type freshness struct{ tr *trace }
 
 func (f freshness) RouteRead(db *gorm.DB)         { f.tr.add(Route, db) }
+func (f freshness) WriteOnPrimary(db *gorm.DB)    { f.tr.add(Primary, db) }
 func (f freshness) MarkModelWrite(db *gorm.DB)    { f.tr.add(Mark, db) }
 func (f freshness) MarkModelKeys(db *gorm.DB)     { f.tr.add(MarkKey, db) }
 func (f freshness) MarkRawWrite(db *gorm.DB)      { f.tr.add(Mark, db) }
@@ -124,12 +125,12 @@ func TestOrderFreshnessAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOrders(t, "freshness alone", runAll(t, db, tr, "notes"), map[Chain][]string{
-		Create: {Mark, MarkKey + "(sql)", Publish + "(sql)"},
+		Create: {Primary, Mark, MarkKey + "(sql)", Publish + "(sql)"},
 		Query:  {Route, Retry + "(sql)", Publish + "(sql)"},
 		Row:    {Route + "(sql)", Publish + "(sql)"}, // raw SQL: built before the chain
-		Update: {Mark, MarkKey + "(sql)", Publish + "(sql)"},
-		Delete: {Mark, MarkKey + "(sql)", Publish + "(sql)"},
-		Raw:    {Mark + "(sql)", Publish + "(sql)", Relearn + "(sql)"},
+		Update: {Primary, Mark, MarkKey + "(sql)", Publish + "(sql)"},
+		Delete: {Primary, Mark, MarkKey + "(sql)", Publish + "(sql)"},
+		Raw:    {Primary + "(sql)", Mark + "(sql)", Publish + "(sql)", Relearn + "(sql)"},
 	})
 }
 
@@ -148,19 +149,19 @@ func TestOrderOnOneStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOrders(t, "sharded table", runAll(t, db, tr, "orders"), map[Chain][]string{
-		Create: {ShardRoute + "/create", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
+		Create: {ShardRoute + "/create", Primary + "(parked)", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
 		Query:  {ShardRoute + "/query", Route + "(parked)", Retry + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
 		Row:    {ShardRoute + "/row(sql)", Route + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
-		Update: {ShardRoute + "/update", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
-		Delete: {ShardRoute + "/delete", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
-		Raw:    {ShardRoute + "/raw(sql)", Mark + "(parked)", Publish + "(parked)", Relearn + "(parked)", ShardFinish + "(parked)"},
+		Update: {ShardRoute + "/update", Primary + "(parked)", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
+		Delete: {ShardRoute + "/delete", Primary + "(parked)", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
+		Raw:    {ShardRoute + "/raw(sql)", Primary + "(parked)", Mark + "(parked)", Publish + "(parked)", Relearn + "(parked)", ShardFinish + "(parked)"},
 	})
 	checkOrders(t, "unsharded table", runAll(t, db, tr, "notes"), map[Chain][]string{
-		Create: {ShardRoute + "/create", Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
+		Create: {ShardRoute + "/create", Primary, Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
 		Query:  {ShardRoute + "/query", Route, Retry + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
 		Row:    {ShardRoute + "/row(sql)", Route + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
-		Update: {ShardRoute + "/update", Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
-		Delete: {ShardRoute + "/delete", Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
-		Raw:    {ShardRoute + "/raw(sql)", Mark + "(sql)", Publish + "(sql)", Relearn + "(sql)", ShardFinish + "(sql)"},
+		Update: {ShardRoute + "/update", Primary, Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
+		Delete: {ShardRoute + "/delete", Primary, Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
+		Raw:    {ShardRoute + "/raw(sql)", Primary + "(sql)", Mark + "(sql)", Publish + "(sql)", Relearn + "(sql)", ShardFinish + "(sql)"},
 	})
 }

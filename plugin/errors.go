@@ -20,5 +20,16 @@ var (
 	ErrNotInstalled = errors.New("plugin: not installed on a *gorm.DB")
 )
 
+// ErrWriteOnReplica is returned by a statement that would write on a
+// replica: it is refused before it is sent. Writes are put on the primary
+// before they run, whatever pool their statement inherited from a read; a
+// statement that still reaches a replica's pool with a write is a bug
+// (freshread's or another plugin's), and a replica that accepts writes
+// (MariaDB or MySQL without read_only) would silently diverge.
+var ErrWriteOnReplica = errors.New("plugin: write refused on a replica")
+
+// IsWriteOnReplica reports whether err is a write refused on a replica.
+func IsWriteOnReplica(err error) bool { return errors.Is(err, ErrWriteOnReplica) }
+
 // IsConfig reports whether err is an invalid configuration.
 func IsConfig(err error) bool { return errors.Is(err, ErrConfig) }

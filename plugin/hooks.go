@@ -1,6 +1,9 @@
 package plugin
 
 import (
+	"context"
+	"fmt"
+
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/callbacks"
@@ -19,6 +22,7 @@ type hooks struct{ p *Plugin }
 var _ callbacks.Freshness = hooks{}
 
 func (h hooks) RouteRead(db *gorm.DB)         { h.p.routeRead(db) }
+func (h hooks) WriteOnPrimary(db *gorm.DB)    { h.p.writeOnPrimary(db) }
 func (h hooks) MarkModelWrite(db *gorm.DB)    { h.p.markModelWrite(db) }
 func (h hooks) MarkModelKeys(db *gorm.DB)     { h.p.markModelKeys(db) }
 func (h hooks) MarkRawWrite(db *gorm.DB)      { h.p.markRawWrite(db) }
@@ -45,12 +49,54 @@ func (p *Plugin) retryOnPrimary(db *gorm.DB) {
 	}
 }
 
+// writeOnPrimary puts a write on the primary when its statement carries a
+// replica's pool: GORM copies Statement.ConnPool into every statement
+// derived from one (a chain reused after Find, a Session taken from it,
+// the statements of an association), and only the read chains route.
+func (p *Plugin) writeOnPrimary(db *gorm.DB) {
+	if onReplica(db.Statement.ConnPool) {
+		db.Statement.ConnPool = db.ConnPool
+	}
+}
+
+// onReplica reports whether pool is one of the replica pools reads are
+// routed to.
+func onReplica(pool gorm.ConnPool) bool {
+	switch pool.(type) {
+	case *replicaPool, *overlapPool:
+		return true
+	}
+	return false
+}
+
+// refuseWrite is the error of a write that reached replica r's pool (r
+// nil: unknown), logged: it is a bug, never a routing decision.
+func (p *Plugin) refuseWrite(ctx context.Context, r *replica) error {
+	name := "?"
+	if r != nil {
+		name = r.name
+	}
+	err := fmt.Errorf("%w %q", ErrWriteOnReplica, name)
+	p.cfg.Logger.ErrorContext(ctx, "freshread: a write reached a replica's pool; refused before it was sent", "replica", name)
+	return err
+}
+
 // markModelWrite records the table a Create/Update/Delete writes. With
 // KeyedPositions, a write of a table with an integer key records the
 // table's position alone (lsnstore.KeyedTable); markModelKeys adds the
 // keys or the unkeyed position once the statement has run.
 func (p *Plugin) markModelWrite(db *gorm.DB) {
 	if db.Error != nil {
+		return
+	}
+	if onReplica(db.Statement.ConnPool) {
+		// Put there after writeOnPrimary (by another callback): refused
+		// before the statement is sent.
+		var r *replica
+		if rp, ok := db.Statement.ConnPool.(*replicaPool); ok {
+			r = rp.r
+		}
+		db.AddError(p.refuseWrite(db.Statement.Context, r))
 		return
 	}
 	var tables []string // nil: unknown, the database-wide position

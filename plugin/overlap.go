@@ -155,6 +155,11 @@ func (o *overlapPool) ExecContext(ctx context.Context, query string, args ...any
 	return o.primary.ExecContext(ctx, query, args...)
 }
 
+// BeginTx begins on the primary (replicaPool.BeginTx).
+func (o *overlapPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
+	return o.p.primary.BeginTx(ctx, opts)
+}
+
 func (o *overlapPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
 	return o.decide(ctx).PrepareContext(ctx, query)
 }

@@ -24,7 +24,10 @@ type Plugin struct {
 	cfg Config
 
 	primaryDB *sql.DB
-	cluster   uint64 // the primary's system identifier
+	// primary is the primary's pool the plugin installed: transactions
+	// begun from a replica's pool begin there (pool.go).
+	primary *primaryPool
+	cluster uint64 // the primary's system identifier
 	replicas  []*replica
 	// deps is the dependency graph (dependents.go), and depSrc the graphs
 	// it merges.
@@ -203,6 +206,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 
 	pool := &primaryPool{ConnPool: sqlDB, db: sqlDB, p: p}
+	p.primary = pool
 	if prepared != nil {
 		// GORM's prepared-statement pool begins transactions through
 		// ours (a ConnPoolBeginner) and wraps the trackedTx.

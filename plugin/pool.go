@@ -260,11 +260,27 @@ func (w writeSet) empty() bool { return !w.unknown && len(w.tables) == 0 }
 
 // replicaPool is a replica's pool that retries a read on the primary once
 // when the replica fails with a connection error or a recovery conflict.
-// Writes never reach it.
+// Writes never reach it: the write chains put their statement on the
+// primary first (writeOnPrimary), an Exec on it is refused, and a
+// transaction begun from it (a session derived from a statement routed to
+// a replica) begins on the primary.
 type replicaPool struct {
 	gorm.ConnPool
 	r *replica
 	p *Plugin
+}
+
+var _ gorm.ConnPoolBeginner = (*replicaPool)(nil)
+
+// ExecContext refuses: nothing the plugin routes to a replica executes.
+func (rp *replicaPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return nil, rp.p.refuseWrite(ctx, rp.r)
+}
+
+// BeginTx begins on the primary, as the statement's *gorm.DB would have
+// before a read put a replica's pool on it.
+func (rp *replicaPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
+	return rp.p.primary.BeginTx(ctx, opts)
 }
 
 func (rp *replicaPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
