@@ -26,9 +26,9 @@ type Plugin struct {
 	primaryDB *sql.DB
 	// primary is the primary's pool the plugin installed: transactions
 	// begun from a replica's pool begin there (pool.go).
-	primary *primaryPool
-	cluster uint64 // the primary's system identifier
-	replicas  []*replica
+	primary  *primaryPool
+	cluster  uint64 // the primary's system identifier
+	replicas []*replica
 	// deps is the dependency graph (dependents.go), and depSrc the graphs
 	// it merges.
 	deps   atomic.Pointer[depGraph]
