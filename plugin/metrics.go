@@ -20,6 +20,8 @@ import (
 //	freshread_store_discontinuities_total       times the position store was found to have lost positions (restart, flush, failover, eviction)
 //	freshread_overlap_discarded_total           replica queries started before the store answered whose rows were discarded (Config.SequentialLookup)
 //	freshread_store_eviction_possible           1 when the store's Redis may evict position keys (maxmemory with an evicting policy), 0 when not; absent when unknown
+//	freshread_reads_unknown_tables_total        reads whose tables could not all be named (a join or FROM written as SQL, raw SQL the
+//	                                            classifier cannot name every table of): they waited for the database-wide position
 func (p *Plugin) Collector() prometheus.Collector { return collector{p} }
 
 var (
@@ -32,6 +34,7 @@ var (
 	descLosses      = prometheus.NewDesc("freshread_store_discontinuities_total", "Times the position store was found to have lost positions (restart, flush, failover, eviction).", nil, nil)
 	descDiscarded   = prometheus.NewDesc("freshread_overlap_discarded_total", "Replica queries started before the store answered whose rows were discarded because the replica turned out not to be fresh enough.", nil, nil)
 	descEviction    = prometheus.NewDesc("freshread_store_eviction_possible", "1 when the position store's Redis may evict position keys (maxmemory with an evicting policy).", nil, nil)
+	descUnknown     = prometheus.NewDesc("freshread_reads_unknown_tables_total", "Reads whose tables could not all be named; they waited for the database-wide position.", nil, nil)
 )
 
 type collector struct{ p *Plugin }
@@ -46,6 +49,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLosses
 	ch <- descDiscarded
 	ch <- descEviction
+	ch <- descUnknown
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -93,6 +97,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, pending)
 	ch <- prometheus.MustNewConstMetric(descLosses, prometheus.CounterValue, float64(p.stats.discontinuities.Load()))
 	ch <- prometheus.MustNewConstMetric(descDiscarded, prometheus.CounterValue, float64(p.stats.overlapDiscarded.Load()))
+	ch <- prometheus.MustNewConstMetric(descUnknown, prometheus.CounterValue, float64(p.stats.unknownTables.Load()))
 	switch p.evictionRisk.Load() {
 	case evictionYes:
 		ch <- prometheus.MustNewConstMetric(descEviction, prometheus.GaugeValue, 1)

@@ -84,10 +84,11 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 			p.toPrimary(db, ReasonLocking, nil)
 			return
 		}
-		tables, known = statementTables(stmt)
+		tables, known = statementTables(stmt, p.classifier)
 	}
 	if !known {
 		tables = nil
+		p.stats.unknownTables.Add(1)
 	}
 
 	if _, ok := stmt.Settings.Load(dbresolverWrite); ok {

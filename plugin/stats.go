@@ -35,6 +35,9 @@ type stats struct {
 	// overlapDiscarded counts replica queries started before the store
 	// answered whose rows were discarded (overlap.go).
 	overlapDiscarded atomic.Uint64
+	// unknownTables counts reads whose tables could not all be named
+	// (route.go): they wait for the database-wide position.
+	unknownTables atomic.Uint64
 }
 
 // storeBucketBounds are the upper bounds of the store latency buckets.

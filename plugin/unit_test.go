@@ -1,15 +1,18 @@
 package plugin
 
 import (
-	"github.com/freshread/freshread/classify"
+	"database/sql"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 
+	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -51,6 +54,11 @@ type Customer struct {
 	Name string
 }
 
+type Payment struct {
+	ID      uint
+	OrderID uint
+}
+
 type Order struct {
 	ID         uint
 	CustomerID uint
@@ -88,6 +96,57 @@ func TestStatementTables(t *testing.T) {
 		// The catalog waits for the last schema change too.
 		{"catalog table", func(d *gorm.DB) *gorm.DB { return d.Table("information_schema.tables") }, []string{"tables", lsnstore.Schema}},
 		{"catalog table alias", func(d *gorm.DB) *gorm.DB { return d.Table(`"pg_catalog"."pg_class" c`) }, []string{"pg_class", lsnstore.Schema}},
+		// Subqueries written as text in a condition are read too.
+		{"text subquery", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Where("customer_id IN (SELECT id FROM customers WHERE name = ?)", "x")
+		}, []string{"orders", "customers"}},
+		{"text exists", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Where("EXISTS (select 1 from payments p WHERE p.order_id = orders.id)")
+		}, []string{"orders", "payments"}},
+		{"text named subquery", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Where("customer_id IN (SELECT id FROM customers WHERE name = @name)", sql.Named("name", "x"))
+		}, []string{"orders", "customers"}},
+		{"text having subquery", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Group("customer_id").Having("count(*) > (SELECT count(*) FROM payments)")
+		}, []string{"orders", "payments"}},
+		{"text condition without subquery", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Where("lower(table_name) = ? OR selected = ?", "x", true)
+		}, []string{"orders"}},
+		{"text subquery that writes", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Where("id IN (SELECT nextval('s'))")
+		}, nil},
+		{"select column subquery", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Select("id, (SELECT count(*) FROM payments) AS n")
+		}, []string{"orders", "payments"}},
+		{"order subquery", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Order("(SELECT max(id) FROM payments)")
+		}, []string{"orders", "payments"}},
+		{"select subquery not a read", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Select("id, (SELECT setval('s', 1)) AS n")
+		}, nil},
+		{"relation join with conditions", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Order{}).Joins("Customer", d.Where(&Customer{Name: "x"}).Where("id IN (?)", d.Model(&Payment{}).Select("order_id")))
+		}, []string{"orders", "customers", "payments"}},
+		// GORM builds many2many association reads as a clause.From.
+		{"from joins", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Customer{}).Clauses(clause.From{
+				Tables: []clause.Table{{Name: clause.CurrentTable}},
+				Joins: []clause.Join{{
+					Type:  clause.InnerJoin,
+					Table: clause.Table{Name: "customer_tags"},
+					ON:    clause.Where{Exprs: []clause.Expression{clause.Eq{Column: clause.Column{Table: "customer_tags", Name: "customer_id"}, Value: clause.PrimaryColumn}}},
+				}},
+			})
+		}, []string{"customers", "customer_tags"}},
+		{"from tables", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Customer{}).Clauses(clause.From{Tables: []clause.Table{{Name: "customers"}, {Name: "orders o", Raw: true}}})
+		}, []string{"customers", "orders"}},
+		{"from raw join", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Customer{}).Clauses(clause.From{Joins: []clause.Join{{Expression: clause.Expr{SQL: "JOIN payments ON true"}}}})
+		}, nil},
+		{"from raw table", func(d *gorm.DB) *gorm.DB {
+			return d.Model(&Customer{}).Clauses(clause.From{Tables: []clause.Table{{Name: "(SELECT 1) x", Raw: true}}})
+		}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,7 +160,7 @@ func TestStatementTables(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, known = statementTables(stmt)
+			got, known = statementTables(stmt, classify.New(classify.Config{Dialect: classify.Postgres}))
 			if c.want == nil {
 				if known {
 					t.Fatalf("tables %v known, want unknown", got)
@@ -109,6 +168,7 @@ func TestStatementTables(t *testing.T) {
 				return
 			}
 			sort.Strings(got)
+			got = slices.Compact(got) // a table named twice is looked up once either way
 			want := append([]string(nil), c.want...)
 			sort.Strings(want)
 			if !known || !reflect.DeepEqual(got, want) {
