@@ -102,12 +102,7 @@ func TestWritesNeverOnReplica(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			for i, w := range inheritedWrites {
 				t.Run(w.name, func(t *testing.T) {
-					var e *env
-					if engine == "postgres" {
-						e = newEnv(t)
-					} else {
-						e = newMariaEnv(t)
-					}
+					e := newEngineEnv(t, engine)
 					runInheritedWrite(t, e, w, uint(i+1))
 				})
 			}
@@ -188,12 +183,7 @@ func itemName(t *testing.T, db *gorm.DB, id uint) string {
 func TestWriteOnReplicaPoolRefused(t *testing.T) {
 	for _, engine := range []string{"postgres", "mariadb"} {
 		t.Run(engine, func(t *testing.T) {
-			var e *env
-			if engine == "postgres" {
-				e = newEnv(t)
-			} else {
-				e = newMariaEnv(t)
-			}
+			e := newEngineEnv(t, engine)
 			if err := e.db.Create(&Item{ID: 1, Name: "old", Version: 1}).Error; err != nil {
 				t.Fatal(err)
 			}

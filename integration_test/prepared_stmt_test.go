@@ -38,12 +38,7 @@ func TestPreparedSessionWritePaths(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			for i, wp := range preparedWritePaths() {
 				t.Run(wp.name, func(t *testing.T) {
-					var e *env
-					if engine == "postgres" {
-						e = newEnv(t)
-					} else {
-						e = newMariaEnv(t)
-					}
+					e := newEngineEnv(t, engine)
 					runWritePath(t, e, wp, uint(i+1))
 				})
 			}

@@ -29,12 +29,7 @@ type Book struct {
 func TestReadTablesFromClauses(t *testing.T) {
 	for _, engine := range []string{"postgres", "mariadb"} {
 		t.Run(engine, func(t *testing.T) {
-			var e *env
-			if engine == "postgres" {
-				e = newEnv(t)
-			} else {
-				e = newMariaEnv(t)
-			}
+			e := newEngineEnv(t, engine)
 			if err := e.db.AutoMigrate(&Shelf{}, &Book{}); err != nil {
 				t.Fatal(err)
 			}

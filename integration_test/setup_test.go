@@ -134,6 +134,15 @@ func newMariaEnv(t *testing.T, opts ...envOpt) *env {
 	return newEnvOn(t, mariaCluster{testcluster.MariaDBFor(t)}, nil, opts...)
 }
 
+// newEngineEnv is newEnv ("postgres") or newMariaEnv ("mariadb").
+func newEngineEnv(t *testing.T, engine string, opts ...envOpt) *env {
+	t.Helper()
+	if engine == "mariadb" {
+		return newMariaEnv(t, opts...)
+	}
+	return newEnv(t, opts...)
+}
+
 func newEnvOn(t *testing.T, c cluster, pg *testcluster.Postgres, opts ...envOpt) *env {
 	t.Helper()
 	e := &env{t: t, c: c, pg: pg, dbName: c.createDatabase(t)}
