@@ -328,8 +328,11 @@ func (c *cluster) processes(ctx context.Context, initial []string) (stop func() 
 			errs = append(errs, err)
 		}()
 	}
-	// Ready once every process follows the map (has acknowledged it).
-	deadline := time.Now().Add(time.Minute)
+	// Ready once every process follows the map (has acknowledged it). A
+	// slow machine only makes this slower: it fails when no further
+	// process has come to follow the map for two minutes.
+	const stall = 2 * time.Minute
+	deadline, best := time.Now().Add(stall), 0
 	for {
 		cs, err := c.store.Clients(ctx)
 		if err != nil {
@@ -344,8 +347,11 @@ func (c *cluster) processes(ctx context.Context, initial []string) (stop func() 
 		if live >= c.opts.Processes {
 			break
 		}
+		if live > best {
+			deadline, best = time.Now().Add(stall), live
+		}
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("reshardload: %d of %d worker processes follow the map after a minute", live, c.opts.Processes))
+			return fail(fmt.Errorf("reshardload: %d of %d worker processes follow the bucket map, and none more came to for %s (a worker that cannot load the map logs why; FRESHREAD_DOCKER=0 runs the servers as local processes)", live, c.opts.Processes, stall))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -129,7 +129,10 @@ func buildTestImage(ctx context.Context) (string, error) {
 		return "", buildError(base, err)
 	}
 	defer res.Body.Close()
-	if err := readBuildStream(res.Body); err != nil {
+	fmt.Fprintf(os.Stderr, "testcluster: building %s from %s (PostgreSQL, MariaDB and Redis from Debian's packages; about a minute on 2 cores)\n", tag, base)
+	progress := newBuildProgress(os.Stderr, start)
+	defer progress.stop()
+	if err := readBuildStream(res.Body, progress.step); err != nil {
 		return "", buildError(base, err)
 	}
 	if _, err := cli.ImageInspect(ctx, tag); err != nil {
@@ -150,7 +153,8 @@ func buildError(base string, err error) error {
 
 // readBuildStream reads the engine's build output (JSON messages) to the
 // end and returns the error it reports, with the last lines of output.
-func readBuildStream(r io.Reader) error {
+// step, when not nil, is called with each "Step N/M : ..." line.
+func readBuildStream(r io.Reader, step func(string)) error {
 	dec := json.NewDecoder(r)
 	var tail []string
 	for {
@@ -168,6 +172,9 @@ func readBuildStream(r io.Reader) error {
 			return fmt.Errorf("read build output: %w", err)
 		}
 		if s := strings.TrimSpace(msg.Stream); s != "" {
+			if step != nil && strings.HasPrefix(s, "Step ") {
+				step(s)
+			}
 			tail = append(tail, s)
 			if len(tail) > 15 {
 				tail = tail[1:]
@@ -178,3 +185,51 @@ func readBuildStream(r io.Reader) error {
 		}
 	}
 }
+
+// buildProgress prints a build's steps with the time since start, and,
+// while a step runs, a line every 10 s, so that a build is never silent
+// for long.
+type buildProgress struct {
+	w     io.Writer
+	start time.Time
+	mu    sync.Mutex
+	cur   string
+	done  chan struct{}
+}
+
+func newBuildProgress(w io.Writer, start time.Time) *buildProgress {
+	p := &buildProgress{w: w, start: start, done: make(chan struct{})}
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+				p.mu.Lock()
+				if p.cur != "" {
+					fmt.Fprintf(p.w, "testcluster:   ... still at %s (%s)\n", p.cur, time.Since(p.start).Round(time.Second))
+				}
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return p
+}
+
+// step records and prints the step the build is at.
+func (p *buildProgress) step(line string) {
+	if i := strings.Index(line, " : "); i > 0 {
+		line = line[:i] + ": " + line[i+3:]
+	}
+	if len(line) > 100 {
+		line = line[:100] + "..."
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur = strings.SplitN(line, ":", 2)[0]
+	fmt.Fprintf(p.w, "testcluster:   %s (%s)\n", line, time.Since(p.start).Round(time.Second))
+}
+
+func (p *buildProgress) stop() { close(p.done) }

@@ -54,7 +54,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		names = append(names, fmt.Sprintf("replica%d", i))
 	}
 	for _, name := range names {
-		port, err := freePort()
+		port, err := freePortOn(bindIP)
 		if err != nil {
 			return nil, err
 		}

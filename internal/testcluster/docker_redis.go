@@ -24,7 +24,8 @@ func startDockerRedis(ctx context.Context, args []string) (redisBackend, error) 
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	host, bindIP = onGateway(ctx, "bridge", host, bindIP) // the container is on the default network
+	port, err := freePortOn(bindIP)
 	if err != nil {
 		return nil, err
 	}

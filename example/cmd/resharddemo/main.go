@@ -35,7 +35,7 @@ func main() {
 }
 
 func run(only string, verbose bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // a bound on a hung demo, not a speed test
 	defer cancel()
 	pg, err := testcluster.SharedPostgres()
 	if err != nil {
