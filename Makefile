@@ -39,9 +39,9 @@ deps:
 ## (freshness, then a trigger-written table with the tracker), then the
 ## sharded order service, then growing it online (reshard-demo).
 demo: servers
-	$(GO) run ./example/cmd/demo
-	$(GO) run ./example/cmd/sharddemo
-	$(GO) run ./example/cmd/resharddemo
+	@t=$$(date +%s); $(GO) run ./example/cmd/demo && echo "make demo: freshness demo passed in $$(($$(date +%s) - t)) s"
+	@t=$$(date +%s); $(GO) run ./example/cmd/sharddemo && echo "make demo: sharding demo passed in $$(($$(date +%s) - t)) s"
+	@t=$$(date +%s); $(GO) run ./example/cmd/resharddemo && echo "make demo: resharding demo passed in $$(($$(date +%s) - t)) s"
 
 ## reshard-demo: three worker processes write and read through a 4 -> 8
 ## doubling and a migration from one database; checks every read and
