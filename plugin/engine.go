@@ -66,9 +66,9 @@ func engineFor(ctx context.Context, dialector string, primary *sql.DB) (engine, 
 			return nil, fmt.Errorf("plugin: read the server version: %w", err)
 		}
 		if strings.Contains(strings.ToLower(version), "mariadb") {
-			return &mariaEngine{mysqlFamily: mysqlFamily{mariadbReplication}}, nil
+			return &mariaEngine{mysqlFamily: mysqlFamily{replication: mariadbReplication, monitor: "SLAVE MONITOR"}}, nil
 		}
-		return &mysqlEngine{mysqlFamily: mysqlFamily{mysqlReplication}}, nil
+		return &mysqlEngine{mysqlFamily: mysqlFamily{replication: mysqlReplication, monitor: "REPLICATION CLIENT"}}, nil
 	}
 	return nil, fmt.Errorf("%w: dialector %q is not supported (postgres, mysql)", ErrConfig, dialector)
 }

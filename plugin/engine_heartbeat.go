@@ -151,3 +151,17 @@ func (h *heartbeatEngine) replicationStatus(ctx context.Context, replica *sql.DB
 	}
 	return replicationStatus{}, errUnsupportedByEngine
 }
+
+func (h *heartbeatEngine) monitorPrivilege() string {
+	if pp, ok := h.engine.(privilegeProber); ok {
+		return pp.monitorPrivilege()
+	}
+	return ""
+}
+
+func (h *heartbeatEngine) probeTxWatch(ctx context.Context, primary *sql.DB) error {
+	if pp, ok := h.engine.(privilegeProber); ok {
+		return pp.probeTxWatch(ctx, primary)
+	}
+	return nil
+}

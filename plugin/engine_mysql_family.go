@@ -21,6 +21,13 @@ import (
 // foreign transaction is followed. Only positions differ.
 type mysqlFamily struct {
 	replication replicationColumns // SHOW SLAVE STATUS or SHOW REPLICA STATUS
+	monitor     string             // the privilege the status statement needs
+}
+
+func (f mysqlFamily) monitorPrivilege() string { return f.monitor }
+
+func (mysqlFamily) probeTxWatch(ctx context.Context, primary *sql.DB) error {
+	return mysqlProbeTxWatch(ctx, primary)
 }
 
 func (mysqlFamily) dialectorName() string     { return "mysql" }

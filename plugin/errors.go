@@ -28,6 +28,20 @@ var (
 // (MariaDB or MySQL without read_only) would silently diverge.
 var ErrWriteOnReplica = errors.New("plugin: write refused on a replica")
 
+// ErrForeignTransaction is returned by a write inside a transaction the
+// plugin did not begin (db.Connection, then Begin on the pinned
+// connection) when the plugin cannot follow such a transaction to its
+// commit: on MariaDB and MySQL that needs the PROCESS privilege
+// (information_schema.INNODB_TRX). The write is refused before it is sent:
+// published without its commit being seen, it could be read stale. The
+// error names the GRANT; db.Transaction and Begin on the *gorm.DB are not
+// affected.
+var ErrForeignTransaction = errors.New("plugin: write in a transaction the plugin cannot follow")
+
+// IsForeignTransaction reports whether err is a write refused because its
+// transaction cannot be followed.
+func IsForeignTransaction(err error) bool { return errors.Is(err, ErrForeignTransaction) }
+
 // IsWriteOnReplica reports whether err is a write refused on a replica.
 func IsWriteOnReplica(err error) bool { return errors.Is(err, ErrWriteOnReplica) }
 

@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -47,6 +49,10 @@ type foreignKey struct{ stmt *gorm.Statement }
 // pending like an unpublished one, and published at the next poll, which
 // may come before the commit: logged once.
 func (p *Plugin) holdForeignWrite(db *gorm.DB, tables []string) {
+	if p.foreignTxDenied != nil {
+		db.AddError(fmt.Errorf("%w: %v", ErrForeignTransaction, p.foreignTxDenied))
+		return
+	}
 	var w writeSet
 	w.add(tables)
 	if _, ok := p.engine.(txWatcher); !ok {
@@ -67,10 +73,15 @@ func (p *Plugin) holdForeignWrite(db *gorm.DB, tables []string) {
 // transaction is gone), the write is pending like an unpublished one.
 func (p *Plugin) identifyForeignWrite(db *gorm.DB, fw *foreignWrite) {
 	tw := p.engine.(txWatcher)
-	if id, err := tw.txID(db.Statement.Context, db.Statement.ConnPool); err == nil {
+	id, err := tw.txID(db.Statement.Context, db.Statement.ConnPool)
+	if err == nil {
 		fw.id.Store(&id)
 		return
 	}
+	// A privilege revoked since Initialize (checkForeignTxPrivilege), a
+	// table outside InnoDB (its write is committed already), or an
+	// INNODB_TRX cache that other readers keep from refreshing.
+	p.cfg.Logger.Warn("freshread: cannot identify a transaction not begun through the plugin; its write is published at the next poll, which may come before it commits", "err", err)
 	p.pending.release(fw)
 }
 
@@ -123,14 +134,40 @@ func (pgEngine) txEnded(ctx context.Context, primary *sql.DB, id string) (bool, 
 // INNODB_TRX from a cache that it refreshes only when the previous read is
 // more than 0.1 s old, so the plugin asks at most every
 // mysqlTxCheckInterval; a monitor that reads INNODB_TRX more often than
-// every 0.1 s freezes the cache, and the write stays held (this process
-// then reads from the primary) until it stops.
+// every 0.1 s freezes the cache: a transaction it lists stays held (this
+// process then reads from the primary) until the monitor stops, and one it
+// does not list yet cannot be identified (below).
 const mysqlTxCheckInterval = 250 * time.Millisecond
+
+// The cache also makes the first read after a write ambiguous: a cache
+// refreshed before the transaction started (by anyone's read less than
+// 0.1 s earlier: another process's poller, its start-up check) does not
+// list it yet. Every InnoDB transaction is listed once the cache is
+// refreshed, so mysqlTxID asks again after the cache's refresh interval,
+// up to mysqlTxIDTries times, instead of taking a missing row for a
+// transaction that wrote nothing.
+const (
+	mysqlTxIDTries = 8
+	mysqlTxIDRetry = 110 * time.Millisecond // past InnoDB's 0.1 s
+)
 
 func mysqlTxID(ctx context.Context, q gorm.ConnPool) (string, error) {
 	var id string
-	err := q.QueryRowContext(ctx, "SELECT trx_id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()").Scan(&id)
-	return id, err
+	var err error
+	for try := 0; try < mysqlTxIDTries; try++ {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(mysqlTxIDRetry):
+			}
+		}
+		err = q.QueryRowContext(ctx, "SELECT trx_id FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()").Scan(&id)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return id, err
+		}
+	}
+	return "", err
 }
 
 func mysqlTxEnded(ctx context.Context, primary *sql.DB, id string) (bool, error) {

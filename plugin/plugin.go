@@ -86,6 +86,9 @@ type Plugin struct {
 	lastPublishedAt      time.Time
 
 	foreignTxWarning sync.Once
+	// foreignTxDenied says why foreign transactions cannot be followed
+	// (a privilege the primary refuses, privileges.go); nil when they can.
+	foreignTxDenied error
 
 	// randomPolicy: Config.Policy is dbresolver's RandomPolicy (the
 	// default), picked without allocating.
@@ -163,6 +166,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.engine = eng
+	p.checkForeignTxPrivilege(ctx, sqlDB)
 	p.depSrc.learn = pgDependents
 	if eng.dialect() == classify.MySQL {
 		p.depSrc.learn = depgraph.AnalyzeMySQL
@@ -283,9 +287,13 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 	r := &replica{name: rc.Name, db: sqlDB}
 	r.pool = &replicaPool{ConnPool: sqlDB, r: r, p: p}
 	r.state.Store(&replicaState{})
-	if isReplica, err := p.engine.isReplica(ctx, sqlDB); err == nil && !isReplica {
+	isReplica, err := p.engine.isReplica(ctx, sqlDB)
+	switch {
+	case err == nil && !isReplica:
 		sqlDB.Close()
 		return nil, fmt.Errorf("%w: %q does not replicate from a primary (it is a primary itself)", ErrNotReplica, rc.Name)
+	case err != nil && privilegeDenied(err):
+		p.warnReplicaPrivilege(ctx, r, err)
 	}
 	return r, nil
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"database/sql"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,9 @@ type replica struct {
 	// replicating: replicatingUnknown, replicatingNo or replicatingYes,
 	// from the engine's replication status (checkReplication).
 	replicating atomic.Int32
+	// privilegeWarning: the replica's status cannot be read for lack of a
+	// privilege, said once (privileges.go).
+	privilegeWarning sync.Once
 }
 
 // replicaState is one poll's result. A cached position is only ever older

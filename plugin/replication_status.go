@@ -96,6 +96,9 @@ func (p *Plugin) checkReplication(ctx context.Context, now time.Time) {
 	for _, r := range p.replicas {
 		st, err := rr.replicationStatus(ctx, r.db)
 		if err != nil {
+			if privilegeDenied(err) {
+				p.warnReplicaPrivilege(ctx, r, err)
+			}
 			continue // the replica did not answer: the position poll marks it down
 		}
 		was := r.replicating.Swap(replicatingState(st.running))
