@@ -15,7 +15,7 @@ import (
 // store on a Redis Cluster; with the replicas paused, a row written by one
 // is read fresh by the other before, during and after a failover of the
 // master holding the store's slot, and by a process started after it; once
-// the replicas catch up, reads return to them (issue 19).
+// the replicas catch up, reads return to them.
 func TestRedisClusterFailoverNeverReadStale(t *testing.T) {
 	checkClusterFault(t, false, func(ctx context.Context, c *testcluster.RedisCluster, tag string) (func(context.Context) error, error) {
 		return func(ctx context.Context) error { _, err := c.Failover(ctx, tag); return err }, nil

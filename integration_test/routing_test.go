@@ -453,7 +453,7 @@ func TestConnectionStaysPinned(t *testing.T) {
 // Redis, a Cluster or Sentinel: the GET sees the write (replay paused;
 // every read of the session waits for its write, so the primary), and a
 // request without the cookie still reads an untouched table from a
-// replica (issue 19).
+// replica.
 func TestMiddlewareTwoProcessesRedisDeployments(t *testing.T) {
 	for _, d := range testcluster.RedisDeployments() {
 		t.Run(d.Name, func(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 // shards), legacy orders route through the cached lookup (an IN list of
 // them answered by the cache), and, with replay paused, an order updated
 // by ID alone is read fresh from its shard's primary while an untouched
-// shard reads from a replica (issue 19).
+// shard reads from a replica.
 func TestShardingRedisDeployments(t *testing.T) {
 	for _, d := range testcluster.RedisDeployments() {
 		t.Run(d.Name, func(t *testing.T) { checkShardingOnRedis(t, d.Client(t)) })

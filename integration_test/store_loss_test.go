@@ -309,7 +309,7 @@ func TestSentinelFailoverNeverReadsStale(t *testing.T) {
 // TestSentinelCoordinatedFailoverNeverReadsStale is the same through a
 // failover asked of a sentinel (SENTINEL FAILOVER) instead of a crash:
 // the promoted replica lacks the raise, and the old master, now its
-// replica, loses it too (issue 19).
+// replica, loses it too.
 func TestSentinelCoordinatedFailoverNeverReadsStale(t *testing.T) {
 	checkSentinelFailover(t, newEnv, (*testcluster.RedisSentinel).Failover)
 }

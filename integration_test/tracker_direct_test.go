@@ -173,7 +173,7 @@ func TestTrackerDirectWriteLogical(t *testing.T) {
 // TestTrackerDirectWriteRedisDeployments is TestTrackerDirectWriteLogical
 // with the tracker and the plugins sharing a store on a Redis Cluster and
 // behind Sentinel: the tracker's raise of a direct write and its decoded
-// position reach the plugins there too (issue 19).
+// position reach the plugins there too.
 func TestTrackerDirectWriteRedisDeployments(t *testing.T) {
 	for _, d := range testcluster.RedisDeployments() {
 		if d.Name == "Standalone" {

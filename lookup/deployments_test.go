@@ -51,7 +51,7 @@ func checkCachedINList(t *testing.T, s *Store) {
 
 // TestCachedINListDeployments runs checkCachedINList on a single Redis, a
 // Redis Cluster (where one MGET of the list fails with CROSSSLOT) and a
-// Sentinel setup (issue 19).
+// Sentinel setup.
 func TestCachedINListDeployments(t *testing.T) {
 	for _, d := range testcluster.RedisDeployments() {
 		t.Run(d.Name, func(t *testing.T) {

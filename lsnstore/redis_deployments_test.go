@@ -10,7 +10,7 @@ import (
 // read on the deployments besides a single server that freshread
 // supports through go-redis's UniversalClient: a Redis Cluster of three
 // masters with a replica each, and a primary and replica behind three
-// Sentinels (issue 19). Every key of one database shares its hash tag, so
+// Sentinels. Every key of one database shares its hash tag, so
 // each call stays in one slot.
 func TestRedisDeployments(t *testing.T) {
 	for _, d := range testcluster.RedisDeployments()[1:] { // the single server: TestRedisConformance

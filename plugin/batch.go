@@ -7,7 +7,7 @@ import (
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// Batched lookups (issue 15): the store lookups of overlapped reads
+// Batched lookups: the store lookups of overlapped reads
 // (overlap.go) go to one goroutine that asks the store for every lookup
 // queued since its last ask in one round trip (lsnstore.BatchReader: one
 // MGET of the union of their keys). A lookup is queued after its read

@@ -10,7 +10,7 @@ import (
 
 // TestIDGeneratorDeployments: worker leases are taken, renewed, released
 // and taken over with their high-water mark on a Redis Cluster and behind
-// Sentinel as on a single server (issue 19).
+// Sentinel as on a single server.
 func TestIDGeneratorDeployments(t *testing.T) {
 	for _, d := range testcluster.RedisDeployments()[1:] { // the single server: the tests above
 		t.Run(d.Name, func(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 )
 
 // RedisCluster is a Redis Cluster of three masters, each with one replica,
-// without persistence (issue 19): containers of the test image with the
+// without persistence: containers of the test image with the
 // container provider (redis_node_docker.go), else local redis-server
 // processes. The masters hold the slot ranges 0-5460, 5461-10922 and
 // 10923-16383.

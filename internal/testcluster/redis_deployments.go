@@ -7,7 +7,7 @@ import (
 )
 
 // RedisDeployment is one way of running Redis that freshread supports, for
-// table-driven tests of every Redis user (issue 19).
+// table-driven tests of every Redis user.
 type RedisDeployment struct {
 	Name string
 	// Client starts the deployment for t (or uses the package's shared
