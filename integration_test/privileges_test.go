@@ -184,6 +184,60 @@ func TestPrivilegesOfAnApplicationUser(t *testing.T) {
 		noSecret(t, &logs)
 	})
 
+	t.Run("postgres without the position functions", func(t *testing.T) {
+		var logs syncBuffer
+		e := newAppUserEnv(t, "postgres", &logs)
+		user := e.c.(*appUserCluster).user
+		// The functions' privileges are the superuser's to change.
+		asRoot, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.dbName)), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeDB(asRoot)
+		root := func(q string) {
+			t.Helper()
+			if err := asRoot.Exec(q).Error; err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		root(`REVOKE EXECUTE ON FUNCTION pg_current_wal_insert_lsn() FROM PUBLIC`)
+		db, err := gorm.Open(e.c.primary(e.dbName), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeDB(db)
+		err = db.Use(plugin.New(plugin.Config{Replicas: []plugin.Replica{{Name: "r0", Dialector: e.c.replica(0, e.dbName)}}}))
+		if !plugin.IsPrivilege(err) || !strings.Contains(err.Error(), "GRANT EXECUTE ON FUNCTION pg_current_wal_insert_lsn() TO "+user) {
+			t.Fatalf("db.Use by a role refused the primary's position: %v, want ErrPrivilege naming the GRANT", err)
+		}
+		if strings.Contains(err.Error(), appPassword) {
+			t.Fatalf("the password is in the error: %v", err)
+		}
+		root(`GRANT EXECUTE ON FUNCTION pg_current_wal_insert_lsn() TO PUBLIC`)
+
+		// A replica that refuses its replay position: a warning naming the
+		// GRANT, and every read fresh from the primary.
+		root(`REVOKE EXECUTE ON FUNCTION pg_last_wal_replay_lsn() FROM PUBLIC`)
+		e.waitCaughtUp()
+		var logs2 syncBuffer
+		db2, _ := e.open(withConfig(func(cfg *plugin.Config) {
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs2, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}))
+		if want := "GRANT EXECUTE ON FUNCTION pg_last_wal_replay_lsn() TO " + user; !strings.Contains(logs2.String(), want) {
+			t.Fatalf("the log at db.Use does not say %q: %s", want, logs2.String())
+		}
+		if err := db2.Create(&Item{ID: 7, Name: "new"}).Error; err != nil {
+			t.Fatal(err)
+		}
+		got := e.readItem(db2, 7)
+		if got.Name != "new" {
+			t.Fatalf("read with the replicas' positions refused: %+v", got)
+		}
+		e.mustPrimary(got, "read with the replicas' positions refused")
+		root(`GRANT EXECUTE ON FUNCTION pg_last_wal_replay_lsn() TO PUBLIC`)
+		noSecret(t, &logs2)
+	})
+
 	t.Run("mariadb database privileges only", func(t *testing.T) {
 		var logs syncBuffer
 		e := newAppUserEnv(t, "mariadb", &logs)

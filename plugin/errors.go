@@ -18,6 +18,10 @@ var (
 	// ErrNotInstalled: a method that needs the primary (RecordWrite) was
 	// called on a Plugin that no *gorm.DB has initialized (db.Use).
 	ErrNotInstalled = errors.New("plugin: not installed on a *gorm.DB")
+	// ErrPrivilege: the database refuses the plugin something it cannot
+	// work without (PostgreSQL: the primary's WAL position to a role not
+	// allowed pg_current_wal_insert_lsn()); the error names the GRANT.
+	ErrPrivilege = errors.New("plugin: missing privilege")
 )
 
 // ErrWriteOnReplica is returned by a statement that would write on a
@@ -44,6 +48,10 @@ func IsForeignTransaction(err error) bool { return errors.Is(err, ErrForeignTran
 
 // IsWriteOnReplica reports whether err is a write refused on a replica.
 func IsWriteOnReplica(err error) bool { return errors.Is(err, ErrWriteOnReplica) }
+
+// IsPrivilege reports whether err is a privilege the plugin cannot work
+// without.
+func IsPrivilege(err error) bool { return errors.Is(err, ErrPrivilege) }
 
 // IsConfig reports whether err is an invalid configuration.
 func IsConfig(err error) bool { return errors.Is(err, ErrConfig) }

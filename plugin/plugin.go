@@ -194,6 +194,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
 		return err
 	}
+	if err := p.checkPositionPrivilege(ctx, sqlDB); err != nil {
+		return err
+	}
 	if fns, err := eng.readOnlyFunctions(ctx, sqlDB); err != nil {
 		p.cfg.Logger.Warn("freshread: user functions stay classified as writes", "err", err)
 	} else {

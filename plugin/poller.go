@@ -106,6 +106,9 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 		var err error
 		if !ok {
 			pos, err = p.engine.replayPosition(ctx, r.db)
+			if err != nil && privilegeDenied(err) {
+				p.warnReplayPrivilege(ctx, r, err)
+			}
 		}
 		st := &replicaState{polledAt: time.Now()}
 		if err == nil {

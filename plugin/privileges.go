@@ -103,3 +103,47 @@ func (p *Plugin) warnReplicaPrivilege(ctx context.Context, r *replica, err error
 			"replica", r.name, "err", err, "grant", grant)
 	})
 }
+
+// pgRole is the role a PostgreSQL pool logs in as, quoted for a GRANT.
+func pgRole(ctx context.Context, db *sql.DB) string {
+	var role string
+	if err := db.QueryRowContext(ctx, "SELECT quote_ident(current_user)").Scan(&role); err != nil || role == "" {
+		return "<role>"
+	}
+	return role
+}
+
+// positionGrant is the GRANT that lets db's role read positions with the
+// engine's function (replay: a replica's; else the primary's); "" when the
+// engine reads them with no function a role can be refused.
+func positionGrant(ctx context.Context, eng engine, db *sql.DB, replay bool) string {
+	if _, ok := eng.(pgEngine); !ok {
+		return ""
+	}
+	fn := "pg_current_wal_insert_lsn()"
+	if replay {
+		fn = "pg_last_wal_replay_lsn()"
+	}
+	return fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s", fn, pgRole(ctx, db))
+}
+
+// checkPositionPrivilege reads the primary's position once at Initialize:
+// without it no write can be published, so a role refused the function is
+// an error naming the GRANT, not a plugin that silently sends every read
+// to the primary.
+func (p *Plugin) checkPositionPrivilege(ctx context.Context, primary *sql.DB) error {
+	if _, err := p.engine.writePosition(ctx, primary); err != nil && privilegeDenied(err) {
+		return fmt.Errorf("%w: the primary refuses its write position to this role (%v); %s", ErrPrivilege, err, positionGrant(ctx, p.engine, primary, false))
+	}
+	return nil
+}
+
+// warnReplayPrivilege says, once per replica, that its replay position
+// cannot be read for lack of a privilege: the replica serves no read until
+// it can.
+func (p *Plugin) warnReplayPrivilege(ctx context.Context, r *replica, err error) {
+	r.replayWarning.Do(func() {
+		p.cfg.Logger.Warn("freshread: the replica refuses its replay position to this role; it serves no read until it can",
+			"replica", r.name, "err", err, "grant", positionGrant(ctx, p.engine, r.db, true))
+	})
+}

@@ -21,6 +21,9 @@ type replica struct {
 	// privilegeWarning: the replica's status cannot be read for lack of a
 	// privilege, said once (privileges.go).
 	privilegeWarning sync.Once
+	// replayWarning: its replay position is refused to the role, said
+	// once (privileges.go).
+	replayWarning sync.Once
 }
 
 // replicaState is one poll's result. A cached position is only ever older
