@@ -344,7 +344,7 @@ func TestCommitUnknownOutcome(t *testing.T) {
 			if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 				t.Fatal(err)
 			}
-			relay, err := testcluster.NewRelay(fmt.Sprintf("127.0.0.1:%d", e.pg.PrimaryPort()))
+			relay, err := testcluster.NewRelay(fmt.Sprintf("%s:%d", e.pg.Host(), e.pg.PrimaryPort()))
 			if err != nil {
 				t.Fatal(err)
 			}

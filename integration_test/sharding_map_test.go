@@ -253,7 +253,7 @@ func TestShardingMapFollow(t *testing.T) {
 // and routes again once the store answers.
 func TestShardingMapStale(t *testing.T) {
 	pg := testcluster.PostgresFor(t)
-	relay, err := testcluster.NewRelay(fmt.Sprintf("127.0.0.1:%d", pg.PrimaryPort()))
+	relay, err := testcluster.NewRelay(fmt.Sprintf("%s:%d", pg.Host(), pg.PrimaryPort()))
 	if err != nil {
 		t.Fatal(err)
 	}

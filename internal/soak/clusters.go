@@ -3,6 +3,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"testing"
@@ -27,13 +28,13 @@ type Postgres struct {
 
 // NewPostgres is the soak Cluster of pg, its relay closed when t ends.
 func NewPostgres(t testing.TB, pg *testcluster.Postgres) Postgres {
-	return Postgres{Postgres: pg, relay: newRelay(t, pg.ReplicaPort(0))}
+	return Postgres{Postgres: pg, relay: newRelay(t, pg.Host(), pg.ReplicaPort(0))}
 }
 
-// newRelay starts a relay in front of the local port.
-func newRelay(t testing.TB, port int) *testcluster.Relay {
+// newRelay starts a relay (on 127.0.0.1) in front of host:port.
+func newRelay(t testing.TB, host string, port int) *testcluster.Relay {
 	t.Helper()
-	r, err := testcluster.NewRelay("127.0.0.1:" + strconv.Itoa(port))
+	r, err := testcluster.NewRelay(net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ type MariaDB struct {
 
 // NewMariaDB is the soak Cluster of m, its relay closed when t ends.
 func NewMariaDB(t testing.TB, m *testcluster.MariaDB) MariaDB {
-	return MariaDB{MariaDB: m, relay: newRelay(t, m.ReplicaPort())}
+	return MariaDB{MariaDB: m, relay: newRelay(t, m.Host(), m.ReplicaPort())}
 }
 
 // replicaDSN is the replica's DSN for the plugins, through the relay.

@@ -138,6 +138,17 @@ func (m *MariaDB) CreateDatabase(t testing.TB) string {
 	return createReplicatedDatabase(t, m.PrimaryDSN(""), m.WaitCaughtUp)
 }
 
+// Host is the address both servers are reached at: 127.0.0.1 for local
+// servers, the network's gateway or the engine's address for containers.
+func (m *MariaDB) Host() string {
+	c, err := mysql.ParseDSN(m.PrimaryDSN(""))
+	if err != nil {
+		return ""
+	}
+	host, _, _ := strings.Cut(c.Addr, ":")
+	return host
+}
+
 // PrimaryPort is the primary's TCP port (what SELECT @@port reports).
 func (m *MariaDB) PrimaryPort() int { return dsnPort(m.PrimaryDSN("")) }
 

@@ -79,7 +79,8 @@ func (p *Postgres) ReplicaDSN(i int, db string) string {
 func (p *Postgres) ReplicaPort(i int) int { return urlPort(p.backend.replicaURL(i, "postgres")) }
 
 // Host is the address every server of the cluster is reached at:
-// 127.0.0.1 for local servers, the engine's address for containers.
+// 127.0.0.1 for local servers, the network's gateway or the engine's
+// address for containers.
 func (p *Postgres) Host() string {
 	u, err := url.Parse(p.backend.primaryURL("postgres"))
 	if err != nil {
