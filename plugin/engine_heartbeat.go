@@ -153,15 +153,8 @@ func (h *heartbeatEngine) replicationStatus(ctx context.Context, replica *sql.DB
 }
 
 func (h *heartbeatEngine) monitorPrivilege() string {
-	if pp, ok := h.engine.(privilegeProber); ok {
+	if pp, ok := h.engine.(monitorPrivileger); ok {
 		return pp.monitorPrivilege()
 	}
 	return ""
-}
-
-func (h *heartbeatEngine) probeTxWatch(ctx context.Context, primary *sql.DB) error {
-	if pp, ok := h.engine.(privilegeProber); ok {
-		return pp.probeTxWatch(ctx, primary)
-	}
-	return nil
 }

@@ -54,31 +54,28 @@ func (p *Plugin) retryOnPrimary(db *gorm.DB) {
 // derived from one (a chain reused after Find, a Session taken from it,
 // the statements of an association), and only the read chains route.
 func (p *Plugin) writeOnPrimary(db *gorm.DB) {
-	if onReplica(db.Statement.ConnPool) {
+	if _, ok := replicaOf(db.Statement.ConnPool); ok {
 		db.Statement.ConnPool = db.ConnPool
 	}
 }
 
-// onReplica reports whether pool is one of the replica pools reads are
-// routed to.
-func onReplica(pool gorm.ConnPool) bool {
-	switch pool.(type) {
-	case *replicaPool, *overlapPool:
-		return true
+// replicaOf is the replica whose pool reads were routed to, when pool is
+// one (a replica's, or an overlapped read's on its candidate replica).
+func replicaOf(pool gorm.ConnPool) (*replica, bool) {
+	switch rp := pool.(type) {
+	case *replicaPool:
+		return rp.r, true
+	case *overlapPool:
+		return rp.cand, true
 	}
-	return false
+	return nil, false
 }
 
-// refuseWrite is the error of a write that reached replica r's pool (r
-// nil: unknown), logged: it is a bug, never a routing decision.
+// refuseWrite is the error of a write that reached replica r's pool,
+// logged: it is a bug, never a routing decision.
 func (p *Plugin) refuseWrite(ctx context.Context, r *replica) error {
-	name := "?"
-	if r != nil {
-		name = r.name
-	}
-	err := fmt.Errorf("%w %q", ErrWriteOnReplica, name)
-	p.cfg.Logger.ErrorContext(ctx, "freshread: a write reached a replica's pool; refused before it was sent", "replica", name)
-	return err
+	p.cfg.Logger.ErrorContext(ctx, "freshread: a write reached a replica's pool; refused before it was sent", "replica", r.name)
+	return fmt.Errorf("%w %q", ErrWriteOnReplica, r.name)
 }
 
 // markModelWrite records the table a Create/Update/Delete writes. With
@@ -89,13 +86,9 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 	if db.Error != nil {
 		return
 	}
-	if onReplica(db.Statement.ConnPool) {
+	if r, ok := replicaOf(db.Statement.ConnPool); ok {
 		// Put there after writeOnPrimary (by another callback): refused
 		// before the statement is sent.
-		var r *replica
-		if rp, ok := db.Statement.ConnPool.(*replicaPool); ok {
-			r = rp.r
-		}
 		db.AddError(p.refuseWrite(db.Statement.Context, r))
 		return
 	}

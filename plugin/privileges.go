@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,27 +36,27 @@ func mysqlGrantee(ctx context.Context, db *sql.DB) string {
 	if err := db.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&account); err != nil || account == "" {
 		return "<user>"
 	}
-	for i := len(account) - 1; i >= 0; i-- {
-		if account[i] == '@' {
-			return fmt.Sprintf("'%s'@'%s'", account[:i], account[i+1:])
-		}
+	if i := strings.LastIndexByte(account, '@'); i >= 0 {
+		return fmt.Sprintf("'%s'@'%s'", account[:i], account[i+1:])
 	}
 	return "'" + account + "'"
 }
 
-// privilegeProber is an engine whose features need privileges beyond the
-// database's own (MariaDB and MySQL): checked at Initialize, so that a
-// missing one is said once, loudly, with the GRANT that gives it.
-type privilegeProber interface {
-	// monitorPrivilege names the privilege that SHOW SLAVE STATUS (SHOW
+// Engines whose features need privileges beyond the database's own
+// (MariaDB and MySQL) say which, so that a missing one is said once,
+// loudly, with the GRANT that gives it.
+type (
+	// monitorPrivileger names the privilege that SHOW SLAVE STATUS (SHOW
 	// REPLICA STATUS) needs: SLAVE MONITOR on MariaDB, REPLICATION CLIENT
 	// on MySQL.
-	monitorPrivilege() string
-	// probeTxWatch runs what following a foreign transaction needs
-	// (txWatcher) on the primary; an error wrapping the server's refusal
-	// when the privilege is missing.
-	probeTxWatch(ctx context.Context, primary *sql.DB) error
-}
+	monitorPrivileger interface{ monitorPrivilege() string }
+	// txWatchProber runs what following a foreign transaction needs
+	// (txWatcher) on the primary, at Initialize; an error wrapping the
+	// server's refusal when the privilege is missing.
+	txWatchProber interface {
+		probeTxWatch(ctx context.Context, primary *sql.DB) error
+	}
+)
 
 // mysqlProbeTxWatch reads INNODB_TRX, which needs PROCESS.
 func mysqlProbeTxWatch(ctx context.Context, primary *sql.DB) error {
@@ -75,7 +76,7 @@ func mysqlProbeTxWatch(ctx context.Context, primary *sql.DB) error {
 // (ErrForeignTransaction) instead of being published before they may have
 // committed, and the warning names the GRANT that lifts it.
 func (p *Plugin) checkForeignTxPrivilege(ctx context.Context, primary *sql.DB) {
-	pp, ok := p.engine.(privilegeProber)
+	pp, ok := p.engine.(txWatchProber) // called before a heartbeat engine wraps it
 	if !ok {
 		return
 	}
@@ -96,7 +97,7 @@ func (p *Plugin) checkForeignTxPrivilege(ctx context.Context, primary *sql.DB) {
 func (p *Plugin) warnReplicaPrivilege(ctx context.Context, r *replica, err error) {
 	r.privilegeWarning.Do(func() {
 		grant := ""
-		if pp, ok := p.engine.(privilegeProber); ok && pp.monitorPrivilege() != "" {
+		if pp, ok := p.engine.(monitorPrivileger); ok && pp.monitorPrivilege() != "" {
 			grant = fmt.Sprintf("GRANT %s ON *.* TO %s", pp.monitorPrivilege(), mysqlGrantee(ctx, r.db))
 		}
 		p.cfg.Logger.Warn("freshread: cannot read the replica's replication status: it is not checked to be a replica, and its replication threads are not monitored; its replay position still decides every read",

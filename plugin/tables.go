@@ -219,13 +219,19 @@ func appendClauseTable(tables []string, t clause.Table) ([]string, bool) {
 func (w tableWalker) columns(tables []string, cols []clause.Column) ([]string, bool) {
 	var ok bool
 	for _, c := range cols {
-		if c.Raw {
-			if tables, ok = w.fragment(tables, c.Name); !ok {
-				return nil, false
-			}
+		if tables, ok = w.column(tables, c); !ok {
+			return nil, false
 		}
 	}
 	return tables, true
+}
+
+// column adds the tables of one column: text when written by hand (Raw).
+func (w tableWalker) column(tables []string, c clause.Column) ([]string, bool) {
+	if !c.Raw {
+		return tables, true
+	}
+	return w.fragment(tables, c.Name)
 }
 
 // statementTable is the normalized name of the one table a statement
@@ -351,7 +357,7 @@ func (w tableWalker) expr(tables []string, e clause.Expression, depth int) ([]st
 		return w.expr(tables, x.Expression, depth)
 	case clause.OrderBy:
 		for _, c := range x.Columns {
-			if tables, ok = w.columns(tables, []clause.Column{c.Column}); !ok {
+			if tables, ok = w.column(tables, c.Column); !ok {
 				return nil, false
 			}
 		}
