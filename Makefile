@@ -38,14 +38,17 @@ deps:
 ## demo: start a replicated cluster, run the example service against it
 ## (freshness, then a trigger-written table with the tracker), then the
 ## sharded order service, then growing it online (reshard-demo).
-DEMO_HINT = FRESHREAD_DOCKER=0 runs the servers as local processes, FRESHREAD_DOCKER=1 in containers
+# run_demo,cmd,name: runs example/cmd/<cmd>, saying how long it took, and
+# on failure which demo failed and what to try.
+define run_demo
+@t=$$(date +%s); $(GO) run ./example/cmd/$(1) && echo "make demo: $(2) demo passed in $$(($$(date +%s) - t)) s" || \
+	{ echo "make demo: the $(2) demo failed after $$(($$(date +%s) - t)) s (its output above says at which step); FRESHREAD_DOCKER=0 runs the servers as local processes, FRESHREAD_DOCKER=1 in containers" >&2; exit 1; }
+endef
+
 demo: servers
-	@t=$$(date +%s); $(GO) run ./example/cmd/demo && echo "make demo: freshness demo passed in $$(($$(date +%s) - t)) s" || \
-		{ echo "make demo: the freshness demo failed after $$(($$(date +%s) - t)) s (its output above says at which step); $(DEMO_HINT)" >&2; exit 1; }
-	@t=$$(date +%s); $(GO) run ./example/cmd/sharddemo && echo "make demo: sharding demo passed in $$(($$(date +%s) - t)) s" || \
-		{ echo "make demo: the sharding demo failed after $$(($$(date +%s) - t)) s (its output above says at which step); $(DEMO_HINT)" >&2; exit 1; }
-	@t=$$(date +%s); $(GO) run ./example/cmd/resharddemo && echo "make demo: resharding demo passed in $$(($$(date +%s) - t)) s" || \
-		{ echo "make demo: the resharding demo failed after $$(($$(date +%s) - t)) s (its output above says at which step); $(DEMO_HINT)" >&2; exit 1; }
+	$(call run_demo,demo,freshness)
+	$(call run_demo,sharddemo,sharding)
+	$(call run_demo,resharddemo,resharding)
 
 ## reshard-demo: three worker processes write and read through a 4 -> 8
 ## doubling and a migration from one database; checks every read and

@@ -228,7 +228,7 @@ func (p *buildProgress) step(line string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cur = strings.SplitN(line, ":", 2)[0]
+	p.cur, _, _ = strings.Cut(line, ":")
 	fmt.Fprintf(p.w, "testcluster:   %s (%s)\n", line, time.Since(p.start).Round(time.Second))
 }
 
