@@ -118,6 +118,7 @@ func removeOrphans(ctx context.Context) {
 			_ = cli.NetworkRemove(ctx, n.ID)
 		}
 	}
+	removeOrphanDataDirs()
 }
 
 // processAlive reports whether a process with pid runs on this machine.
@@ -274,6 +275,18 @@ func runContainer(ctx context.Context, what, image string, opts ...testcontainer
 		return nil, fmt.Errorf("testcluster: start %s container (%s; %s=0 uses local binaries instead): %w", what, image, EnvDocker, err)
 	}
 	return c, nil
+}
+
+// discard kills and removes a container whose data is not wanted any more
+// (its volumes too); nil is a no-op. A server killed this way skips its
+// shutdown, a few hundred milliseconds per container.
+func discard(c *testcontainers.DockerContainer) error {
+	if c == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return c.Terminate(ctx, testcontainers.StopTimeout(0))
 }
 
 // terminate removes a container and its volumes; nil is a no-op.

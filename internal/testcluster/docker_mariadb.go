@@ -25,13 +25,7 @@ const (
 type dockerMariaDB struct {
 	net              *testcontainers.DockerNetwork
 	host             string
-	primary, replica *dockerMariaNode
-}
-
-type dockerMariaNode struct {
-	name string
-	port int
-	c    *testcontainers.DockerContainer
+	primary, replica *dockerServer
 }
 
 func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
@@ -45,19 +39,20 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 			m.close()
 		}
 	}()
-	if m.primary, err = m.newNode(mariaPrimaryAlias); err != nil {
+	if m.primary, err = m.newNode(host, mariaPrimaryAlias); err != nil {
 		return nil, err
 	}
-	if m.replica, err = m.newNode(mariaReplicaAlias); err != nil {
+	if m.replica, err = m.newNode(host, mariaReplicaAlias); err != nil {
 		return nil, err
 	}
 	// Both servers start concurrently.
-	start := func(nd *dockerMariaNode, serverID int) func() error {
+	start := func(nd *dockerServer, serverID int) func() error {
 		return func() error {
 			c, err := runContainer(ctx, "MariaDB "+nd.name, "",
 				testcontainers.WithEntrypoint(append([]string{"freshread-mariadb", strconv.Itoa(nd.port)}, mariaReplicationArgs(serverID)...)...),
 				network.WithNetwork([]string{nd.name}, nw),
 				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
+				withDataDir(nd.dir, "/var/lib/mysql"),
 			)
 			if err != nil {
 				return err
@@ -91,19 +86,23 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	return m, nil
 }
 
-func (m *dockerMariaDB) newNode(name string) (*dockerMariaNode, error) {
+func (m *dockerMariaDB) newNode(host, name string) (*dockerServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	return &dockerMariaNode{name: name, port: port}, nil
+	dir, err := newDataDir(host)
+	if err != nil {
+		return nil, err
+	}
+	return &dockerServer{name: name, port: port, dir: dir}, nil
 }
 
 // waitNode waits until nd answers a query through its published port. The
 // image's first-start initialisation runs a server with networking off, so
 // a TCP answer is the real server. The driver's logger is silenced for the
 // polling: connections refused or reset during start are expected.
-func (m *dockerMariaDB) waitNode(ctx context.Context, nd *dockerMariaNode) error {
+func (m *dockerMariaDB) waitNode(ctx context.Context, nd *dockerServer) error {
 	cfg := m.config(nd, "")
 	cfg.Logger = mysqlNopLogger{}
 	connector, err := mysql.NewConnector(cfg)
@@ -122,7 +121,7 @@ type mysqlNopLogger struct{}
 
 func (mysqlNopLogger) Print(...any) {}
 
-func (m *dockerMariaDB) config(nd *dockerMariaNode, db string) *mysql.Config {
+func (m *dockerMariaDB) config(nd *dockerServer, db string) *mysql.Config {
 	c := mysql.NewConfig()
 	c.User = "root"
 	c.Net = "tcp"
@@ -135,16 +134,9 @@ func (m *dockerMariaDB) config(nd *dockerMariaNode, db string) *mysql.Config {
 func (m *dockerMariaDB) primaryDSN(db string) string { return m.config(m.primary, db).FormatDSN() }
 func (m *dockerMariaDB) replicaDSN(db string) string { return m.config(m.replica, db).FormatDSN() }
 
-// close removes both containers (replica first) and the network.
+// close removes both containers and data directories, then the network.
 func (m *dockerMariaDB) close() error {
-	var errs []error
-	for _, nd := range []*dockerMariaNode{m.replica, m.primary} {
-		if nd != nil {
-			errs = append(errs, terminate(nd.c))
-		}
-	}
-	errs = append(errs, removeNetwork(m.net))
-	return errors.Join(errs...)
+	return errors.Join(discardServers(m.replica, m.primary), removeNetwork(m.net))
 }
 
 // restartPrimary stops the primary's container (mariadbd shuts down on

@@ -29,13 +29,7 @@ func withStopSignal(sig string) testcontainers.CustomizeRequestOption {
 type dockerPostgres struct {
 	net   *testcontainers.DockerNetwork
 	host  string
-	nodes []*dockerPGNode // nodes[0] is the primary
-}
-
-type dockerPGNode struct {
-	name string
-	port int
-	c    *testcontainers.DockerContainer
+	nodes []*dockerServer // nodes[0] is the primary
 }
 
 func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
@@ -58,45 +52,42 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		if err != nil {
 			return nil, err
 		}
-		p.nodes = append(p.nodes, &dockerPGNode{name: name, port: port})
+		p.nodes = append(p.nodes, &dockerServer{name: name, port: port})
 	}
 
+	// Every node starts from the image's initialised cluster, the
+	// replicas too (image/freshread-postgres), so all start at once: a
+	// replica streams from the primary as soon as the primary answers.
 	primary := p.nodes[0]
-	// The server listens inside the container on its host port too, so
-	// inet_server_port() reports the port the tests know it by.
-	primary.c, err = runContainer(ctx, "PostgreSQL primary", "",
-		testcontainers.WithEntrypoint("freshread-postgres", "primary", strconv.Itoa(primary.port)),
-		withStopSignal("SIGINT"),
-		network.WithNetwork([]string{primary.name}, nw),
-		withFixedPort(strconv.Itoa(primary.port)+"/tcp", bindIP, primary.port),
-	)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.waitNode(ctx, primary); err != nil {
-		return nil, err
-	}
-
-	// Replicas: each container takes its own base backup, concurrently.
-	errs := make([]error, n)
+	errs := make([]error, len(p.nodes))
 	var wg sync.WaitGroup
-	for i, r := range p.nodes[1:] {
+	for i, nd := range p.nodes {
+		if nd.dir, err = newDataDir(host); err != nil {
+			return nil, err
+		}
+		// The server listens inside the container on its host port too,
+		// so inet_server_port() reports the port the tests know it by.
+		entrypoint := []string{"freshread-postgres", "primary", strconv.Itoa(nd.port)}
+		if nd != primary {
+			entrypoint = []string{"freshread-postgres", "replica", strconv.Itoa(nd.port), pgPrimaryAlias, strconv.Itoa(primary.port), nd.name}
+		}
 		wg.Add(1)
-		go func(i int, r *dockerPGNode) {
+		go func() {
 			defer wg.Done()
-			c, err := runContainer(ctx, "PostgreSQL "+r.name, "",
-				testcontainers.WithEntrypoint("freshread-postgres", "replica", strconv.Itoa(r.port), pgPrimaryAlias, strconv.Itoa(primary.port), r.name),
+			c, err := runContainer(ctx, "PostgreSQL "+nd.name, "",
+				testcontainers.WithEntrypoint(entrypoint...),
 				withStopSignal("SIGINT"),
-				network.WithNetwork([]string{r.name}, nw),
-				withFixedPort(strconv.Itoa(r.port)+"/tcp", bindIP, r.port),
+				network.WithNetwork([]string{nd.name}, nw),
+				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
+				withDataDir(nd.dir, "/var/lib/postgresql/data"),
 			)
 			if err != nil {
 				errs[i] = err
 				return
 			}
-			r.c = c
-			errs[i] = p.waitNode(ctx, r)
-		}(i, r)
+			nd.c = c
+			errs[i] = p.waitNode(ctx, nd)
+		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -105,11 +96,16 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 	return p, nil
 }
 
-// waitNode waits until nd accepts queries through its published port (a
-// standby does once it is consistent). The image's first-start
-// initialisation runs a server without TCP, so a TCP answer is the real one.
-func (p *dockerPostgres) waitNode(ctx context.Context, nd *dockerPGNode) error {
+// waitNode waits until nd accepts queries through its published port and,
+// for a replica, streams from the primary (as a replica made by
+// pg_basebackup does when it starts), so that a test's first write reaches
+// it without a retry interval's wait.
+func (p *dockerPostgres) waitNode(ctx context.Context, nd *dockerServer) error {
 	dsn := p.url(nd, "postgres")
+	check := "SELECT 1"
+	if nd != p.nodes[0] {
+		check = "SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming'"
+	}
 	return waitContainer(ctx, nd.c, "PostgreSQL "+nd.name, func(ctx context.Context) error {
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
@@ -117,11 +113,11 @@ func (p *dockerPostgres) waitNode(ctx context.Context, nd *dockerPGNode) error {
 		}
 		defer db.Close()
 		var one int
-		return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		return db.QueryRowContext(ctx, check).Scan(&one)
 	})
 }
 
-func (p *dockerPostgres) url(nd *dockerPGNode, db string) string {
+func (p *dockerPostgres) url(nd *dockerServer, db string) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(p.host, nd.port), db)
 }
 
@@ -144,20 +140,14 @@ func (p *dockerPostgres) restartPrimary(ctx context.Context) error {
 	return p.startNode(ctx, p.nodes[0])
 }
 
-func (p *dockerPostgres) startNode(ctx context.Context, nd *dockerPGNode) error {
+func (p *dockerPostgres) startNode(ctx context.Context, nd *dockerServer) error {
 	if err := nd.c.Start(ctx); err != nil {
 		return fmt.Errorf("testcluster: start PostgreSQL %s container: %w", nd.name, err)
 	}
 	return p.waitNode(ctx, nd)
 }
 
-// close removes every container (replicas first, so they do not spin
-// reconnecting to a dead primary) and the network.
+// close removes every container and data directory, then the network.
 func (p *dockerPostgres) close() error {
-	var errs []error
-	for i := len(p.nodes) - 1; i >= 0; i-- {
-		errs = append(errs, terminate(p.nodes[i].c))
-	}
-	errs = append(errs, removeNetwork(p.net))
-	return errors.Join(errs...)
+	return errors.Join(discardServers(p.nodes...), removeNetwork(p.net))
 }
