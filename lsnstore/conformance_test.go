@@ -129,6 +129,41 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 		checkWrite(t, s, []string{UnkeyedName("t"), UnkeyedColumnName("t", "id"), k1}, 40)
 		checkWrite(t, s, []string{"t"}, 40)
 	})
+	t.Run("KeySignatures", func(t *testing.T) {
+		s := newStore(t, "signatures")
+		ks, ok := s.(KeySignatures)
+		if !ok {
+			t.Skip("the store keeps no key signatures")
+		}
+		ctx := context.Background()
+		k1 := KeyName("t", "id", 1)
+		// The first keyed write of t records its writer's signature, and
+		// raises no unkeyed position.
+		raiseOK(t, s, []string{SignedKeyedTable("t", "v1:id;"), k1}, 10)
+		checkWrite(t, s, []string{UnkeyedName("t")}, 0)
+		checkWrite(t, s, []string{"t"}, 10)
+		if got, err := ks.ClaimSignature(ctx, "t", "v1:id;user_id"); err != nil || got != "v1:id;" {
+			t.Fatalf("ClaimSignature after a signed write = %q, %v; want the writer's", got, err)
+		}
+		// A keyed write by a writer of another signature raises the
+		// unkeyed position too: every keyed reader waits for it.
+		raiseOK(t, s, []string{SignedKeyedTable("t", "v1:id;user_id"), k1}, 20)
+		checkWrite(t, s, []string{UnkeyedName("t")}, 20)
+		raiseOK(t, s, []string{SignedKeyedTable("t", "v1:id;"), k1}, 30)
+		checkWrite(t, s, []string{UnkeyedName("t")}, 20)
+		checkWrite(t, s, []string{UnkeyedName("t"), k1}, 30)
+		// A claim records the first signature only; other tables are
+		// apart.
+		if got, err := ks.ClaimSignature(ctx, "u", "v1:id;"); err != nil || got != "v1:id;" {
+			t.Fatalf("first ClaimSignature of u = %q, %v", got, err)
+		}
+		if got, err := ks.ClaimSignature(ctx, "u", "v1:uid;"); err != nil || got != "v1:id;" {
+			t.Fatalf("second ClaimSignature of u = %q, %v; want the first", got, err)
+		}
+		raiseOK(t, s, []string{SignedKeyedTable("u", "v1:uid;"), KeyName("u", "uid", 5)}, 40)
+		checkWrite(t, s, []string{UnkeyedName("u")}, 40)
+		checkWrite(t, s, []string{UnkeyedName("t")}, 20)
+	})
 	t.Run("Empty", func(t *testing.T) {
 		s := newStore(t, "empty")
 		checkWrite(t, s, nil, 0)

@@ -1,6 +1,7 @@
 package lsnstore
 
 import (
+	"context"
 	"strconv"
 	"strings"
 )
@@ -18,6 +19,10 @@ import (
 //	                     UnkeyedName(t). WritePosition: t's position.
 //	KeyedTable(t)        Raise only: a write of t that proved its keys:
 //	                     raises t, not its unkeyed position.
+//	SignedKeyedTable(t, sig)
+//	                     Raise only: KeyedTable(t) by a writer keying t by
+//	                     the key signature sig; the unkeyed position too
+//	                     unless sig is t's signature in force (below).
 //	KeyName(t, col, v)   the position of t's rows whose col is v.
 //	UnkeyedName(t)       WritePosition: t's unkeyed position.
 //	UnkeyedColumnName(t, col)
@@ -35,7 +40,47 @@ const (
 	unkeyedSuffix      = "#u"
 	keyedSuffix        = "#k"
 	keyInfix           = "#k:"
+	signedInfix        = "#k="
+	signatureSuffix    = "#s"
 )
+
+// Key signatures. Processes sharing a store may key a table by different
+// columns (KeyColumns differ between versions or services): a writer keys
+// its write by the columns it knows, and a reader pinned to a column the
+// writer does not know would not wait for it. So a store keeps, per table,
+// one *key signature* (the key columns, as the plugin spells them), set by
+// the first writer or reader that keys the table and kept while the store
+// keeps its data. A process whose signature is another reads the table by
+// its table position and writes it plainly; and a keyed write checks the
+// signature again in the raise itself (SignedKeyedTable), so a writer whose
+// cached answer is out of date (the store lost its data, and another
+// process claimed it since) raises the unkeyed position as well.
+
+// KeySignatures is implemented by stores that keep key signatures.
+type KeySignatures interface {
+	// ClaimSignature records sig as table's key signature when it has
+	// none and returns the signature in force: sig when it recorded it.
+	ClaimSignature(ctx context.Context, table, sig string) (string, error)
+}
+
+// SignatureName is the name of table's key signature.
+func SignatureName(table string) string { return table + signatureSuffix }
+
+// SignedKeyedTable is the name, in Raise, of a write of table that proved
+// which keys it touched, by a writer keying table by signature sig: the
+// store raises table, and its unkeyed position as well unless sig is the
+// table's signature in force (it records sig when the table has none).
+// sig must not contain '#'.
+func SignedKeyedTable(table, sig string) string { return table + signedInfix + sig }
+
+// signedTarget splits a SignedKeyedTable name; ok is false for any other.
+func signedTarget(name string) (table, sig string, ok bool) {
+	i := strings.Index(name, signedInfix)
+	if i < 0 {
+		return "", "", false
+	}
+	return name[:i], name[i+len(signedInfix):], true
+}
 
 // UnkeyedName is the name of table's unkeyed position.
 func UnkeyedName(table string) string { return table + unkeyedSuffix }
@@ -59,6 +104,9 @@ func KeyName(table, col string, v int64) string {
 // table, a KeyName, an UnkeyedName) is returned as it is.
 func BaseTable(name string) string {
 	if t, ok := strings.CutSuffix(name, keyedSuffix); ok {
+		return t
+	}
+	if t, _, ok := signedTarget(name); ok {
 		return t
 	}
 	return name
@@ -85,6 +133,9 @@ func KeyedBase(name string) (table string, keyed bool) {
 // raises both, KeyedTable(t) raises t alone, any other name itself.
 func raiseTarget(name string) (table string, unkeyed bool) {
 	if t, ok := strings.CutSuffix(name, keyedSuffix); ok {
+		return t, false
+	}
+	if t, _, ok := signedTarget(name); ok {
 		return t, false
 	}
 	return name, !strings.Contains(name, "#")

@@ -19,6 +19,7 @@ import (
 type Memory struct {
 	tables  sync.Map // table name -> *positionCell
 	keys    sync.Map // KeyName -> *keyCell (memory_keys.go)
+	sigs    sync.Map // table -> its key signature (string)
 	nkeys   atomic.Int64
 	foldMu  sync.Mutex
 	max     positionCell

@@ -1,6 +1,7 @@
 package lsnstore
 
 import (
+	"context"
 	"strings"
 	"sync/atomic"
 )
@@ -47,7 +48,26 @@ func (m *Memory) raiseName(name string, pos Position) {
 	c.raise(pos)
 	if unkeyed {
 		c.unkeyed.raise(pos)
+	} else if _, sig, ok := signedTarget(name); ok {
+		cur, ok := m.sigs.Load(t)
+		if !ok {
+			cur, _ = m.sigs.LoadOrStore(t, sig)
+		}
+		if cur.(string) != sig {
+			m.cell(UnkeyedName(t)).raise(pos)
+		}
 	}
+}
+
+var (
+	_ KeySignatures = (*Memory)(nil)
+	_ KeySignatures = (*Redis)(nil)
+)
+
+// ClaimSignature implements KeySignatures.
+func (m *Memory) ClaimSignature(_ context.Context, table, sig string) (string, error) {
+	cur, _ := m.sigs.LoadOrStore(table, sig)
+	return cur.(string), nil
 }
 
 func (m *Memory) raiseKey(name string, pos Position) {

@@ -301,8 +301,14 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 	if pos.IsZero() {
 		return nil
 	}
+	var signed []string // SignedKeyedTable names, checked last by the script
+	for _, t := range tables {
+		if _, _, ok := signedTarget(t); ok {
+			signed = append(signed, t)
+		}
+	}
 	tables = raiseNames(tables)
-	keys := make([]string, 0, len(tables)+2)
+	keys := make([]string, 0, len(tables)+2+2*len(signed))
 	if tables == nil {
 		keys = append(keys, r.unknownKey)
 	}
@@ -324,15 +330,46 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 			}
 		}
 	}
+	args := []any{pos.String(), r.ttl, r.keyTTL, first, len(signed)}
+	for _, n := range signed {
+		t, sig, _ := signedTarget(n)
+		keys = append(keys, r.tableKey(SignatureName(t)).(string), r.tableKey(UnkeyedName(t)).(string))
+		args = append(args, sig)
+	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	if err := raiseScript.Run(ctx, r.rdb, keys, pos.String(), r.ttl, r.keyTTL, first).Err(); err != nil {
+	if err := raiseScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
 		return fmt.Errorf("lsnstore: redis raise: %w", err)
 	}
 	return nil
 }
 
 // PublishReplay implements Store with one script call.
+// signatureScript is ClaimSignature: KEYS[1] the signature's key, ARGV[1]
+// the signature claimed. The key has no TTL: it lives as long as the
+// store's data (a loss takes it too, and every reader's anchor check
+// notices the loss).
+var signatureScript = redis.NewScript(`
+local cur = redis.call("GET", KEYS[1])
+if cur then return cur end
+redis.call("SET", KEYS[1], ARGV[1])
+return ARGV[1]
+`)
+
+// ClaimSignature implements KeySignatures with one script call.
+func (r *Redis) ClaimSignature(ctx context.Context, table, sig string) (string, error) {
+	if r.err != nil {
+		return "", r.err
+	}
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
+	cur, err := signatureScript.Run(ctx, r.rdb, []string{r.tableKey(SignatureName(table)).(string)}, sig).Text()
+	if err != nil {
+		return "", fmt.Errorf("lsnstore: redis claim key signature: %w", err)
+	}
+	return cur, nil
+}
+
 func (r *Redis) PublishReplay(ctx context.Context, replicas map[string]Position) error {
 	if r.err != nil {
 		return r.err

@@ -116,16 +116,34 @@ local function raise(key, pos, ttl)
 end
 `
 
-// raiseScript raises every key of KEYS to ARGV[1] with TTL ARGV[2] (ms),
-// and from the ARGV[4]-th key on (key positions) with TTL ARGV[3].
+// raiseScript raises the keys of KEYS to ARGV[1] with TTL ARGV[2] (ms),
+// from the ARGV[4]-th key on (key positions) with TTL ARGV[3]. The last
+// 2*ARGV[5] keys are pairs of a table's key signature and its unkeyed
+// position, for the SignedKeyedTable names of the raise: the signature
+// ARGV[5+j] of pair j is recorded when the table has none, and when the
+// table's is another the unkeyed position is raised too. It returns the
+// number of pairs whose signature was another.
 var raiseScript = redis.NewScript(luaPrelude + `
-local first = tonumber(ARGV[4]) or (#KEYS + 1)
-for i = 1, #KEYS do
+local m = tonumber(ARGV[5]) or 0
+local n = #KEYS - 2 * m
+local first = tonumber(ARGV[4]) or (n + 1)
+for i = 1, n do
   local ttl = ARGV[2]
   if i >= first then ttl = ARGV[3] end
   raise(KEYS[i], ARGV[1], ttl)
 end
-return 0
+local other = 0
+for j = 1, m do
+  local sig = ARGV[5 + j]
+  local cur = redis.call("GET", KEYS[n + 2 * j - 1])
+  if not cur then
+    redis.call("SET", KEYS[n + 2 * j - 1], sig)
+  elseif cur ~= sig then
+    raise(KEYS[n + 2 * j], ARGV[1], ARGV[2])
+    other = other + 1
+  end
+end
+return other
 `)
 
 // publishScript records replica replay positions.
