@@ -56,6 +56,41 @@ func (e *env) part(db *gorm.DB, id uint) partRow {
 	return rows[0]
 }
 
+// seedItems creates items 1 to n named name through e.db.
+func (e *env) seedItems(name string, n uint) {
+	e.t.Helper()
+	for id := uint(1); id <= n; id++ {
+		if err := e.db.Create(&Item{ID: id, Name: name}).Error; err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// seedParts creates items 1 to items and parts 1 (item 1, "a"), 2 (item
+// 2, "b") and 3 (item 2, "c") through e.db.
+func (e *env) seedParts(items uint) {
+	e.t.Helper()
+	e.seedItems("item", items)
+	for _, p := range []Part{{ID: 1, ItemID: 1, Label: "a"}, {ID: 2, ItemID: 2, Label: "b"}, {ID: 3, ItemID: 2, Label: "c"}} {
+		if err := e.db.Create(&p).Error; err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// step starts a step of a test: replay resumed until the replicas serve
+// e.db and others, then paused again.
+func (e *env) step(name string, others ...*gorm.DB) {
+	e.t.Helper()
+	e.t.Logf("step: %s", name)
+	e.resumeAll()
+	e.waitReplicaServes(e.db)
+	for _, db := range others {
+		e.waitReplicaServes(db)
+	}
+	e.pauseAll()
+}
+
 func labels(rows []partRow) []string {
 	out := make([]string, len(rows))
 	for i, r := range rows {
@@ -93,22 +128,8 @@ func (e *env) partsOnReplica(rows []partRow, what string) {
 // wait; an update that moves rows to another item_id raises both values.
 func checkKeyedColumns(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	e := newEnv(t, keyedParts)
-	for id := uint(1); id <= 6; id++ {
-		if err := e.db.Create(&Item{ID: id, Name: "item"}).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range []Part{{ID: 1, ItemID: 1, Label: "a"}, {ID: 2, ItemID: 2, Label: "b"}, {ID: 3, ItemID: 2, Label: "c"}} {
-		if err := e.db.Create(&p).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	step := func(name string) {
-		t.Logf("step: %s", name)
-		e.resumeAll()
-		e.waitReplicaServes(e.db)
-		e.pauseAll()
-	}
+	e.seedParts(6)
+	step := func(name string) { e.step(name) }
 
 	step("a write pinned to item_id")
 	if err := e.db.Model(&Part{}).Where("item_id = ?", 1).Update("label", "a1").Error; err != nil {
@@ -190,14 +211,8 @@ func TestMariaDBKeyedColumns(t *testing.T) { checkKeyedColumns(t, newMariaEnv) }
 // stale through raw SQL or GORM.
 func checkKeyedRawSQL(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, param string) {
 	e := newEnv(t, keyed)
-	for id := uint(1); id <= 2; id++ {
-		if err := e.db.Create(&Item{ID: id, Name: "old"}).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.resumeAll()
-	e.waitReplicaServes(e.db)
-	e.pauseAll()
+	e.seedItems("old", 2)
+	e.step("items 1 and 2 written and replicated")
 	if err := e.db.Exec("UPDATE items SET name = ? WHERE id = ?", "new", 1).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -238,14 +253,8 @@ func TestMariaDBKeyedRawSQL(t *testing.T) { checkKeyedRawSQL(t, newMariaEnv, "?"
 // elsewhere, and a read of row 1 moves the session to the primary.
 func TestKeyedReplaySession(t *testing.T) {
 	e := newEnv(t, keyed)
-	for id := uint(1); id <= 2; id++ {
-		if err := e.db.Create(&Item{ID: id, Name: "old"}).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.resumeAll()
-	e.waitReplicaServes(e.db)
-	e.pauseAll()
+	e.seedItems("old", 2)
+	e.step("items 1 and 2 written and replicated")
 	if err := setName(e.db, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,9 @@ func (p *Plugin) acceptStore(ctx context.Context, e lsnstore.Epoch, ins lsnstore
 		p.storeFloor()
 		// A failover may have brought a server configured otherwise.
 		p.evictionCheckedAt = time.Time{}
+		// The key signatures went with the data; another process may
+		// have recorded its own since.
+		p.forgetSignatures()
 	}
 	p.verifiedOnce = true
 	p.cfg.Store.(lsnstore.Verifier).Accept(e)

@@ -7,7 +7,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/callbacks"
-	"github.com/freshread/freshread/lsnstore"
 )
 
 // autocommitKey keys, in Statement.Settings, the tables an autocommit write
@@ -95,28 +94,45 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 	var tables []string // nil: unknown, the database-wide position
 	if name, ok := statementTable(db.Statement); ok {
 		tables = []string{name}
-		if p.cfg.KeyedPositions && p.keyable(db, name) {
-			db.Statement.Settings.Store(keyedKey{db.Statement}, name)
-			tables = []string{lsnstore.KeyedTable(name)}
+		if p.cfg.KeyedPositions {
+			if sig, ok := p.keyable(db, name); ok {
+				db.Statement.Settings.Store(keyedKey{db.Statement}, keyedWriteOf{name, sig})
+				tables = []string{p.signedTable(name, sig)}
+			}
 		}
 	}
 	p.recordWrite(db, tables)
 }
 
-// keyedKey keys, in Statement.Settings, the table of a write whose keys
-// markModelKeys records.
+// keyedKey keys, in Statement.Settings, the keyedWriteOf of a write whose
+// keys markModelKeys records.
 type keyedKey struct{ stmt *gorm.Statement }
 
-// keyable reports whether the write's keys can be recorded after it ran:
-// a model with an integer key (or a table with KeyColumns), on an
-// autocommit statement or a transaction the plugin began.
-func (p *Plugin) keyable(db *gorm.DB, table string) bool {
+// keyedWriteOf is a keyed write's table and the key signature it is keyed
+// by.
+type keyedWriteOf struct{ table, sig string }
+
+// keyable returns the key signature a write is keyed by, when its keys
+// can be recorded after it ran: a model with an integer key (or a table
+// with KeyColumns), on an autocommit statement or a transaction the
+// plugin began, by a process whose signature for the table is the one in
+// force (keys_signature.go).
+func (p *Plugin) keyable(db *gorm.DB, table string) (string, bool) {
+	pkName := ""
 	if pk, ok := integerKey(db.Statement); ok {
-		p.learnKey(table, pk.DBName)
+		pkName = pk.DBName
+		p.learnKey(table, pkName)
 	} else if len(p.cfg.KeyColumns[table]) == 0 {
-		return false
+		return "", false
 	}
-	return keyableConn(db)
+	if !keyableConn(db) {
+		return "", false
+	}
+	sig := p.keySignature(table, pkName)
+	if !p.keysAgreed(db.Statement.Context, p.tableNames(table), table, sig) {
+		return "", false
+	}
+	return sig, true
 }
 
 // keyableConn reports whether a write on the statement's connection may
@@ -147,14 +163,14 @@ func (p *Plugin) markModelKeys(db *gorm.DB) {
 	if !ok {
 		return
 	}
-	table := v.(string)
+	kw := v.(keyedWriteOf)
 	if db.Error == nil {
-		if names, ok := p.keyedWriteNames(db.Statement, table); ok {
+		if names, ok := p.keyedWriteNames(db.Statement, kw.table, kw.sig); ok {
 			p.recordWrite(db, names[1:])
 			return
 		}
 	}
-	p.recordWrite(db, []string{table})
+	p.recordWrite(db, []string{kw.table})
 }
 
 // markRawWrite records the tables an Exec writes. Exec always runs on the
@@ -176,7 +192,7 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 // (keys_raw.go) on a connection that may, by table otherwise.
 func (p *Plugin) recordRawWrite(db *gorm.DB, c rawClass) {
 	if p.cfg.KeyedPositions && keyableConn(db) {
-		p.recordWrite(db, p.rawWriteNames(c, db.Statement.Vars))
+		p.recordWrite(db, p.rawWriteNames(db.Statement.Context, c, db.Statement.Vars))
 		return
 	}
 	p.recordWrite(db, c.writes)

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"database/sql/driver"
 	"reflect"
 	"strings"
@@ -25,12 +26,13 @@ import (
 const maxKeys = 256
 
 // keyedWriteNames returns the names a Create, Update or Delete of table
-// raises when it proves which keys it touched: KeyedTable(table), then for
+// raises when it proves which keys it touched, by a process keying table
+// by signature sig: the signed keyed table (signedTable), then for
 // each key column (the model's integer primary key, then KeyColumns) the
 // KeyName of each value it proved or the column's UnkeyedColumnName. ok is
 // false when it proves no column (the caller then raises the table, which
 // raises its unkeyed position too).
-func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
+func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table, sig string) (names []string, ok bool) {
 	var kw keyedWrite
 	pk, hasPK := integerKey(stmt)
 	if hasPK {
@@ -49,7 +51,7 @@ func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table string) (names []st
 		}
 		kw.add(table, col, keys, ok)
 	}
-	return kw.result(table)
+	return kw.result(p.signedTable(table, sig))
 }
 
 // keyedWrite accumulates the names of a keyed write.
@@ -72,11 +74,13 @@ func (w *keyedWrite) add(table, col string, keys []int64, ok bool) {
 	w.proved = true
 }
 
-func (w *keyedWrite) result(table string) ([]string, bool) {
+// result is the write's names, first the keyed table's (signed), or ok
+// false when it proved no key.
+func (w *keyedWrite) result(signed string) ([]string, bool) {
 	if !w.proved {
 		return nil, false
 	}
-	return append([]string{lsnstore.KeyedTable(table)}, w.names...), true
+	return append([]string{signed}, w.names...), true
 }
 
 // writtenKeys returns the values of f's column in the rows a Create,
@@ -121,18 +125,30 @@ func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []str
 		return nil, false
 	}
 	tn := p.tableNames(table) // one lookup per read
+	pkName := ""
 	if pk, ok := integerKey(stmt); ok {
-		tn.learn(pk.DBName)
-		if keys, ok := pinnedKeys(stmt, pk.DBName, true); ok {
-			return tn.readNames(table, pk.DBName, keys)
+		pkName = pk.DBName
+		tn.learn(pkName)
+		if keys, ok := pinnedKeys(stmt, pkName, true); ok {
+			return p.agreedReadNames(stmt.Context, tn, table, pkName, pkName, keys)
 		}
 	}
 	for _, col := range p.cfg.KeyColumns[table] {
 		if keys, ok := pinnedKeys(stmt, col, false); ok {
-			return tn.readNames(table, col, keys)
+			return p.agreedReadNames(stmt.Context, tn, table, pkName, col, keys)
 		}
 	}
 	return nil, false
+}
+
+// agreedReadNames is readNames when the table's signature in force keys
+// col (keyedColumnAgreed), for a process that knows pk as the table's
+// integer primary key.
+func (p *Plugin) agreedReadNames(ctx context.Context, tn *tableKeyNames, table, pk, col string, keys []int64) ([]string, bool) {
+	if len(keys) == 0 || len(keys) > maxKeys || !p.keyedColumnAgreed(ctx, tn, table, p.keySignature(table, pk), col) {
+		return nil, false
+	}
+	return tn.readNames(table, col, keys)
 }
 
 // readNames are the names a read pinned to keys of table's col needs.
@@ -154,6 +170,7 @@ type tableKeyNames struct {
 	unkeyed string
 	columns atomic.Pointer[map[string]string] // column -> UnkeyedColumnName
 	pk      atomic.Pointer[string]
+	claim   atomic.Pointer[signatureClaim] // the store's answer (keys_signature.go)
 }
 
 func (p *Plugin) tableNames(table string) *tableKeyNames {

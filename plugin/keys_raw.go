@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"strings"
 
 	"github.com/freshread/freshread/classify"
@@ -14,19 +15,25 @@ import (
 
 // rawKeyedReadNames returns the names a raw read of table pinned to key
 // values needs, or ok false (the read needs the table position).
-func (p *Plugin) rawKeyedReadNames(pn *classify.Pinned, table string, vars []any) ([]string, bool) {
+func (p *Plugin) rawKeyedReadNames(ctx context.Context, pn *classify.Pinned, table string, vars []any) ([]string, bool) {
 	if pn == nil || len(pn.Pins) == 0 {
 		return nil, false
 	}
 	tn := p.tableNames(table)
-	if pk := tn.pk.Load(); pk != nil {
-		if keys, ok := p.rawPinnedKeys(pn, *pk, vars); ok {
-			return tn.readNames(table, *pk, keys)
-		}
+	k := tn.pk.Load()
+	if k == nil {
+		// Without the primary key the signature is unknown (and
+		// claiming one without it would set the table's apart from
+		// every process that knows it): by table.
+		return nil, false
+	}
+	pk := *k
+	if keys, ok := p.rawPinnedKeys(pn, pk, vars); ok {
+		return p.agreedReadNames(ctx, tn, table, pk, pk, keys)
 	}
 	for _, col := range p.cfg.KeyColumns[table] {
 		if keys, ok := p.rawPinnedKeys(pn, col, vars); ok {
-			return tn.readNames(table, col, keys)
+			return p.agreedReadNames(ctx, tn, table, pk, col, keys)
 		}
 	}
 	return nil, false
@@ -35,21 +42,29 @@ func (p *Plugin) rawKeyedReadNames(pn *classify.Pinned, table string, vars []any
 // rawWriteNames returns the names a raw write classified as c raises: the
 // keyed names when it is a single-table UPDATE or DELETE whose WHERE pins
 // a key column, c.writes otherwise.
-func (p *Plugin) rawWriteNames(c rawClass, vars []any) []string {
+func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []string {
 	if !p.cfg.KeyedPositions || c.pinned == nil || len(c.writes) != 1 {
 		return c.writes
 	}
 	table := c.writes[0]
-	var kw keyedWrite
-	var pk string
-	if k := p.tableNames(table).pk.Load(); k != nil {
-		pk = *k
-		keys, ok := p.rawPinnedKeys(c.pinned, pk, vars)
-		if ok && p.rawAssigns(c.pinned, pk) {
-			ok = false // the row moves to another key
-		}
-		kw.add(table, pk, keys, ok)
+	tn := p.tableNames(table)
+	k := tn.pk.Load()
+	if k == nil {
+		// Without the primary key, the write could not raise its
+		// column's unkeyed position for reads pinned to it: by table.
+		return c.writes
 	}
+	pk := *k
+	sig := p.keySignature(table, pk)
+	if !p.keysAgreed(ctx, tn, table, sig) {
+		return c.writes
+	}
+	var kw keyedWrite
+	keys, ok := p.rawPinnedKeys(c.pinned, pk, vars)
+	if ok && p.rawAssigns(c.pinned, pk) {
+		ok = false // the row moves to another key
+	}
+	kw.add(table, pk, keys, ok)
 	for _, col := range p.cfg.KeyColumns[table] {
 		if strings.EqualFold(col, pk) {
 			continue
@@ -63,7 +78,7 @@ func (p *Plugin) rawWriteNames(c rawClass, vars []any) []string {
 		}
 		kw.add(table, col, keys, ok)
 	}
-	if names, ok := kw.result(table); ok {
+	if names, ok := kw.result(p.signedTable(table, sig)); ok {
 		return names
 	}
 	return c.writes

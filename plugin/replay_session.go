@@ -270,7 +270,7 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass, args []any
 			tables = nil
 		}
 		if s.p.cfg.KeyedPositions && len(tables) == 1 {
-			if names, ok := s.p.rawKeyedReadNames(c.pinned, tables[0], args); ok {
+			if names, ok := s.p.rawKeyedReadNames(ctx, c.pinned, tables[0], args); ok {
 				tables = names
 			}
 		}
@@ -307,7 +307,7 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, args []a
 	if c.kind != kindWrite || (c.writes != nil && len(c.writes) == 0) {
 		return
 	}
-	names := s.p.rawWriteNames(c, args)
+	names := s.p.rawWriteNames(ctx, c, args)
 	if s.inTx {
 		s.txWritten.add(names)
 		return

@@ -116,7 +116,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 			var names []string
 			var ok bool
 			if raw {
-				names, ok = p.rawKeyedReadNames(c.pinned, tables[0], stmt.Vars)
+				names, ok = p.rawKeyedReadNames(ctx, c.pinned, tables[0], stmt.Vars)
 			} else {
 				names, ok = p.keyedReadNames(stmt, tables[0])
 			}
