@@ -30,5 +30,5 @@
 // shards are read once; raw SQL over several shards, which cannot be so
 // restricted, is refused while a move is in progress.
 //
-// See docs/sharding.md for the configuration, the ID layout and the limits.
+// See docs/design/sharding-and-moves.md for the configuration, the ID layout and the limits.
 package sharding
