@@ -65,7 +65,7 @@ bench:
 ## soak: the fault-injection soak with its independent checker, per engine
 ## and per store (one Redis; a Sentinel setup) for FRESHREAD_SOAK_DURATION
 ## (default 5m; make test runs 40s); FRESHREAD_SOAK_FAULTS=a,b restricts the
-## faults; must report 0 stale reads (docs/design/reliability.md).
+## faults; must report 0 stale reads (docs/design/reliability.md, docs/measurements/soak.md).
 FRESHREAD_SOAK_DURATION ?= 5m
 soak: servers
 	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)(Sentinel)?$$' ./internal/soak/
