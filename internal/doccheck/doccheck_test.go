@@ -112,7 +112,9 @@ func TestGuideSnippetsAreExamples(t *testing.T) {
 			nb := normalize(b)
 			found := false
 			for _, body := range bodies {
-				if nb != "" && strings.Contains(body, nb) {
+				// Whole lines only: a snippet may be part of a body, not
+				// part of a line.
+				if nb != "" && strings.Contains("\n"+body+"\n", "\n"+nb+"\n") {
 					found = true
 					break
 				}
