@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"net/http"
 	"time"
@@ -91,5 +92,19 @@ func Example_production() {
 	}))
 	if err != nil {
 		panic(err)
+	}
+}
+
+// A write made outside GORM, published so that reads wait for it.
+func Example_recordWrite() {
+	ctx := context.Background()
+	var p *plugin.Plugin // the plugin installed with db.Use(p)
+	var primary *sql.DB  // the primary, outside GORM
+	if _, err := primary.ExecContext(ctx, "UPDATE prices SET amount = amount * 2"); err != nil {
+		panic(err)
+	}
+	// After the COMMIT returned: reads of prices wait for a replica that has replayed it.
+	if err := p.RecordWrite(ctx, "prices"); err != nil {
+		panic(err) // kept pending: this process reads from the primary until it is published
 	}
 }
