@@ -52,12 +52,12 @@ demo: servers
 
 ## reshard-demo: three worker processes write and read through a 4 -> 8
 ## doubling and a migration from one database; checks every read and
-## where every row ends up (docs/sharding.md, "Growing the shards").
+## where every row ends up (docs/design/sharding-and-moves.md, "Growing the shards").
 reshard-demo: servers
 	$(GO) run ./example/cmd/resharddemo
 
 ## bench: Go benchmarks of the routing hot path and the classifier, then
-## the mixed workload per routing strategy (docs/benchmarks.md).
+## the mixed workload per routing strategy (docs/measurements/benchmarks.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./plugin/ ./classify/ ./lsnstore/
 	$(GO) run ./internal/workload/cmd/bench -rate 400
@@ -65,7 +65,7 @@ bench:
 ## soak: the fault-injection soak with its independent checker, per engine
 ## and per store (one Redis; a Sentinel setup) for FRESHREAD_SOAK_DURATION
 ## (default 5m; make test runs 40s); FRESHREAD_SOAK_FAULTS=a,b restricts the
-## faults; must report 0 stale reads (docs/reliability.md).
+## faults; must report 0 stale reads (docs/design/reliability.md, docs/measurements/soak.md).
 FRESHREAD_SOAK_DURATION ?= 5m
 soak: servers
 	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)(Sentinel)?$$' ./internal/soak/

@@ -13,7 +13,7 @@ import (
 
 // GORM APIs that open a transaction of their own (CreateInBatches,
 // Create with CreateBatchSize) and the application's db.Transaction on
-// the default *gorm.DB, with sharded tables (docs/sharding.md, "GORM's
+// the default *gorm.DB, with sharded tables (docs/design/sharding-and-moves.md, "GORM's
 // APIs").
 
 // Users 1 and 2 are on s0, 300 on s1, 600 on s2, 900 on s3

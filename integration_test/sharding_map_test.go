@@ -25,7 +25,7 @@ import (
 // follow a published version, a process that cannot reach the store stops
 // routing when its lease runs out, an invalid map is neither adopted nor
 // acknowledged, and a shard's guard error makes a statement go to the new
-// owner (docs/sharding.md, "The shared bucket map").
+// owner (docs/design/sharding-and-moves.md, "The shared bucket map").
 
 // newMapStore creates a database for the map (the lookup database's role)
 // and a store on it, through a relay when relay is set.

@@ -18,7 +18,7 @@ import (
 )
 
 // Scatter reads under a shared map return only the rows each shard owns
-// (docs/sharding.md, "The shared bucket map"): rows of a bucket that are
+// (docs/design/sharding-and-moves.md, "The shared bucket map"): rows of a bucket that are
 // also on a shard that does not own it (a move's partial copy on its
 // target, or the source's leftover after the switch) are read once, in
 // the owner's version.

@@ -1,6 +1,6 @@
 package lsnstore
 
-// The client-side caching study (docs/benchmarks.md,
+// The client-side caching study (docs/measurements/benchmarks.md,
 // "Client-side caching (RESP3 CLIENT TRACKING): the window it opens"). It
 // measures what go-redis's server-assisted client-side cache would do to
 // the position lookups: how often a reader whose cached client was told,

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Positions by key (docs/keyed-positions.md). Besides a table's position,
+// Positions by key (docs/design/keyed-positions.md). Besides a table's position,
 // a store keeps its *unkeyed* position, raised by every write of the table
 // that does not prove which rows it touched, and positions per key value,
 // raised by writes that do. A read pinned to key values needs those keys'

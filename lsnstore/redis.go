@@ -69,7 +69,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 // refuseClientCache returns an error for a client with go-redis's
 // client-side cache: its invalidations arrive after the writer's raise
 // returns, so a process would read another's raise stale for milliseconds
-// (93.7 % of raises read at once by another process, docs/benchmarks.md,
+// (93.7 % of raises read at once by another process, docs/measurements/benchmarks.md,
 // "Client-side caching"), and for as long as a silent partition lasts.
 func refuseClientCache(rdb redis.UniversalClient) error {
 	c, ok := rdb.(*redis.Client)

@@ -71,7 +71,7 @@ type Config struct {
 	// only if that replica's replay position, as known before the query
 	// was sent, covers the required position once the store has answered;
 	// otherwise it discards them and runs where the rule sends it
-	// (docs/benchmarks.md, "Overlapped reads"). The guarantee is the same;
+	// (docs/measurements/benchmarks.md, "Overlapped reads"). The guarantee is the same;
 	// the latency of a replica read is max(query, store) instead of their
 	// sum, at the price of a discarded replica query for reads that turn
 	// out to need a fresher server. With the in-memory store reads are
@@ -98,7 +98,7 @@ type Config struct {
 	// every 30 seconds. On PostgreSQL it runs depgraph.AnalyzePostgres
 	// on a pgx connection of the primary pool (with another driver it
 	// logs that it cannot); on MariaDB and MySQL it reads
-	// information_schema (docs/mariadb.md). Default: none.
+	// information_schema (docs/design/mariadb.md). Default: none.
 	Dependents map[string][]string
 
 	// ReplayFromStore takes the replicas' replay positions from the store,
@@ -122,7 +122,7 @@ type Config struct {
 	DirectWrites bool
 
 	// KeyedPositions keeps positions per key value besides the table's
-	// (docs/keyed-positions.md): a write that proves which rows it touched
+	// (docs/design/keyed-positions.md): a write that proves which rows it touched
 	// (integer keys: the rows a GORM Create inserted, a WHERE pinning the
 	// key, on the GORM path and on raw SQL) raises those keys only, and a
 	// read pinned to key values (`id = ?`, `id IN ?`, First by key, raw

@@ -16,7 +16,7 @@ import (
 // every GTID domain: domain 0 in the main lane, domain d in the lane named
 // d (mariadbPosition). With gtid_strict_mode the sequence numbers of one
 // domain only grow, and a replica applies a domain's transactions in
-// order, so "has applied" is a comparison per domain (see docs/mariadb.md).
+// order, so "has applied" is a comparison per domain (see docs/design/mariadb.md).
 type mariaEngine struct {
 	mysqlFamily
 	domain   uint32 // the primary's @@gtid_domain_id, for the cluster identity

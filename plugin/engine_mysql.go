@@ -17,7 +17,7 @@ import (
 // in @@GLOBAL.gtid_executed; on a replica, the largest n such that
 // source:1-n is in its gtid_executed (its contiguous prefix, conservative
 // when a multi-threaded replica applies out of order). See
-// docs/mariadb.md.
+// docs/design/mariadb.md.
 type mysqlEngine struct {
 	mysqlFamily
 	uuid string // the primary's server_uuid, for the cluster identity

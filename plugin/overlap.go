@@ -12,7 +12,7 @@ import (
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// Overlapped reads (docs/benchmarks.md): a read that needs the
+// Overlapped reads (docs/measurements/benchmarks.md): a read that needs the
 // store's write positions does not wait for them before it starts. It
 // starts on a replica the policy picks among those that cover what is
 // known locally (the session's position), while the store is asked in

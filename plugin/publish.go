@@ -125,7 +125,7 @@ func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Positio
 // write, as their floor, they read from the primary. It runs before the
 // commit returns, so no read that begins after the write was acknowledged
 // can miss it. A store that cannot be told (down, partitioned) leaves the
-// other processes' reads to their own view of it: docs/reliability.md.
+// other processes' reads to their own view of it: docs/design/reliability.md.
 func (p *Plugin) unpublished(ctx context.Context, w writeSet) {
 	p.pending.add(w)
 	inv, ok := p.cfg.Store.(lsnstore.Invalidator)

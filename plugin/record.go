@@ -23,7 +23,7 @@ import (
 // kept pending (this process reads from the primary until the poller
 // publishes it, and the other processes sharing the store are told, as
 // after a failed publish) and the error is returned.
-// With the tracker daemon in logical mode (docs/tracker.md) such writes
+// With the tracker daemon in logical mode (docs/design/tracker.md) such writes
 // are published anyway, from the decoded WAL; RecordWrite closes the
 // window before the tracker has decoded them.
 func (p *Plugin) RecordWrite(ctx context.Context, tables ...string) error {

@@ -89,7 +89,7 @@ type Shard struct {
 	// and, best, may set session_replication_role (a superuser, or GRANT
 	// SET ON PARAMETER): the mover's transactions are then replication
 	// sessions, which fire no trigger and check no foreign key for the
-	// copied rows (docs/sharding.md, "Privileges").
+	// copied rows (docs/design/sharding-and-moves.md, "Privileges").
 	DB *sql.DB
 	// RecordWrite, when set, is called with the tables written after every
 	// transaction the mover commits on this shard (copy chunks, catch-up

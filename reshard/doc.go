@@ -65,6 +65,6 @@
 //
 // The state of a move lives on its target (freshread_reshard_state,
 // freshread_reshard_copy): what a resume must know exactly commits there
-// in the same transactions as the rows. docs/sharding.md has the whole
+// in the same transactions as the rows. docs/design/sharding-and-moves.md has the whole
 // procedure, what can fail and how to resume, and the measured figures.
 package reshard

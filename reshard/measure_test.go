@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestMeasure prints the figures of docs/sharding.md ("Moving buckets:
-// measured"); it asserts nothing about time. Run it with
+// TestMeasure prints the figures of docs/measurements/resharding.md ("Moving
+// buckets"); it asserts nothing about time. Run it with
 //
 //	FRESHREAD_RESHARD_MEASURE=1 FRESHREAD_DOCKER=0 go test -count=1 -run TestMeasure -v ./reshard/
 //

@@ -157,7 +157,7 @@ func (m *Mover) init(ctx context.Context) error {
 			return fmt.Errorf("reshard: shard %s: %w", sh.Name, err)
 		}
 		if !ok {
-			m.cfg.Logger.WarnContext(ctx, "reshard: the role may not set session_replication_role: the mover's writes fire the tables' triggers and check their foreign keys (docs/sharding.md)", "shard", sh.Name)
+			m.cfg.Logger.WarnContext(ctx, "reshard: the role may not set session_replication_role: the mover's writes fire the tables' triggers and check their foreign keys (docs/design/sharding-and-moves.md)", "shard", sh.Name)
 		}
 	}
 	m.nb, m.tables = nb, tables

@@ -40,7 +40,7 @@ type Config struct {
 	OnRoute func(context.Context, Route)
 
 	// Map, when set, holds the shared, versioned bucket map every process
-	// follows (NewSQLMapStore; docs/sharding.md, "The shared bucket map"):
+	// follows (NewSQLMapStore; docs/design/sharding-and-moves.md, "The shared bucket map"):
 	// it is loaded in Initialize and reloaded every MapRefresh, and
 	// Algorithm and HotUsers are then only the map used while none is
 	// stored (version 0; it is never published automatically). The
@@ -82,7 +82,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// DeepOffset is the OFFSET from which a multi-shard ORDER BY ... LIMIT
-	// OFFSET read is paged with the two-phase method (see docs/sharding.md,
+	// OFFSET read is paged with the two-phase method (see docs/design/sharding-and-moves.md,
 	// "Cost") instead of reading offset+limit rows from every shard. 0
 	// means 10000 (below it, on one machine, the method's three round
 	// trips cost more than the rows it saves); a negative value turns the

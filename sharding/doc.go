@@ -30,5 +30,6 @@
 // shards are read once; raw SQL over several shards, which cannot be so
 // restricted, is refused while a move is in progress.
 //
-// See docs/sharding.md for the configuration, the ID layout and the limits.
+// See docs/guide/sharding.md for the configuration and moves, and
+// docs/design/sharding-and-moves.md for the ID layout and the limits.
 package sharding

@@ -25,7 +25,7 @@ const (
 	ModeNone Mode = "none"
 	// ModeStats polls pg_stat_user_tables write counters: cheap, needs no
 	// wal_level=logical, and catches a direct write about a second late
-	// (see docs/tracker.md).
+	// (see docs/design/tracker.md).
 	ModeStats Mode = "stats"
 	// ModeLogical decodes the WAL through a logical replication slot
 	// (pgoutput, a publication FOR ALL TABLES): exact, needs
@@ -102,7 +102,7 @@ type Config struct {
 	// NoDDLTrigger: ModeLogical does not install the event trigger
 	// freshread_ddl (and its function public.freshread_ddl) that makes
 	// schema changes run by other programs visible to the decoding
-	// (docs/tracker.md). Default false: installed when missing, which needs
+	// (docs/design/tracker.md). Default false: installed when missing, which needs
 	// a superuser; without one the tracker warns once and goes on.
 	NoDDLTrigger bool
 

@@ -17,5 +17,5 @@
 // with Announce: host, port, database and replica names, never
 // credentials; the tracker connects with its own (Config.DSN, see
 // DSNTemplate) and redacts their passwords from its logs and errors.
-// docs/tracker.md explains setup, the slot's WAL retention and both modes.
+// docs/design/tracker.md explains setup, the slot's WAL retention and both modes.
 package tracker

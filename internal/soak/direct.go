@@ -13,7 +13,7 @@ import (
 // plain *gorm.DB on the primary) bumps the versions of soak_direct's rows,
 // and a reader in the first plugin instance reads them. The tracker
 // publishes them; the promise for writes made outside the application is
-// weaker than for the plugins' own (docs/tracker.md): a read may miss one
+// weaker than for the plugins' own (docs/design/tracker.md): a read may miss one
 // until the tracker has decoded it, and for at most directBound after it
 // returned when the tracker is dead. The checker counts both apart.
 

@@ -9,5 +9,6 @@
 //
 // `make soak` runs it for a few minutes per engine
 // (FRESHREAD_SOAK_DURATION); `make test` runs a short one. Results and
-// the command are in docs/reliability.md.
+// the command are in docs/measurements/soak.md and
+// docs/design/reliability.md.
 package soak
