@@ -142,7 +142,7 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 		raiseOK(t, s, []string{SignedKeyedTable("t", "v1:id;"), k1}, 10)
 		checkWrite(t, s, []string{UnkeyedName("t")}, 0)
 		checkWrite(t, s, []string{"t"}, 10)
-		if got, err := ks.ClaimSignature(ctx, "t", "v1:id;user_id"); err != nil || got != "v1:id;" {
+		if got, _, err := ks.ClaimSignature(ctx, "t", "v1:id;user_id"); err != nil || got != "v1:id;" {
 			t.Fatalf("ClaimSignature after a signed write = %q, %v; want the writer's", got, err)
 		}
 		// A keyed write by a writer of another signature raises the
@@ -154,10 +154,10 @@ func checkConformance(t *testing.T, newStore newStoreFunc) {
 		checkWrite(t, s, []string{UnkeyedName("t"), k1}, 30)
 		// A claim records the first signature only; other tables are
 		// apart.
-		if got, err := ks.ClaimSignature(ctx, "u", "v1:id;"); err != nil || got != "v1:id;" {
+		if got, _, err := ks.ClaimSignature(ctx, "u", "v1:id;"); err != nil || got != "v1:id;" {
 			t.Fatalf("first ClaimSignature of u = %q, %v", got, err)
 		}
-		if got, err := ks.ClaimSignature(ctx, "u", "v1:uid;"); err != nil || got != "v1:id;" {
+		if got, _, err := ks.ClaimSignature(ctx, "u", "v1:uid;"); err != nil || got != "v1:id;" {
 			t.Fatalf("second ClaimSignature of u = %q, %v; want the first", got, err)
 		}
 		raiseOK(t, s, []string{SignedKeyedTable("u", "v1:uid;"), KeyName("u", "uid", 5)}, 40)

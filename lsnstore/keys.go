@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Positions by key (docs/design/keyed-positions.md). Besides a table's position,
@@ -49,9 +50,9 @@ const (
 // its write by the columns it knows, and a reader pinned to a column the
 // writer does not know would not wait for it. So a store keeps, per table,
 // one *key signature* (the key columns, as the plugin spells them), set by
-// the first writer or reader that keys the table and kept while the store
-// keeps its data. A process whose signature is another reads the table by
-// its table position and writes it plainly; and a keyed write checks the
+// the first writer or reader that keys the table and kept while processes
+// use it. A process whose signature is another reads the table by its
+// table position and writes it plainly; and a keyed write checks the
 // signature again in the raise itself (SignedKeyedTable), so a writer whose
 // cached answer is out of date (the store lost its data, and another
 // process claimed it since) raises the unkeyed position as well.
@@ -59,8 +60,12 @@ const (
 // KeySignatures is implemented by stores that keep key signatures.
 type KeySignatures interface {
 	// ClaimSignature records sig as table's key signature when it has
-	// none and returns the signature in force: sig when it recorded it.
-	ClaimSignature(ctx context.Context, table, sig string) (string, error)
+	// none and returns the signature in force: sig when it recorded it
+	// or it was already. The answer holds for validFor (0: as long as
+	// the store keeps its data): a store may let a signature that no
+	// process claims or raises with expire, and another be recorded, but
+	// not sooner than validFor after a claim that matched it.
+	ClaimSignature(ctx context.Context, table, sig string) (inForce string, validFor time.Duration, err error)
 }
 
 // SignatureName is the name of table's key signature.

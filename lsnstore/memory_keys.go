@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // memoryKeyCap bounds the key positions (keys.go) a Memory store keeps:
@@ -65,9 +66,9 @@ var (
 )
 
 // ClaimSignature implements KeySignatures.
-func (m *Memory) ClaimSignature(_ context.Context, table, sig string) (string, error) {
+func (m *Memory) ClaimSignature(_ context.Context, table, sig string) (string, time.Duration, error) {
 	cur, _ := m.sigs.LoadOrStore(table, sig)
-	return cur.(string), nil
+	return cur.(string), 0, nil
 }
 
 func (m *Memory) raiseKey(name string, pos Position) {

@@ -21,6 +21,9 @@ type Redis struct {
 	err     error        // from NewRedis: every call returns it
 	timeout time.Duration
 	ttl     string // TTL in milliseconds, as a script argument
+	// signatureValid is how long a ClaimSignature answer holds: a
+	// quarter of the TTL the signature is refreshed with.
+	signatureValid time.Duration
 	keyTTL  string // KeyTTL in milliseconds
 
 	base        string // prefix + "{" + database + "}-"
@@ -53,6 +56,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	r.opts = o
 	r.timeout = o.Timeout
 	r.ttl = strconv.FormatInt(o.TTL.Milliseconds(), 10)
+	r.signatureValid = o.TTL / 4
 	r.keyTTL = strconv.FormatInt(o.KeyTTL.Milliseconds(), 10)
 	r.base = o.Prefix + "{" + o.Database + "}-"
 	r.maxKey = r.base + "write_lsn"
@@ -346,28 +350,32 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 
 // PublishReplay implements Store with one script call.
 // signatureScript is ClaimSignature: KEYS[1] the signature's key, ARGV[1]
-// the signature claimed. The key has no TTL: it lives as long as the
-// store's data (a loss takes it too, and every reader's anchor check
-// notices the loss).
+// the signature claimed, ARGV[2] the TTL (ms) it is recorded or refreshed
+// with when it is the table's.
 var signatureScript = redis.NewScript(`
 local cur = redis.call("GET", KEYS[1])
-if cur then return cur end
-redis.call("SET", KEYS[1], ARGV[1])
+if cur and cur ~= ARGV[1] then return cur end
+redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
 return ARGV[1]
 `)
 
-// ClaimSignature implements KeySignatures with one script call.
-func (r *Redis) ClaimSignature(ctx context.Context, table, sig string) (string, error) {
+// ClaimSignature implements KeySignatures with one script call. A
+// signature lives for the store's TTL after the last claim or keyed raise
+// that matched it (so the columns of a service that changed its
+// KeyColumns take over once no process of the old configuration has used
+// the old ones for that long), and a claimer may trust the answer for a
+// quarter of it.
+func (r *Redis) ClaimSignature(ctx context.Context, table, sig string) (string, time.Duration, error) {
 	if r.err != nil {
-		return "", r.err
+		return "", 0, r.err
 	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	cur, err := signatureScript.Run(ctx, r.rdb, []string{r.tableKey(SignatureName(table)).(string)}, sig).Text()
+	cur, err := signatureScript.Run(ctx, r.rdb, []string{r.tableKey(SignatureName(table)).(string)}, sig, r.ttl).Text()
 	if err != nil {
-		return "", fmt.Errorf("lsnstore: redis claim key signature: %w", err)
+		return "", 0, fmt.Errorf("lsnstore: redis claim key signature: %w", err)
 	}
-	return cur, nil
+	return cur, r.signatureValid, nil
 }
 
 func (r *Redis) PublishReplay(ctx context.Context, replicas map[string]Position) error {

@@ -120,9 +120,10 @@ end
 // from the ARGV[4]-th key on (key positions) with TTL ARGV[3]. The last
 // 2*ARGV[5] keys are pairs of a table's key signature and its unkeyed
 // position, for the SignedKeyedTable names of the raise: the signature
-// ARGV[5+j] of pair j is recorded when the table has none, and when the
-// table's is another the unkeyed position is raised too. It returns the
-// number of pairs whose signature was another.
+// ARGV[5+j] of pair j is recorded (TTL ARGV[2]) when the table has none
+// and its TTL refreshed when it is the table's; when the table's is
+// another, the unkeyed position is raised too. It returns the number of
+// pairs whose signature was another.
 var raiseScript = redis.NewScript(luaPrelude + `
 local m = tonumber(ARGV[5]) or 0
 local n = #KEYS - 2 * m
@@ -136,9 +137,9 @@ local other = 0
 for j = 1, m do
   local sig = ARGV[5 + j]
   local cur = redis.call("GET", KEYS[n + 2 * j - 1])
-  if not cur then
-    redis.call("SET", KEYS[n + 2 * j - 1], sig)
-  elseif cur ~= sig then
+  if not cur or cur == sig then
+    redis.call("SET", KEYS[n + 2 * j - 1], sig, "PX", ARGV[2])
+  else
     raise(KEYS[n + 2 * j], ARGV[1], ARGV[2])
     other = other + 1
   end

@@ -389,3 +389,42 @@ func TestRedisRefusesClientSideCache(t *testing.T) {
 		t.Fatalf("Raise on a caching client: %v", err)
 	}
 }
+
+// TestRedisKeySignatureTTL: a key signature lives for the store's TTL
+// after the last claim or keyed raise that matched it, and a claim's
+// answer holds for a quarter of it; then a process with other key columns
+// can record its own.
+func TestRedisKeySignatureTTL(t *testing.T) {
+	_, rdb := redisClient(t)
+	ctx := context.Background()
+	const ttl = 400 * time.Millisecond
+	s := newTestRedis(rdb, RedisOptions{Database: uniqueDB("sig-ttl"), TTL: ttl})
+	claim := func(sig string) string {
+		t.Helper()
+		got, valid, err := s.ClaimSignature(ctx, "t", sig)
+		if err != nil || valid != ttl/4 {
+			t.Fatalf("ClaimSignature(%q) = %q, %v, %v; want valid for %v", sig, got, valid, err, ttl/4)
+		}
+		return got
+	}
+	if got := claim("v1:id;"); got != "v1:id;" {
+		t.Fatalf("first claim: %q", got)
+	}
+	// Refreshed by a matching keyed raise, a matching claim, not by
+	// another's claim.
+	for range 3 {
+		time.Sleep(ttl / 2)
+		raiseOK(t, s, []string{SignedKeyedTable("t", "v1:id;"), KeyName("t", "id", 1)}, 10)
+		if got := claim("v1:id;user_id"); got != "v1:id;" {
+			t.Fatalf("claim of another signature while the first is used: %q", got)
+		}
+	}
+	time.Sleep(ttl / 2)
+	if got := claim("v1:id;"); got != "v1:id;" {
+		t.Fatalf("claim: %q", got)
+	}
+	time.Sleep(ttl + ttl/4)
+	if got := claim("v1:id;user_id"); got != "v1:id;user_id" {
+		t.Fatalf("claim after the first signature went unused for its TTL: %q, want the new one", got)
+	}
+}

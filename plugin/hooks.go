@@ -128,8 +128,9 @@ func (p *Plugin) keyable(db *gorm.DB, table string) (string, bool) {
 	if !keyableConn(db) {
 		return "", false
 	}
-	sig := p.keySignature(table, pkName)
-	if !p.keysAgreed(db.Statement.Context, p.tableNames(table), table, sig) {
+	tn := p.tableNames(table)
+	sig := p.signatureOf(tn, table, pkName)
+	if !p.keysAgreed(db.Statement.Context, tn, table, sig) {
 		return "", false
 	}
 	return sig, true

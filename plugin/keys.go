@@ -141,11 +141,11 @@ func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []str
 	return nil, false
 }
 
-// agreedReadNames is readNames when the table's signature in force keys
-// col (keyedColumnAgreed), for a process that knows pk as the table's
-// integer primary key.
+// agreedReadNames is readNames when this process's key signature of the
+// table, which knows pk as its integer primary key, is the one in force
+// (keysAgreed).
 func (p *Plugin) agreedReadNames(ctx context.Context, tn *tableKeyNames, table, pk, col string, keys []int64) ([]string, bool) {
-	if len(keys) == 0 || len(keys) > maxKeys || !p.keyedColumnAgreed(ctx, tn, table, p.keySignature(table, pk), col) {
+	if len(keys) == 0 || len(keys) > maxKeys || !p.keysAgreed(ctx, tn, table, p.signatureOf(tn, table, pk)) {
 		return nil, false
 	}
 	return tn.readNames(table, col, keys)
@@ -171,6 +171,7 @@ type tableKeyNames struct {
 	columns atomic.Pointer[map[string]string] // column -> UnkeyedColumnName
 	pk      atomic.Pointer[string]
 	claim   atomic.Pointer[signatureClaim] // the store's answer (keys_signature.go)
+	sig     atomic.Pointer[tableSignature]
 }
 
 func (p *Plugin) tableNames(table string) *tableKeyNames {

@@ -55,7 +55,7 @@ func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []st
 		return c.writes
 	}
 	pk := *k
-	sig := p.keySignature(table, pk)
+	sig := p.signatureOf(tn, table, pk)
 	if !p.keysAgreed(ctx, tn, table, sig) {
 		return c.writes
 	}

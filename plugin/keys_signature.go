@@ -4,21 +4,35 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// Key signatures (lsnstore.KeySignatures, docs/keyed-positions.md): the
+// Key signatures (lsnstore.KeySignatures, docs/design/keyed-positions.md): the
 // processes sharing a store agree, per table, on the columns they key it
 // by. A table's signature here is "v1:<pk>;<col>,<col>...": the integer
 // primary key the plugin knows ("" for a model without one) and the
 // table's KeyColumns, sorted. The first process that keys the table
 // records its signature; a process whose signature is another writes the
 // table plainly (the store raises its unkeyed position, which every keyed
-// read waits for) and reads by key only the columns the recorded
-// signature keys by.
+// read waits for) and reads it by table position.
 
 const signatureVersion = "v1:"
+
+// signatureOf is keySignature, cached in tn for the last pk asked (a
+// table's primary key does not change: reads allocate nothing).
+func (p *Plugin) signatureOf(tn *tableKeyNames, table, pk string) string {
+	if c := tn.sig.Load(); c != nil && c.pk == pk {
+		return c.sig
+	}
+	c := &tableSignature{pk: pk, sig: p.keySignature(table, pk)}
+	tn.sig.Store(c)
+	return c.sig
+}
+
+// tableSignature is a table's key signature for a primary key.
+type tableSignature struct{ pk, sig string }
 
 // keySignature is the signature of table for a process that knows its
 // integer primary key pk ("": the model has none).
@@ -34,87 +48,46 @@ func (p *Plugin) keySignature(table, pk string) string {
 	return signatureVersion + pk + ";" + strings.Join(cols, ",")
 }
 
-// signatureColumns returns the columns a signature keys by.
-func signatureColumns(sig string) (pk string, cols []string, ok bool) {
-	rest, ok := strings.CutPrefix(sig, signatureVersion)
-	if !ok {
-		return "", nil, false
-	}
-	pk, list, ok := strings.Cut(rest, ";")
-	if !ok {
-		return "", nil, false
-	}
-	if list != "" {
-		cols = strings.Split(list, ",")
-	}
-	return pk, cols, true
-}
-
-// signatureClaim is what the store answered a claim of sig: the
-// signature in force.
+// signatureClaim is what the store answered a claim of sig: whether it is
+// the table's signature in force, until when that holds (zero: until the
+// store's data changes).
 type signatureClaim struct {
-	sig, inForce string
+	sig     string
+	inForce bool
+	until   time.Time
 }
 
 // keysAgreed reports whether this process may key table with signature
-// sig: the store keeps no signatures, or sig is the one in force. The
-// store's answer is cached per table (one round trip per table and
-// signature; the cache is emptied when the store's data changes,
+// sig (its reads pinned to a key column and its writes): the store keeps
+// no signatures, or sig is the one in force. A process whose signature is
+// another reads the table by table position and writes it plainly, which
+// is safe whatever the others key by. The store's answer is cached per
+// table for as long as the store says it holds (one round trip per table
+// and that time; the cache is emptied when the store's data changes,
 // forgetSignatures). A store error means no.
 func (p *Plugin) keysAgreed(ctx context.Context, tn *tableKeyNames, table, sig string) bool {
-	inForce, ok := p.signatureInForce(ctx, tn, table, sig)
-	return ok && inForce == sig
-}
-
-// keyedColumnAgreed reports whether a read of table pinned to col may be
-// keyed: every writer keying table by key raises col's positions, that
-// is, col is a column of the signature in force.
-func (p *Plugin) keyedColumnAgreed(ctx context.Context, tn *tableKeyNames, table, sig, col string) bool {
-	inForce, ok := p.signatureInForce(ctx, tn, table, sig)
-	if !ok {
-		return false
-	}
-	if inForce == sig {
-		return true
-	}
-	pk, cols, ok := signatureColumns(inForce)
-	if !ok {
-		return false
-	}
-	if pk != "" && p.sameColumn(pk, col) {
-		return true
-	}
-	for _, c := range cols {
-		if p.sameColumn(c, col) {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *Plugin) sameColumn(a, b string) bool { return strings.EqualFold(a, b) }
-
-// signatureInForce returns table's signature in force, claiming sig when
-// the table has none; ok is false when the store could not say.
-func (p *Plugin) signatureInForce(ctx context.Context, tn *tableKeyNames, table, sig string) (string, bool) {
 	ks, ok := p.cfg.Store.(lsnstore.KeySignatures)
 	if !ok {
-		return sig, true
+		return true
 	}
-	if c := tn.claim.Load(); c != nil && c.sig == sig {
-		return c.inForce, true
+	if c := tn.claim.Load(); c != nil && c.sig == sig && (c.until.IsZero() || time.Now().Before(c.until)) {
+		return c.inForce
 	}
-	inForce, err := ks.ClaimSignature(ctx, table, sig)
+	now := time.Now()
+	inForce, valid, err := ks.ClaimSignature(ctx, table, sig)
 	if err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read a table's key signature; its reads and writes use the table position", "table", table, "err", err)
-		return "", false
+		return false
 	}
-	if inForce != sig {
-		p.cfg.Logger.WarnContext(ctx, "freshread: another process sharing the position store keys this table by other columns (Config.KeyColumns or the primary key differ); this process writes it by table and reads it by key only by the columns both know",
+	c := &signatureClaim{sig: sig, inForce: inForce == sig}
+	if valid > 0 {
+		c.until = now.Add(valid)
+	}
+	if prev := tn.claim.Swap(c); !c.inForce && (prev == nil || prev.inForce || prev.sig != sig) {
+		p.cfg.Logger.WarnContext(ctx, "freshread: another process sharing the position store keys this table by other columns (Config.KeyColumns or the primary key differ); this process reads and writes it by table position until they agree",
 			"table", table, "this_process", sig, "in_force", inForce)
 	}
-	tn.claim.Store(&signatureClaim{sig: sig, inForce: inForce})
-	return inForce, true
+	return c.inForce
 }
 
 // forgetSignatures empties the cache of signatures in force: the store's
