@@ -27,7 +27,7 @@
 //   - mark_write_keys, once the statement has run and before it commits,
 //     records which keys of its table a keyed write touched (the rows a
 //     Create inserted, the keys an Update's or Delete's WHERE pins), or
-//     that it proved none (plugin.Config.KeyedPositions).
+//     that it proved none (unless plugin.Config.TablePositions).
 //   - retry_on_primary runs a read again on the primary when a replica
 //     failed it (Statement.ConnPool back to the primary).
 //   - publish_autocommit (last) publishes what an autocommit statement

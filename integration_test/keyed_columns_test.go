@@ -11,7 +11,7 @@ import (
 
 // keyedParts keys parts by item_id besides their primary key.
 var keyedParts = withConfig(func(c *plugin.Config) {
-	c.KeyedPositions = true
+	c.TablePositions = false
 	c.KeyColumns = map[string][]string{"parts": {"item_id"}}
 })
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/plugin"
 )
 
 // Processes sharing a position store that key a table by different
@@ -81,16 +83,16 @@ func TestMariaDBKeyedDisagreement(t *testing.T) {
 	}
 }
 
-// checkWriterWithoutKeys: a process that keys nothing (KeyedPositions
-// off, as every release before keys and every process that turns them
-// off: it raises table positions only, through the store's plain Raise)
+// checkWriterWithoutKeys: a process that keys nothing (TablePositions
+// on, as every release before keys: it raises table positions only,
+// through the store's plain Raise)
 // writes row 1 while a process keying reads row 1 by key: never stale;
 // a read of row 2 by key is not sent to the primary for a row it did not
 // write only when the writer proved its keys, so it is not asserted.
 func checkWriterWithoutKeys(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	s, _ := newRedisStore(t, t.Name())
 	e := newEnv(t, withStore(s), keyed)
-	plain, _ := e.open()
+	plain, _ := e.open(withConfig(func(c *plugin.Config) { c.TablePositions = true }))
 	e.seedItems("old", 2)
 	e.step("items 1 and 2 written and replicated")
 	for _, write := range []struct {

@@ -6,9 +6,10 @@ import (
 	"github.com/freshread/freshread/plugin"
 )
 
-var keyed = withConfig(func(c *plugin.Config) { c.KeyedPositions = true })
+// keyed is the default (positions by key), named where a test is about it.
+var keyed = withConfig(func(c *plugin.Config) { c.TablePositions = false })
 
-// checkKeyedPositions: with KeyedPositions and replay paused, a write of
+// checkKeyedPositions: with positions by key and replay paused, a write of
 // row 1 leaves reads of row 2 on the replicas (with row 2's data), while
 // every read that can see row 1 (by key, IN, range, raw SQL) is fresh; a
 // write that proves no key makes keyed reads of every row wait; a row

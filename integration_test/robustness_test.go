@@ -12,6 +12,7 @@ import (
 	"gorm.io/plugin/dbresolver"
 
 	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -52,8 +53,12 @@ func TestUnparseablePositionGoesToPrimary(t *testing.T) {
 	e.mustReplica(e.readItem(e.db, 1), "before")
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	defer rdb.Close()
-	if err := rdb.Set(context.Background(), "freshread:{"+database+"}-items-write_lsn", "not-a-position", time.Minute).Err(); err != nil {
-		t.Fatal(err)
+	// The table's position and its unkeyed one (which a read by key
+	// needs).
+	for _, name := range []string{"items", lsnstore.UnkeyedName("items")} {
+		if err := rdb.Set(context.Background(), "freshread:{"+database+"}-"+name+"-write_lsn", "not-a-position", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got := e.readItem(e.db, 1)
 	if got.Name != "old" {

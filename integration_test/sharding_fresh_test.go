@@ -71,7 +71,7 @@ func TestShardingFreshnessPerShard(t *testing.T) {
 // in every shard's freshness plugin.
 func keyedShards(c *sharding.Config) {
 	for i := range c.Shards {
-		c.Shards[i].Freshness.KeyedPositions = true
+		c.Shards[i].Freshness.TablePositions = false
 		c.Shards[i].Freshness.KeyColumns = map[string][]string{"orders": {"user_id"}}
 	}
 }

@@ -24,7 +24,7 @@ type Redis struct {
 	// signatureValid is how long a ClaimSignature answer holds: a
 	// quarter of the TTL the signature is refreshed with.
 	signatureValid time.Duration
-	keyTTL  string // KeyTTL in milliseconds
+	keyTTL         string // KeyTTL in milliseconds
 
 	base        string // prefix + "{" + database + "}-"
 	maxKey      string

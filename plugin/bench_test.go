@@ -177,8 +177,8 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 		return s
 	case "freshread-memory":
 		cfg.Store = lsnstore.NewMemory()
-	case "freshread-redis", "freshread-redis-keyed", "freshread-redis-sequential":
-		cfg.KeyedPositions = kind == "freshread-redis-keyed"
+	case "freshread-redis", "freshread-redis-table", "freshread-redis-sequential":
+		cfg.TablePositions = kind == "freshread-redis-table"
 		cfg.SequentialLookup = kind == "freshread-redis-sequential"
 		r := testcluster.RedisFor(b)
 		rdb := redis.NewClient(&redis.Options{Addr: viaRelay(b, r.Addr()), ContextTimeoutEnabled: true})
@@ -322,7 +322,10 @@ func (s *benchSetup) check(b *testing.B, db *gorm.DB, when string) {
 	}
 }
 
-var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshread-redis", "freshread-redis-keyed", "freshread-redis-sequential"}
+// benchKinds: freshread-memory and freshread-redis are the default Config
+// (positions by key) with each store; freshread-redis-table keeps positions
+// by table only (Config.TablePositions).
+var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshread-redis", "freshread-redis-table", "freshread-redis-sequential"}
 
 // benchReads runs the primary-key lookup on db (a real read, or a DryRun
 // session) in the benchmark loop.

@@ -121,28 +121,33 @@ type Config struct {
 	// programs write too. Default: false.
 	DirectWrites bool
 
-	// KeyedPositions keeps positions per key value besides the table's
-	// (docs/design/keyed-positions.md): a write that proves which rows it touched
-	// (integer keys: the rows a GORM Create inserted, a WHERE pinning the
-	// key, on the GORM path and on raw SQL) raises those keys only, and a
-	// read pinned to key values (`id = ?`, `id IN ?`, First by key, raw
-	// `WHERE id = $1`) waits for those keys and for the table's writes
-	// that proved nothing, instead of every write of the table. The keys
-	// are the model's single integer primary key and KeyColumns. Every
-	// process sharing the store must run a version that raises unkeyed
-	// positions (this one) before any enables it. Default: false.
-	KeyedPositions bool
+	// TablePositions turns positions by key off: every read of a table
+	// waits for every write of it. By default (false) the plugin keeps
+	// positions per key value besides the table's
+	// (docs/design/keyed-positions.md): a write that proves which rows it
+	// touched (integer keys: the rows a GORM Create inserted, a WHERE
+	// pinning the key, on the GORM path and on raw SQL) raises those keys
+	// only, and a read pinned to key values (`id = ?`, `id IN ?`, First by
+	// key, raw `WHERE id = $1`) waits for those keys and for the table's
+	// writes that proved nothing, instead of every write of the table. The
+	// keys are the model's single integer primary key and KeyColumns.
+	// Processes sharing the store must all run a version that raises
+	// unkeyed positions (every version with this field does, whatever its
+	// value); processes keying a table by other columns are told apart by
+	// the store (key signatures). Default: false.
+	TablePositions bool
 
 	// KeyColumns lists, per table, integer columns besides the primary key
-	// that reads are pinned by and so get positions per value with
-	// KeyedPositions (for example {"orders": {"user_id"}} for a service
+	// that reads are pinned by and so get positions per value (for example {"orders": {"user_id"}} for a service
 	// that lists a user's orders). A write raises the values it proves
 	// for each (a Create's rows, a WHERE pinning the column, an UPDATE
 	// setting it to a known value) and otherwise the column's unkeyed
 	// position, which reads by the column wait for: an update by primary
 	// key makes reads by user_id wait for it, not reads by id. Table
-	// names as GORM names them; columns by their database names. Every
-	// process sharing the store must list the same columns. Default: none.
+	// names as GORM names them; columns by their database names. A
+	// process whose columns for a table are not those of the process that
+	// keyed it first reads and writes that table by table position until
+	// they agree (docs/guide/operations.md). Default: none.
 	KeyColumns map[string][]string
 
 	// MaxDecodeLag is the decoding lag, in bytes of WAL, up to which
@@ -223,6 +228,9 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 }
+
+// keyed reports whether positions are kept by key (TablePositions off).
+func (c Config) keyed() bool { return !c.TablePositions }
 
 func (c Config) withDefaults() Config {
 	if len(c.KeyColumns) > 0 {

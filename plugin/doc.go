@@ -20,7 +20,7 @@
 // its rows are kept only if that replica, as known before the query, had
 // replayed everything the store then requires; otherwise they are
 // discarded and the read runs where the rule sends it
-// (Config.SequentialLookup turns this off). With KeyedPositions, reads and
-// writes pinned to key values use positions per key (keys.go,
-// keys_raw.go).
+// (Config.SequentialLookup turns this off). Reads and writes pinned to key
+// values use positions per key (keys.go, keys_raw.go; Config.TablePositions
+// turns this off), under the table's key signature (keys_signature.go).
 package plugin

@@ -77,10 +77,11 @@ func (p *Plugin) refuseWrite(ctx context.Context, r *replica) error {
 	return fmt.Errorf("%w %q", ErrWriteOnReplica, r.name)
 }
 
-// markModelWrite records the table a Create/Update/Delete writes. With
-// KeyedPositions, a write of a table with an integer key records the
-// table's position alone (lsnstore.KeyedTable); markModelKeys adds the
-// keys or the unkeyed position once the statement has run.
+// markModelWrite records the table a Create/Update/Delete writes. By
+// key (unless TablePositions), a write of a table with an integer key
+// records the table's position alone (lsnstore.SignedKeyedTable);
+// markModelKeys adds the keys or the unkeyed position once the statement
+// has run.
 func (p *Plugin) markModelWrite(db *gorm.DB) {
 	if db.Error != nil {
 		return
@@ -94,7 +95,7 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 	var tables []string // nil: unknown, the database-wide position
 	if name, ok := statementTable(db.Statement); ok {
 		tables = []string{name}
-		if p.cfg.KeyedPositions {
+		if p.cfg.keyed() {
 			if sig, ok := p.keyable(db, name); ok {
 				db.Statement.Settings.Store(keyedKey{db.Statement}, keyedWriteOf{name, sig})
 				tables = []string{p.signedTable(name, sig)}
@@ -157,7 +158,7 @@ func keyableConn(db *gorm.DB) bool {
 // proved none (or failed: it may have written anyway), the table's
 // unkeyed position.
 func (p *Plugin) markModelKeys(db *gorm.DB) {
-	if !p.cfg.KeyedPositions {
+	if !p.cfg.keyed() {
 		return
 	}
 	v, ok := db.Statement.Settings.LoadAndDelete(keyedKey{db.Statement})
@@ -192,7 +193,7 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 // recordRawWrite records a raw write: by key when it proves them
 // (keys_raw.go) on a connection that may, by table otherwise.
 func (p *Plugin) recordRawWrite(db *gorm.DB, c rawClass) {
-	if p.cfg.KeyedPositions && keyableConn(db) {
+	if p.cfg.keyed() && keyableConn(db) {
 		p.recordWrite(db, p.rawWriteNames(db.Statement.Context, c, db.Statement.Vars))
 		return
 	}

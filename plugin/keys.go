@@ -15,7 +15,7 @@ import (
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// Positions by key (Config.KeyedPositions, docs/design/keyed-positions.md): a
+// Positions by key (the default; Config.TablePositions turns them off; docs/design/keyed-positions.md): a
 // GORM write that proves which rows of its table it touched raises those
 // rows' key positions instead of the table's unkeyed position, and a GORM
 // read pinned to key values waits only for those keys and the unkeyed

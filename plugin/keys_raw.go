@@ -43,7 +43,7 @@ func (p *Plugin) rawKeyedReadNames(ctx context.Context, pn *classify.Pinned, tab
 // keyed names when it is a single-table UPDATE or DELETE whose WHERE pins
 // a key column, c.writes otherwise.
 func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []string {
-	if !p.cfg.KeyedPositions || c.pinned == nil || len(c.writes) != 1 {
+	if !p.cfg.keyed() || c.pinned == nil || len(c.writes) != 1 {
 		return c.writes
 	}
 	table := c.writes[0]

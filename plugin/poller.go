@@ -163,7 +163,7 @@ func (p *Plugin) checkDecoding(ctx context.Context, ins lsnstore.Position, prima
 	var decoded lsnstore.LSN
 	var err error
 	if ds, ok := p.cfg.Store.(lsnstore.DecodedStore); ok && !ins.HasLanes() {
-		if uds, ok := ds.(lsnstore.UnkeyedDecodedStore); ok && p.cfg.KeyedPositions {
+		if uds, ok := ds.(lsnstore.UnkeyedDecodedStore); ok && p.cfg.keyed() {
 			// Keyed reads look at unkeyed positions: only a tracker that
 			// raises them may be trusted.
 			decoded, err = uds.UnkeyedDecodedPosition(ctx)

@@ -269,7 +269,7 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass, args []any
 		if !c.readsKnown {
 			tables = nil
 		}
-		if s.p.cfg.KeyedPositions && len(tables) == 1 {
+		if s.p.cfg.keyed() && len(tables) == 1 {
 			if names, ok := s.p.rawKeyedReadNames(ctx, c.pinned, tables[0], args); ok {
 				tables = names
 			}

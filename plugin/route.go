@@ -29,7 +29,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	ctx := stmt.Context
 	switch stmt.ConnPool.(type) {
 	case *replaySession:
-		if p.cfg.KeyedPositions && stmt.SQL.Len() == 0 {
+		if p.cfg.keyed() && stmt.SQL.Len() == 0 {
 			p.learnModelKey(stmt) // for the session's raw SQL
 		}
 		return // a Session routes each statement itself
@@ -112,7 +112,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		p.toFresh(db, tables, nil, false)
 	default:
 		lookup := tables
-		if p.cfg.KeyedPositions && len(tables) == 1 {
+		if p.cfg.keyed() && len(tables) == 1 {
 			var names []string
 			var ok bool
 			if raw {

@@ -60,7 +60,8 @@
 //     replica can serve yet waits for one (PostgreSQL: for the plugin's
 //     poller to see a fresh replica; MariaDB: MASTER_GTID_WAIT on the
 //     replica), then goes to the primary on timeout.
-//   - freshread-key: freshread-table with Config.KeyedPositions: a read of
+//   - freshread-key: the plugin's default Config (freshread-table sets
+//     Config.TablePositions), positions by key: a read of
 //     a row waits only for the writes of that row (every statement names
 //     the table's model, so the plugin knows the key; the SQL is the same
 //     for every strategy).

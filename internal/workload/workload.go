@@ -41,8 +41,9 @@ const (
 	// FreshTableWait is FreshTable with Config.MaxWait: a read no replica
 	// can serve yet waits (up to Options.MaxWait) for one to catch up.
 	FreshTableWait Strategy = "freshread-table+wait"
-	// FreshKey is FreshTable with Config.KeyedPositions: a read of a row
-	// waits only for writes of that row (and writes that proved no row).
+	// FreshKey is the plugin's default Config (positions by key): a read
+	// of a row waits only for writes of that row (and writes that proved
+	// no row). The FreshTable strategies set Config.TablePositions.
 	FreshKey Strategy = "freshread-key"
 	// FreshKeyWait is FreshKey with Config.MaxWait.
 	FreshKeyWait Strategy = "freshread-key+wait"
@@ -461,7 +462,7 @@ func (e *env) open(ctx context.Context, rs *testcluster.Redis, name string) (fun
 	if e.strategy == FreshTableWait || e.strategy == FreshKeyWait {
 		cfg.MaxWait = e.o.MaxWait
 	}
-	cfg.KeyedPositions = e.strategy == FreshKey || e.strategy == FreshKeyWait
+	cfg.TablePositions = e.strategy != FreshKey && e.strategy != FreshKeyWait
 	e.reasons = map[plugin.Reason]int64{}
 	for i, r := range replicas {
 		cfg.Replicas = append(cfg.Replicas, plugin.Replica{Name: fmt.Sprintf("replica%d", i), Dialector: e.cl.dialector(r)})
