@@ -7,9 +7,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RouteEvent is the name of the span event that records a routing
-// decision on the span of the statement's context.
-const RouteEvent = "freshread.route"
+// Names of the span events recorded on the span of a statement's context.
+const (
+	// RouteEvent records a routing decision (Decision).
+	RouteEvent = "freshread.route"
+	// WriteEvent records a write sent to the primary, with AttrTables the
+	// positions it marks: table names, or keyed-position names with
+	// Config.KeyedPositions; absent when unknown (the database-wide
+	// position).
+	WriteEvent = "freshread.write"
+)
 
 // Attributes of the RouteEvent. Replicas are named as in Config.Replicas'
 // order and in metrics and logs ("replica:<name>"); no DSN, address or
@@ -62,4 +69,19 @@ func traceDecision(ctx context.Context, d Decision) {
 	}
 	attrs = append(attrs, AttrStoreRoundTrips.Int(d.StoreRoundTrips))
 	span.AddEvent(RouteEvent, trace.WithAttributes(attrs...))
+}
+
+// traceWrite adds a WriteEvent for a write marking tables to the recording
+// span of ctx, if any.
+func traceWrite(ctx context.Context, tables []string) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := make([]attribute.KeyValue, 0, 2)
+	attrs = append(attrs, AttrServer.String("primary"))
+	if tables != nil {
+		attrs = append(attrs, AttrTables.StringSlice(tables))
+	}
+	span.AddEvent(WriteEvent, trace.WithAttributes(attrs...))
 }

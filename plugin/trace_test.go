@@ -119,3 +119,24 @@ func TestTraceNothingWithoutRecordingSpan(t *testing.T) {
 		t.Fatalf("traceDecision without a span: %v allocations, want 0", allocs)
 	}
 }
+
+func TestTraceWrite(t *testing.T) {
+	p, _, db := traceHarness(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	ctx, span := tp.Tracer("test").Start(context.Background(), "write")
+	p.recordWrite(db.WithContext(ctx), []string{"orders"})
+	span.End()
+	spans := exp.GetSpans()
+	if len(spans) != 1 || len(spans[0].Events) != 1 || spans[0].Events[0].Name != WriteEvent {
+		t.Fatalf("spans %+v, want one with one %s event", spans, WriteEvent)
+	}
+	e := spans[0].Events[0]
+	if v, _ := attrOf(e, AttrServer); v.AsString() != "primary" {
+		t.Errorf("%s = %q, want primary", AttrServer, v.AsString())
+	}
+	if v, _ := attrOf(e, AttrTables); !slices.Equal(v.AsStringSlice(), []string{"orders"}) {
+		t.Errorf("%s = %q, want [orders]", AttrTables, v.AsStringSlice())
+	}
+}
