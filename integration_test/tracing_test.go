@@ -14,9 +14,16 @@ import (
 // TestTracingRecordsDecision: a read in a recording span carries the
 // routing decision as a freshread.route event: the primary and the
 // written table while the replicas are paused after a write, a replica
-// once replay resumes.
-func TestTracingRecordsDecision(t *testing.T) {
-	e := newEnv(t)
+// once replay resumes. With the in-memory store the read is decided while
+// routing; with Redis, while its query runs (the lookup overlaps it).
+func TestTracingRecordsDecision(t *testing.T) { checkTracingRecordsDecision(t, newEnv(t)) }
+
+func TestTracingRecordsOverlappedDecision(t *testing.T) {
+	store, _ := newRedisStore(t, "tracing-"+t.Name())
+	checkTracingRecordsDecision(t, newEnv(t, withStore(store)))
+}
+
+func checkTracingRecordsDecision(t *testing.T, e *env) {
 	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 		t.Fatal(err)
 	}
