@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -329,11 +330,15 @@ var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshrea
 
 // benchReads runs the primary-key lookup on db (a real read, or a DryRun
 // session) in the benchmark loop.
-func benchReads(b *testing.B, dryRun bool) {
-	for _, kind := range benchKinds {
+func benchReads(b *testing.B, dryRun bool) { benchReadsIn(b, dryRun, benchKinds, context.Background()) }
+
+// benchReadsIn is benchReads for kinds, with reads in a context derived
+// from parent.
+func benchReadsIn(b *testing.B, dryRun bool, kinds []string, parent context.Context) {
+	for _, kind := range kinds {
 		b.Run("setup="+kind, func(b *testing.B) {
 			s := openSetup(b, kind)
-			ctx := context.WithValue(context.Background(), readMark{}, true)
+			ctx := context.WithValue(parent, readMark{}, true)
 			db := s.db.Session(&gorm.Session{Context: ctx, DryRun: dryRun})
 			s.check(b, db, "before the loop")
 			var before int64
@@ -425,3 +430,15 @@ func BenchmarkRead(b *testing.B) { benchReads(b, false) }
 // BenchmarkRoute is the same read with DryRun: the callbacks, routing
 // included, without the statement's execution.
 func BenchmarkRoute(b *testing.B) { benchReads(b, true) }
+
+// BenchmarkRouteTraced is BenchmarkRoute for freshread's setups with the
+// reads' context carrying a recording span (an SDK tracer that samples
+// every span and exports none): the cost of recording each decision as a
+// span event, to compare with BenchmarkRoute (no span).
+func BenchmarkRouteTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer tp.Shutdown(context.Background())
+	ctx, span := tp.Tracer("bench").Start(context.Background(), "reads")
+	defer span.End()
+	benchReadsIn(b, true, []string{"freshread-memory", "freshread-redis"}, ctx)
+}

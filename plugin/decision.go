@@ -1,6 +1,10 @@
 package plugin
 
-import "github.com/freshread/freshread/lsnstore"
+import (
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+)
 
 // Target is where a statement was sent.
 type Target int
@@ -53,4 +57,13 @@ type Decision struct {
 	// ReplicaPosition is the chosen replica's replay position or, when
 	// none was fresh enough, that of the least lagging usable replica.
 	ReplicaPosition lsnstore.Position
+	// Keys are the keyed positions (positions by key, the default) the read
+	// looked up instead of its table's position; nil when none.
+	Keys []string
+	// Waited is how long the read waited for a replica to catch up
+	// (Config.MaxWait); zero when it did not wait.
+	Waited time.Duration
+	// StoreRoundTrips is the number of store round trips the read made to
+	// look up write positions (0 or 1; a batched lookup counts as one).
+	StoreRoundTrips int
 }

@@ -23,4 +23,8 @@
 // (Config.SequentialLookup turns this off). Reads and writes pinned to key
 // values use positions per key (keys.go, keys_raw.go; Config.TablePositions
 // turns this off), under the table's key signature (keys_signature.go).
+//
+// A statement whose context carries a recording OpenTelemetry span adds a
+// RouteEvent (reads) or WriteEvent (writes) to it, with the decision's
+// server, reason and tables (trace.go); without one nothing is recorded.
 package plugin

@@ -203,6 +203,7 @@ func (p *Plugin) recordRawWrite(db *gorm.DB, c rawClass) {
 // recordWrite attaches a write to the transaction that will publish it
 // after COMMIT, or to the statement, which publishes it when it ends.
 func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
+	traceWrite(db.Statement.Context, tables)
 	pool := db.Statement.ConnPool
 	if ptx, ok := pool.(*gorm.PreparedStmtTX); ok {
 		if tt, ok := ptx.Tx.(*trackedTx); ok {

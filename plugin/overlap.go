@@ -81,6 +81,7 @@ type overlapPool struct {
 	cand          *replica
 	session       lsnstore.Position // the caller's session position
 	tables        []string          // the read's tables (decisions)
+	keys          []string          // the keyed positions looked up, if any (decisions)
 	lookup        *storeLookup
 	primary       gorm.ConnPool // the statement's primary pool
 	mu            sync.Mutex
@@ -91,14 +92,14 @@ type overlapPool struct {
 // session position and the floor), with its store lookup running
 // meanwhile. false: no replica covers it (the caller goes on without
 // overlapping).
-func (p *Plugin) overlap(db *gorm.DB, tables, lookup []string, session, local lsnstore.Position) bool {
+func (p *Plugin) overlap(db *gorm.DB, tables, lookup []string, session, local lsnstore.Position, keys []string) bool {
 	pool, _ := p.freshReplica(local)
 	rp, ok := pool.(*replicaPool)
 	if !ok {
 		return false
 	}
 	db.Statement.ConnPool = &overlapPool{
-		ConnPool: rp, p: p, cand: rp.r, session: session, tables: tables,
+		ConnPool: rp, p: p, cand: rp.r, session: session, tables: tables, keys: keys,
 		lookup: p.startLookup(db.Statement.Context, lookup), primary: db.ConnPool,
 	}
 	return true
@@ -124,14 +125,14 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 	required, lerr := o.required()
 	if lerr == nil && st.pos.Covers(required) {
 		o.final = o.cand.pool
-		o.p.usedReplica(ctx, o.cand, ReasonFresh, o.tables, required)
+		o.p.usedReplica(ctx, o.cand, ReasonFresh, o.tables, required, o.note())
 		return rows, err
 	}
 	if rows != nil {
 		rows.Close()
 	}
 	o.p.stats.overlapDiscarded.Add(1)
-	o.final = o.p.resolve(ctx, o.primary, o.tables, required, lerr)
+	o.final = o.p.resolve(ctx, o.primary, o.tables, required, lerr, o.note())
 	return o.final.QueryContext(ctx, query, args...)
 }
 
@@ -139,7 +140,7 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 // has answered.
 func (o *overlapPool) rerun(ctx context.Context, query string, args []any) (*sql.Rows, error) {
 	required, err := o.required()
-	o.final = o.p.resolve(ctx, o.primary, o.tables, required, err)
+	o.final = o.p.resolve(ctx, o.primary, o.tables, required, err, o.note())
 	return o.final.QueryContext(ctx, query, args...)
 }
 
@@ -173,10 +174,13 @@ func (o *overlapPool) decide(ctx context.Context) gorm.ConnPool {
 	defer o.mu.Unlock()
 	if o.final == nil {
 		required, err := o.required()
-		o.final = o.p.resolve(ctx, o.primary, o.tables, required, err)
+		o.final = o.p.resolve(ctx, o.primary, o.tables, required, err, o.note())
 	}
 	return o.final
 }
+
+// note is the routing note of the overlapped read: one store round trip.
+func (o *overlapPool) note() routeNote { return routeNote{keys: o.keys, trips: 1} }
 
 func (o *overlapPool) required() (lsnstore.Position, error) {
 	pos, err := o.lookup.wait()
@@ -188,26 +192,29 @@ func (o *overlapPool) required() (lsnstore.Position, error) {
 
 // resolve is the sequential rule once the required position is known (or
 // the lookup failed): a fresh replica, a wait with MaxWait, the primary.
-func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []string, required lsnstore.Position, lookupErr error) gorm.ConnPool {
+func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []string, required lsnstore.Position, lookupErr error, note routeNote) gorm.ConnPool {
 	if lookupErr != nil {
 		if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 			p.cfg.Logger.DebugContext(ctx, "freshread: store unavailable, read goes to the primary", "err", lookupErr)
 		}
-		p.decided(ctx, Decision{Target: Primary, Reason: ReasonStoreError, Tables: tables})
+		p.decided(ctx, Decision{Target: Primary, Reason: ReasonStoreError, Tables: tables, Keys: note.keys, StoreRoundTrips: note.trips})
 		return primary
 	}
 	pool, best := p.freshReplica(required)
 	if pool == nil && p.cfg.MaxWait > 0 {
+		start := time.Now()
 		pool, best = p.waitFresh(ctx, required)
+		note.waited = time.Since(start)
 	}
 	if pool == nil {
-		p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Required: required, ReplicaPosition: best})
+		p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: required,
+			ReplicaPosition: best, Waited: note.waited, StoreRoundTrips: note.trips})
 		return primary
 	}
 	var r *replica
 	if rp, ok := pool.(*replicaPool); ok {
 		r = rp.r
 	}
-	p.usedReplica(ctx, r, ReasonFresh, tables, required)
+	p.usedReplica(ctx, r, ReasonFresh, tables, required, note)
 	return pool
 }

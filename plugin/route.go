@@ -109,9 +109,9 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		}
 		p.toAnyReplica(db, ReasonConsistency, tables)
 	case Session:
-		p.toFresh(db, tables, nil, false)
+		p.toFresh(db, tables, nil, false, false)
 	default:
-		lookup := tables
+		lookup, keyed := tables, false
 		if p.cfg.keyed() && len(tables) == 1 {
 			var names []string
 			var ok bool
@@ -121,10 +121,10 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 				names, ok = p.keyedReadNames(stmt, tables[0])
 			}
 			if ok {
-				lookup = names
+				lookup, keyed = names, true
 			}
 		}
-		p.toFresh(db, tables, lookup, true)
+		p.toFresh(db, tables, lookup, true, keyed)
 	}
 }
 
@@ -148,8 +148,9 @@ func (p *Plugin) toAnyReplica(db *gorm.DB, reason Reason, tables []string) {
 // toFresh sends the read to a replica that has replayed the required
 // position: the caller's session position, and with tableWrites the write
 // positions of lookup (the read's tables, or its keys' positions: one
-// store round trip). Any doubt: the primary.
-func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool) {
+// store round trip). keyed: lookup names keyed positions, not tables. Any
+// doubt: the primary.
+func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites, keyed bool) {
 	ctx := db.Statement.Context
 	if len(p.replicas) == 0 {
 		p.toPrimary(db, ReasonNoReplica, tables)
@@ -167,16 +168,20 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool)
 		}
 		required = s.position(p.cluster)
 	}
+	var note routeNote
+	if keyed {
+		note.keys = lookup
+	}
 	if tableWrites && p.overlapping && !db.DryRun && !p.breakerOpen() {
 		local := p.withFloor(required)
-		if p.overlap(db, tables, lookup, required, local) {
+		if p.overlap(db, tables, lookup, required, local, note.keys) {
 			return
 		}
 		if p.cfg.MaxWait == 0 {
 			// No replica covers what is known locally: the store's answer
 			// could only require more.
 			db.Statement.ConnPool = db.ConnPool
-			p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Required: local})
+			p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: local})
 			return
 		}
 	}
@@ -185,8 +190,11 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites bool)
 		var pos lsnstore.Position
 		pos, err = p.tablesPosition(ctx, lookup)
 		required = required.Merge(pos)
+		if err != errBreakerOpen {
+			note.trips = 1
+		}
 	}
-	db.Statement.ConnPool = p.resolve(ctx, db.ConnPool, tables, required, err)
+	db.Statement.ConnPool = p.resolve(ctx, db.ConnPool, tables, required, err, note)
 }
 
 // tablesPosition is the position a Table read of tables must wait for: the
@@ -317,6 +325,15 @@ func (p *Plugin) freshReplicaRandom(now time.Time, required lsnstore.Position) (
 	return nil, best.pos
 }
 
+// routeNote is what a read's routing learnt on its way, for its Decision:
+// the keyed positions it looked up, its store round trips and how long it
+// waited for a replica.
+type routeNote struct {
+	keys   []string
+	trips  int
+	waited time.Duration
+}
+
 // waitFresh waits up to MaxWait for a replica to become fresh: on the
 // replica itself when the engine can (MASTER_GTID_WAIT), else by waiting
 // for the poller to report one.
@@ -375,16 +392,17 @@ func (p *Plugin) use(db *gorm.DB, pool gorm.ConnPool, reason Reason, tables []st
 	if rp, ok := pool.(*replicaPool); ok {
 		r = rp.r
 	}
-	p.usedReplica(db.Statement.Context, r, reason, tables, required)
+	p.usedReplica(db.Statement.Context, r, reason, tables, required, routeNote{})
 }
 
 // usedReplica reports a read sent to replica r (nil: unknown).
-func (p *Plugin) usedReplica(ctx context.Context, r *replica, reason Reason, tables []string, required lsnstore.Position) {
+func (p *Plugin) usedReplica(ctx context.Context, r *replica, reason Reason, tables []string, required lsnstore.Position, note routeNote) {
 	if !p.observed(ctx) {
 		p.stats.decision(ReplicaTarget, reason)
 		return
 	}
-	d := Decision{Target: ReplicaTarget, Reason: reason, Tables: tables, Required: required}
+	d := Decision{Target: ReplicaTarget, Reason: reason, Tables: tables, Required: required,
+		Keys: note.keys, Waited: note.waited, StoreRoundTrips: note.trips}
 	if r != nil {
 		d.Replica = r.name
 		d.ReplicaPosition = r.state.Load().pos
@@ -393,7 +411,7 @@ func (p *Plugin) usedReplica(ctx context.Context, r *replica, reason Reason, tab
 }
 
 func (p *Plugin) observed(ctx context.Context) bool {
-	return p.cfg.OnDecision != nil || p.cfg.Logger.Enabled(ctx, slog.LevelDebug)
+	return p.cfg.OnDecision != nil || p.cfg.Logger.Enabled(ctx, slog.LevelDebug) || traced(ctx)
 }
 
 func (p *Plugin) decided(ctx context.Context, d Decision) {
@@ -401,6 +419,7 @@ func (p *Plugin) decided(ctx context.Context, d Decision) {
 	if p.cfg.OnDecision != nil {
 		p.cfg.OnDecision(ctx, d)
 	}
+	traceDecision(ctx, d)
 	if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 		p.cfg.Logger.DebugContext(ctx, "freshread: route", "target", d.Target.String(), "replica", d.Replica,
 			"reason", string(d.Reason), "tables", d.Tables, "required", d.Required.String(), "replica_pos", d.ReplicaPosition.String())

@@ -1,0 +1,24 @@
+package plugin_test
+
+import (
+	"context"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"gorm.io/gorm"
+)
+
+// A read in a recording span: the span gets a freshread.route event with
+// the routing decision. It needs servers, so it is compiled, not run.
+func Example_tracing() {
+	var db *gorm.DB // with the plugin installed
+
+	tp := sdktrace.NewTracerProvider() // your SDK set-up, with its exporter
+	ctx, span := tp.Tracer("shop").Start(context.Background(), "load order")
+	defer span.End()
+
+	var order struct {
+		ID    uint
+		Total int
+	}
+	db.WithContext(ctx).Table("orders").First(&order, 42) // the span records where it went and why
+}

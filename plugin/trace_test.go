@@ -1,0 +1,142 @@
+package plugin
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// traceHarness is a plugin with one replica "r1" that has replayed
+// position 100, over an in-memory store, without servers: reads are routed
+// by toFresh on a dry-run statement.
+func traceHarness(t *testing.T) (*Plugin, *lsnstore.Memory, *gorm.DB) {
+	t.Helper()
+	store := lsnstore.NewMemory()
+	p := &Plugin{cfg: Config{Store: store, MaxLag: time.Minute}.withDefaults(), randomPolicy: true}
+	r := &replica{name: "r1"}
+	r.pool = &replicaPool{r: r, p: p}
+	r.state.Store(&replicaState{pos: lsnstore.PositionOf(100), up: true, withinLag: true, polledAt: time.Now()})
+	p.replicas = []*replica{r}
+	return p, store, dryDB(t)
+}
+
+// routeEvents routes a read of tables inside a span of a tracer recording
+// into an in-memory exporter (sampled: the span records, or not) and
+// returns the span's freshread.route events.
+func routeEvents(t *testing.T, p *Plugin, db *gorm.DB, sampled bool, tables ...string) []sdktrace.Event {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	sampler := sdktrace.NeverSample()
+	if sampled {
+		sampler = sdktrace.AlwaysSample()
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sampler))
+	defer tp.Shutdown(context.Background())
+	ctx, span := tp.Tracer("test").Start(context.Background(), "read")
+	tx := db.WithContext(ctx)
+	p.toFresh(tx, tables, tables, true, false)
+	span.End()
+	var events []sdktrace.Event
+	for _, s := range exp.GetSpans() {
+		for _, e := range s.Events {
+			if e.Name == RouteEvent {
+				events = append(events, e)
+			}
+		}
+	}
+	return events
+}
+
+func attrOf(e sdktrace.Event, k attribute.Key) (attribute.Value, bool) {
+	for _, kv := range e.Attributes {
+		if kv.Key == k {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+func checkEvent(t *testing.T, e sdktrace.Event, server, reason string, tables []string) {
+	t.Helper()
+	if v, _ := attrOf(e, AttrServer); v.AsString() != server {
+		t.Errorf("%s = %q, want %q", AttrServer, v.AsString(), server)
+	}
+	if v, _ := attrOf(e, AttrReason); v.AsString() != reason {
+		t.Errorf("%s = %q, want %q", AttrReason, v.AsString(), reason)
+	}
+	if v, _ := attrOf(e, AttrTables); !slices.Equal(v.AsStringSlice(), tables) {
+		t.Errorf("%s = %q, want %q", AttrTables, v.AsStringSlice(), tables)
+	}
+	if v, _ := attrOf(e, AttrStoreRoundTrips); v.AsInt64() != 1 {
+		t.Errorf("%s = %d, want 1", AttrStoreRoundTrips, v.AsInt64())
+	}
+	if _, ok := attrOf(e, AttrWaitMS); ok {
+		t.Errorf("%s recorded for a read that did not wait", AttrWaitMS)
+	}
+}
+
+func TestTraceFreshReplicaRead(t *testing.T) {
+	p, _, db := traceHarness(t)
+	events := routeEvents(t, p, db, true, "orders")
+	if len(events) != 1 {
+		t.Fatalf("%d %s events, want 1", len(events), RouteEvent)
+	}
+	checkEvent(t, events[0], "replica:r1", string(ReasonFresh), []string{"orders"})
+}
+
+func TestTraceReadOnPrimaryBehindTable(t *testing.T) {
+	p, store, db := traceHarness(t)
+	if err := store.Raise(context.Background(), []string{"orders"}, lsnstore.PositionOf(200)); err != nil {
+		t.Fatal(err)
+	}
+	events := routeEvents(t, p, db, true, "orders")
+	if len(events) != 1 {
+		t.Fatalf("%d %s events, want 1", len(events), RouteEvent)
+	}
+	checkEvent(t, events[0], "primary", string(ReasonLagging), []string{"orders"})
+}
+
+func TestTraceNothingWithoutRecordingSpan(t *testing.T) {
+	p, _, db := traceHarness(t)
+	if events := routeEvents(t, p, db, false, "orders"); len(events) != 0 {
+		t.Fatalf("%d %s events on a span that does not record, want 0", len(events), RouteEvent)
+	}
+	// No span at all: no allocation for tracing on the routing path.
+	ctx := context.Background()
+	if traced(ctx) {
+		t.Fatal("traced without a span")
+	}
+	allocs := testing.AllocsPerRun(100, func() { traceDecision(ctx, Decision{Target: ReplicaTarget, Replica: "r1"}) })
+	if allocs != 0 {
+		t.Fatalf("traceDecision without a span: %v allocations, want 0", allocs)
+	}
+}
+
+func TestTraceWrite(t *testing.T) {
+	p, _, db := traceHarness(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	ctx, span := tp.Tracer("test").Start(context.Background(), "write")
+	p.recordWrite(db.WithContext(ctx), []string{"orders"})
+	span.End()
+	spans := exp.GetSpans()
+	if len(spans) != 1 || len(spans[0].Events) != 1 || spans[0].Events[0].Name != WriteEvent {
+		t.Fatalf("spans %+v, want one with one %s event", spans, WriteEvent)
+	}
+	e := spans[0].Events[0]
+	if v, _ := attrOf(e, AttrServer); v.AsString() != "primary" {
+		t.Errorf("%s = %q, want primary", AttrServer, v.AsString())
+	}
+	if v, _ := attrOf(e, AttrTables); !slices.Equal(v.AsStringSlice(), []string{"orders"}) {
+		t.Errorf("%s = %q, want [orders]", AttrTables, v.AsStringSlice())
+	}
+}
