@@ -25,6 +25,9 @@ var (
 	// ErrUnknownShard: a hint or a hot-user entry names a shard that is not
 	// configured.
 	ErrUnknownShard = errors.New("sharding: unknown shard")
+	// ErrNoFreshness: Sharding.Freshness asked for the freshread plugin of
+	// a shard that has none (no replicas).
+	ErrNoFreshness = errors.New("sharding: shard has no freshread plugin")
 	// ErrMapConflict: MapStore.Publish lost a race with another publisher.
 	ErrMapConflict = errors.New("sharding: bucket map changed concurrently")
 	// ErrMapStale: the process has not been able to refresh the shared
