@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 // slaveStatus returns the column of SHOW SLAVE STATUS named col.

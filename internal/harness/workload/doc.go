@@ -1,8 +1,8 @@
 // Package workload runs one mixed read/write workload against a primary
-// and its delayed replicas (internal/testcluster), once per routing
+// and its delayed replicas (internal/harness/testcluster), once per routing
 // strategy, and measures for each: the share of reads served by a replica,
 // the stale reads, the read latency and the store round trips per read.
-// internal/workload/cmd/bench prints the results as a table.
+// internal/harness/workload/cmd/bench prints the results as a table.
 //
 // # Engines
 //

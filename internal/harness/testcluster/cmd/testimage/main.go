@@ -1,5 +1,5 @@
 // Command testimage builds the container test provider's image
-// (internal/testcluster/image/Dockerfile) if the Docker engine does not
+// (internal/harness/testcluster/image/Dockerfile) if the Docker engine does not
 // have it, and prints its tag. The tests build it themselves when needed;
 // make and .ci/run call this first so the build is timed on its own.
 package main
@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 func main() {

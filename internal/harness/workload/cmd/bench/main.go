@@ -1,11 +1,11 @@
 // Command bench starts a PostgreSQL primary with two streaming replicas (or,
 // with -engine mariadb, a MariaDB primary with one replica) and Redis
-// (internal/testcluster), delays apply on the replicas, runs the mixed
-// workload of internal/workload once per routing strategy and prints a
+// (internal/harness/testcluster), delays apply on the replicas, runs the mixed
+// workload of internal/harness/workload once per routing strategy and prints a
 // markdown table of the results on stdout (progress on stderr).
 //
-//	go run ./internal/workload/cmd/bench -duration 20s -users 200 -workers 8 -delay 50ms
-//	go run ./internal/workload/cmd/bench -engine mariadb -delay 20ms -strategies always-primary,dbresolver,freshread-table,freshread-table+wait
+//	go run ./internal/harness/workload/cmd/bench -duration 20s -users 200 -workers 8 -delay 50ms
+//	go run ./internal/harness/workload/cmd/bench -engine mariadb -delay 20ms -strategies always-primary,dbresolver,freshread-table,freshread-table+wait
 //
 // -delay 0 means no apply delay. Without -delay the delay is 50ms on
 // PostgreSQL and 1s on MariaDB. On MariaDB any delay works (20ms, 100ms,
@@ -23,8 +23,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freshread/freshread/internal/testcluster"
-	"github.com/freshread/freshread/internal/workload"
+	"github.com/freshread/freshread/internal/harness/testcluster"
+	"github.com/freshread/freshread/internal/harness/workload"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 // TestRedisGroupsRunWhereAsked: FRESHREAD_DOCKER=1 runs every server of a

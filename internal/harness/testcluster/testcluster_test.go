@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 func TestMain(m *testing.M) {
