@@ -1,4 +1,4 @@
-package sharding
+package merge
 
 import (
 	"fmt"
@@ -8,14 +8,15 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
-// The multi-shard merge of scatter reads (GORM statements). A read that
-// needs more than a concatenation is planned here: the per-shard statement
-// is rewritten (LIMIT o+c without OFFSET, AVG as SUM and COUNT, hidden
-// sort and group columns) and the per-shard results are merged in
-// merge_exec.go. What the plan cannot merge correctly is refused with
-// ErrScatterUnsupported naming the construct.
+// A read that needs more than a concatenation is planned here: the
+// per-shard statement is rewritten (LIMIT o+c without OFFSET, AVG as SUM
+// and COUNT, hidden sort and group columns) and the per-shard results are
+// merged in exec.go. What the plan cannot merge correctly is refused with
+// ErrUnsupported naming the construct.
 
 // selItem is one item of the select list.
 type selItem struct {
@@ -60,7 +61,9 @@ type orderKey struct {
 	col int
 }
 
-type mergePlan struct {
+// Plan is the merge of one multi-shard read (New): what each shard is
+// asked for and how their rows combine.
+type Plan struct {
 	agg      bool // aggregation (aggregates and/or GROUP BY)
 	distinct bool
 	order    []orderKey
@@ -78,7 +81,7 @@ type mergePlan struct {
 	src      []int
 	groupCol []int
 	afterFnd bool // call AfterFind hooks after the scan
-	deepOK   bool // a total order of table columns: deep OFFSET in two phases (merge_deep.go)
+	deepOK   bool // a total order of table columns: deep OFFSET in two phases (deep.go)
 }
 
 var (
@@ -90,10 +93,11 @@ var (
 	sqlWords   = map[string]bool{"from": true, "and": true, "or": true, "not": true, "is": true, "null": true, "then": true, "else": true, "end": true, "asc": true, "desc": true}
 )
 
-// needsMerge reports whether a multi-shard read of stmt needs more than a
-// concatenation of the shards' rows into a slice.
-func needsMerge(stmt *gorm.Statement, tg *target) bool {
-	if tg.op == opRow {
+// Needed reports whether a multi-shard read of stmt needs more than a
+// concatenation of the shards' rows into a slice; row: the statement runs
+// through GORM's Row chain (Row, Rows, Scan).
+func Needed(stmt *gorm.Statement, row bool) bool {
+	if row {
 		return true
 	}
 	for _, n := range []string{"ORDER BY", "LIMIT", "GROUP BY"} {
@@ -108,7 +112,7 @@ func needsMerge(stmt *gorm.Statement, tg *target) bool {
 		return true
 	}
 	for _, sel := range stmt.Selects {
-		if aggregateRE.MatchString(sel) || distinctRE.MatchString(sel) {
+		if sqltext.Aggregate.MatchString(sel) || distinctRE.MatchString(sel) {
 			return true
 		}
 	}
@@ -116,10 +120,10 @@ func needsMerge(stmt *gorm.Statement, tg *target) bool {
 	return d.Kind() != reflect.Pointer || d.IsNil() || d.Elem().Kind() != reflect.Slice
 }
 
-// planMerge plans the merge of a multi-shard GORM read, or names what it
-// cannot merge.
-func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
-	p := &mergePlan{limit: -1, distinct: stmt.Distinct}
+// New plans the merge of a multi-shard GORM read, or names what it
+// cannot merge (why, with a nil Plan).
+func New(stmt *gorm.Statement) (*Plan, string) {
+	p := &Plan{limit: -1, distinct: stmt.Distinct}
 	if c, ok := stmt.Clauses["SELECT"]; ok && c.Expression != nil {
 		// An explicit SELECT clause (Count's COUNT(DISTINCT(col)) among
 		// them) is written as is: Statement.Distinct does not apply.
@@ -226,7 +230,7 @@ func planMerge(stmt *gorm.Statement) (*mergePlan, string) {
 
 // planRows places the ORDER BY keys of a row-mode merge: found by name in
 // the result, or added as hidden columns to an explicit select list.
-func (p *mergePlan) planRows(stmt *gorm.Statement) string {
+func (p *Plan) planRows(stmt *gorm.Statement) string {
 	var hidden []string
 	for i := range p.order {
 		k := &p.order[i]
@@ -281,7 +285,7 @@ func (p *mergePlan) planRows(stmt *gorm.Statement) string {
 // planAggregate rewrites the select list for the shards: AVG as SUM and
 // COUNT, GROUP BY expressions as hidden columns; ORDER BY keys then name
 // merged output columns or group expressions.
-func (p *mergePlan) planAggregate() string {
+func (p *Plan) planAggregate() string {
 	var parts []string
 	for i, it := range p.items {
 		p.src = append(p.src, len(parts))
@@ -293,7 +297,7 @@ func (p *mergePlan) planAggregate() string {
 			parts = append(parts, fmt.Sprintf("json_agg(DISTINCT %s) FILTER (WHERE %s IS NOT NULL) AS \"__fr_d%d\"", it.arg, it.arg, i))
 			continue
 		}
-		if it.agg == "" && it.col == "" && aggregateRE.MatchString(it.expr) {
+		if it.agg == "" && it.col == "" && sqltext.Aggregate.MatchString(it.expr) {
 			return "an aggregate inside an expression: " + it.text
 		}
 		parts = append(parts, it.text)
@@ -475,7 +479,7 @@ func parseSelItem(text string) (selItem, string) {
 			for len(bare) > 1 && bare[0] == '(' && wholeCall(bare) {
 				bare = strings.TrimSpace(bare[1 : len(bare)-1])
 			}
-			if distinctRE.MatchString(inner) || aggregateRE.MatchString(inner) || len(splitTopLevel(bare)) != 1 || bare == "" {
+			if distinctRE.MatchString(inner) || sqltext.Aggregate.MatchString(inner) || len(splitTopLevel(bare)) != 1 || bare == "" {
 				return it, "count(DISTINCT ...) of several expressions: " + text
 			}
 			// Exact across shards: each shard sends its distinct values
@@ -483,7 +487,7 @@ func parseSelItem(text string) (selItem, string) {
 			it.agg, it.arg = "countd", inner
 			return it, ""
 		}
-		if aggregateRE.MatchString(it.arg) {
+		if sqltext.Aggregate.MatchString(it.arg) {
 			return it, "a nested aggregate: " + text
 		}
 		if it.arg == "" || it.agg != "count" && it.arg == "*" {
@@ -491,8 +495,8 @@ func parseSelItem(text string) (selItem, string) {
 		}
 		return it, ""
 	}
-	if aggregateRE.MatchString(it.expr) {
-		if m := aggregateRE.FindStringSubmatch(it.expr); m != nil {
+	if sqltext.Aggregate.MatchString(it.expr) {
+		if m := sqltext.Aggregate.FindStringSubmatch(it.expr); m != nil {
 			switch strings.ToLower(m[1]) {
 			case "count", "sum", "min", "max", "avg":
 				return it, "an aggregate inside an expression: " + text
@@ -524,11 +528,11 @@ func orderKeys(stmt *gorm.Statement, col clause.OrderByColumn) ([]orderKey, stri
 	}
 	var out []orderKey
 	for _, part := range splitTopLevel(col.Column.Name) {
-		toks := lexSQL(part)
+		toks := sqltext.Lex(part)
 		if len(toks) == 0 {
 			continue
 		}
-		if toks[0].kind != tkIdent || !orderColumnOnly(toks) {
+		if toks[0].Kind != sqltext.Ident || !orderColumnOnly(toks) {
 			k, why := orderExpression(part)
 			if why != "" {
 				return nil, why
@@ -536,18 +540,18 @@ func orderKeys(stmt *gorm.Statement, col clause.OrderByColumn) ([]orderKey, stri
 			out = append(out, k)
 			continue
 		}
-		k := orderKey{name: toks[0].text}
+		k := orderKey{name: toks[0].Text}
 		if i := strings.LastIndexByte(k.name, '.'); i >= 0 {
 			k.qual, k.name = k.name[:i], k.name[i+1:]
 		}
 		rest := toks[1:]
-		if len(rest) > 0 && (rest[0].is("asc") || rest[0].is("desc")) {
-			k.desc = rest[0].is("desc")
+		if len(rest) > 0 && (rest[0].Is("asc") || rest[0].Is("desc")) {
+			k.desc = rest[0].Is("desc")
 			rest = rest[1:]
 		}
 		k.nullsFirst = k.desc
-		if len(rest) == 2 && rest[0].is("nulls") && (rest[1].is("first") || rest[1].is("last")) {
-			k.nullsFirst = rest[1].is("first")
+		if len(rest) == 2 && rest[0].Is("nulls") && (rest[1].Is("first") || rest[1].Is("last")) {
+			k.nullsFirst = rest[1].Is("first")
 			rest = nil
 		}
 		if len(rest) > 0 {
@@ -567,12 +571,12 @@ func orderKeys(stmt *gorm.Statement, col clause.OrderByColumn) ([]orderKey, stri
 
 // orderColumnOnly reports whether an ORDER BY item's tokens are a column
 // with at most ASC/DESC and NULLS FIRST/LAST after it.
-func orderColumnOnly(toks []tok) bool {
+func orderColumnOnly(toks []sqltext.Tok) bool {
 	rest := toks[1:]
-	if len(rest) > 0 && (rest[0].is("asc") || rest[0].is("desc")) {
+	if len(rest) > 0 && (rest[0].Is("asc") || rest[0].Is("desc")) {
 		rest = rest[1:]
 	}
-	if len(rest) == 2 && rest[0].is("nulls") && (rest[1].is("first") || rest[1].is("last")) {
+	if len(rest) == 2 && rest[0].Is("nulls") && (rest[1].Is("first") || rest[1].Is("last")) {
 		rest = nil
 	}
 	return len(rest) == 0
@@ -695,8 +699,8 @@ func wholeCall(s string) bool {
 // and lower-cased (unless quoted), spaces dropped.
 func normExpr(s string) string {
 	var b strings.Builder
-	for _, t := range lexSQL(s) {
-		b.WriteString(t.text)
+	for _, t := range sqltext.Lex(s) {
+		b.WriteString(t.Text)
 	}
 	return b.String()
 }
@@ -716,11 +720,11 @@ func unquoteIdent(s string) string {
 }
 
 func sameTable(qual, table string) bool {
-	return qual == clause.CurrentTable || normalizeTable(qual) == normalizeTable(table)
+	return qual == clause.CurrentTable || sqltext.NormalizeTable(qual) == sqltext.NormalizeTable(table)
 }
 
 // rewrite applies the plan to a shard's copy of the statement.
-func (p *mergePlan) rewrite(st *gorm.Statement) {
+func (p *Plan) rewrite(st *gorm.Statement) {
 	if p.selSQL != "" {
 		st.Selects = nil
 		sql := p.selSQL

@@ -1,4 +1,4 @@
-package sharding
+package merge
 
 import (
 	"database/sql/driver"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
 // HAVING on merged groups. The condition is parsed into a small tree of
@@ -48,9 +50,9 @@ type havingOperand struct {
 
 // havingParser parses HAVING text for a plan.
 type havingParser struct {
-	p    *mergePlan
+	p    *Plan
 	sql  string
-	toks []tok
+	toks []sqltext.Tok
 	pos  int
 	vars []any
 	next int
@@ -59,17 +61,17 @@ type havingParser struct {
 
 // planHaving parses the HAVING expressions (ANDed, as GORM writes them)
 // and adds the aggregates they need to the select list as hidden items.
-func (p *mergePlan) planHaving(exprs []clause.Expression) string {
+func (p *Plan) planHaving(exprs []clause.Expression) string {
 	var nodes []*havingNode
 	for _, e := range exprs {
 		x, ok := e.(clause.Expr)
 		if !ok {
 			return fmt.Sprintf("HAVING with a %T condition (write it as text)", e)
 		}
-		hp := &havingParser{p: p, sql: x.SQL, toks: lexSQL(x.SQL), vars: x.Vars}
+		hp := &havingParser{p: p, sql: x.SQL, toks: sqltext.Lex(x.SQL), vars: x.Vars}
 		n := hp.parseOr()
 		if hp.why == "" && hp.pos < len(hp.toks) {
-			hp.fail("unexpected " + hp.toks[hp.pos].text)
+			hp.fail("unexpected " + hp.toks[hp.pos].Text)
 		}
 		if hp.why == "" && hp.next != len(x.Vars) {
 			hp.fail(fmt.Sprintf("%d parameters for %d placeholders", len(x.Vars), hp.next))
@@ -107,16 +109,16 @@ func (hp *havingParser) fail(why string) {
 	}
 }
 
-func (hp *havingParser) peek() tok {
+func (hp *havingParser) peek() sqltext.Tok {
 	if hp.pos < len(hp.toks) {
 		return hp.toks[hp.pos]
 	}
-	return tok{}
+	return sqltext.Tok{}
 }
 
 func (hp *havingParser) parseOr() *havingNode {
 	n := hp.parseAnd()
-	for hp.why == "" && hp.peek().is("or") {
+	for hp.why == "" && hp.peek().Is("or") {
 		hp.pos++
 		n = &havingNode{op: hvOr, kids: []*havingNode{n, hp.parseAnd()}}
 	}
@@ -125,7 +127,7 @@ func (hp *havingParser) parseOr() *havingNode {
 
 func (hp *havingParser) parseAnd() *havingNode {
 	n := hp.parseNot()
-	for hp.why == "" && hp.peek().is("and") {
+	for hp.why == "" && hp.peek().Is("and") {
 		hp.pos++
 		n = &havingNode{op: hvAnd, kids: []*havingNode{n, hp.parseNot()}}
 	}
@@ -133,14 +135,14 @@ func (hp *havingParser) parseAnd() *havingNode {
 }
 
 func (hp *havingParser) parseNot() *havingNode {
-	if hp.peek().is("not") {
+	if hp.peek().Is("not") {
 		hp.pos++
 		return &havingNode{op: hvNot, kids: []*havingNode{hp.parseNot()}}
 	}
-	if hp.peek().op("(") {
+	if hp.peek().IsOp("(") {
 		hp.pos++
 		n := hp.parseOr()
-		if !hp.peek().op(")") {
+		if !hp.peek().IsOp(")") {
 			hp.fail("unbalanced parentheses or a parenthesised operand")
 			return n
 		}
@@ -156,14 +158,14 @@ func (hp *havingParser) parseCmp() *havingNode {
 		return nil
 	}
 	t := hp.peek()
-	if t.is("is") {
+	if t.Is("is") {
 		hp.pos++
 		neg := false
-		if hp.peek().is("not") {
+		if hp.peek().Is("not") {
 			neg = true
 			hp.pos++
 		}
-		if !hp.peek().is("null") {
+		if !hp.peek().Is("null") {
 			hp.fail("IS without NULL")
 			return nil
 		}
@@ -174,11 +176,11 @@ func (hp *havingParser) parseCmp() *havingNode {
 		}
 		return n
 	}
-	if t.kind != tkOp {
+	if t.Kind != sqltext.Op {
 		hp.fail("expected a comparison after an operand")
 		return nil
 	}
-	op := t.text
+	op := t.Text
 	switch op {
 	case "=", "<>", "<", "<=", ">", ">=":
 	case "!=":
@@ -203,14 +205,14 @@ func (hp *havingParser) parseCmp() *havingNode {
 func (hp *havingParser) operand() havingOperand {
 	t := hp.peek()
 	switch {
-	case t.kind == tkNumber || t.op("-") && hp.pos+1 < len(hp.toks) && hp.toks[hp.pos+1].kind == tkNumber:
-		neg := t.op("-")
+	case t.Kind == sqltext.Number || t.IsOp("-") && hp.pos+1 < len(hp.toks) && hp.toks[hp.pos+1].Kind == sqltext.Number:
+		neg := t.IsOp("-")
 		if neg {
 			hp.pos++
 			t = hp.peek()
 		}
 		hp.pos++
-		s := t.text
+		s := t.Text
 		if neg {
 			s = "-" + s
 		}
@@ -218,12 +220,12 @@ func (hp *havingParser) operand() havingOperand {
 			hp.fail("number " + s)
 		}
 		return havingOperand{col: -1, group: -1, val: s, kind: kindNumeric}
-	case t.kind == tkString:
+	case t.Kind == sqltext.String:
 		hp.pos++
-		return havingOperand{col: -1, group: -1, val: strings.ReplaceAll(t.text, "''", "'"), kind: kindText}
-	case t.kind == tkParam:
+		return havingOperand{col: -1, group: -1, val: strings.ReplaceAll(t.Text, "''", "'"), kind: kindText}
+	case t.Kind == sqltext.Param:
 		hp.pos++
-		idx := t.param
+		idx := t.Param
 		if idx < 0 {
 			idx = hp.next
 			hp.next++
@@ -239,35 +241,35 @@ func (hp *havingParser) operand() havingOperand {
 			hp.fail(fmt.Sprintf("a parameter of type %T", hp.vars[idx]))
 		}
 		return havingOperand{col: -1, group: -1, val: v}
-	case t.is("true") || t.is("false"):
+	case t.Is("true") || t.Is("false"):
 		hp.pos++
-		return havingOperand{col: -1, group: -1, val: t.is("true")}
-	case t.kind == tkIdent && hp.pos+1 < len(hp.toks) && hp.toks[hp.pos+1].op("("):
+		return havingOperand{col: -1, group: -1, val: t.Is("true")}
+	case t.Kind == sqltext.Ident && hp.pos+1 < len(hp.toks) && hp.toks[hp.pos+1].IsOp("("):
 		return hp.aggregate()
-	case t.kind == tkIdent && !t.is("null") && !t.is("not"):
+	case t.Kind == sqltext.Ident && !t.Is("null") && !t.Is("not"):
 		hp.pos++
 		for j, g := range hp.p.groups {
-			if normExpr(g) == normExpr(t.text) || lastPart(normExpr(g)) == lastPart(t.text) && !strings.Contains(t.text, ".") {
+			if normExpr(g) == normExpr(t.Text) || lastPart(normExpr(g)) == lastPart(t.Text) && !strings.Contains(t.Text, ".") {
 				return havingOperand{col: -1, group: j}
 			}
 		}
-		hp.fail(t.text + " is not a GROUP BY column")
+		hp.fail(t.Text + " is not a GROUP BY column")
 		return havingOperand{col: -1, group: -1}
 	}
-	hp.fail("operand " + t.text)
+	hp.fail("operand " + t.Text)
 	return havingOperand{col: -1, group: -1}
 }
 
 // aggregate parses name(...) and returns the merged column of that
 // aggregate: an item of the select list, or a hidden item added for it.
 func (hp *havingParser) aggregate() havingOperand {
-	start := hp.toks[hp.pos].pos
+	start := hp.toks[hp.pos].Pos
 	depth := 0
 	i := hp.pos + 1
 	for ; i < len(hp.toks); i++ {
-		if hp.toks[i].op("(") {
+		if hp.toks[i].IsOp("(") {
 			depth++
-		} else if hp.toks[i].op(")") {
+		} else if hp.toks[i].IsOp(")") {
 			depth--
 			if depth == 0 {
 				break
@@ -279,12 +281,12 @@ func (hp *havingParser) aggregate() havingOperand {
 		return havingOperand{col: -1, group: -1}
 	}
 	for _, t := range hp.toks[hp.pos:i] {
-		if t.kind == tkParam {
+		if t.Kind == sqltext.Param {
 			hp.fail("a parameter inside an aggregate")
 			return havingOperand{col: -1, group: -1}
 		}
 	}
-	text := hp.sql[start:hp.toks[i].end]
+	text := hp.sql[start:hp.toks[i].End]
 	hp.pos = i + 1
 	it, why := parseSelItem(text)
 	if why != "" {
@@ -300,7 +302,7 @@ func (hp *havingParser) aggregate() havingOperand {
 
 // aggItem returns the index of the select item computing the aggregate
 // it, adding a hidden one (after the visible items) when there is none.
-func (p *mergePlan) aggItem(it selItem) int {
+func (p *Plan) aggItem(it selItem) int {
 	for j, x := range p.items {
 		if x.agg == it.agg && normExpr(x.arg) == normExpr(it.arg) {
 			return j

@@ -1,4 +1,4 @@
-package sharding
+package merge
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package sharding
+package merge
 
 import (
 	"container/heap"
@@ -21,16 +21,16 @@ import (
 // rows as p says (p == nil: concatenation, for raw SQL) and hands the
 // result to GORM: scanned into the destination (Find, First, Count,
 // Pluck...) or as *sql.Rows / *sql.Row (Rows, Row, Scan).
-func (s *Sharding) mergeRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error) {
+func mergeRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 	stmt := db.Statement
 	ctx := stmt.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if p != nil && p.deepOK && bits.OnesCount64(tg.mask) > 1 && p.offset >= s.deepOffset() && p.offset >= 4*p.limit {
-		return s.deepRead(db, tg, p)
+	if p != nil && p.deepOK && bits.OnesCount64(tg.mask) > 1 && p.offset >= tg.deepOffset && p.offset >= 4*p.limit {
+		return deepRead(db, tg, p)
 	}
-	parts, err := s.fanOut(db, tg, p, nil)
+	parts, err := fanOut(db, tg, p, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -49,9 +49,9 @@ func (s *Sharding) mergeRead(db *gorm.DB, tg *target, p *mergePlan) (int64, erro
 			return 0, err
 		}
 		if len(c) != len(cols) {
-			return 0, fmt.Errorf("%w: shards returned %d and %d columns", ErrScatterUnsupported, len(cols), len(c))
+			return 0, fmt.Errorf("%w: shards returned %d and %d columns", ErrUnsupported, len(cols), len(c))
 		}
-		srcs[i] = &cursor{rows: pt.rows, shard: s.shards[pt.si].name, n: len(cols)}
+		srcs[i] = &cursor{rows: pt.rows, shard: tg.sh.Name(pt.si), n: len(cols)}
 	}
 	cmp := &comparer{}
 	for _, ct := range cts {
@@ -59,7 +59,7 @@ func (s *Sharding) mergeRead(db *gorm.DB, tg *target, p *mergePlan) (int64, erro
 		cmp.kinds = append(cmp.kinds, kindOf(ct.DatabaseTypeName()))
 	}
 	if p != nil && (len(p.order) > 0 || p.hasMinMax()) {
-		cmp.textOK, cmp.why = s.textByteOrder(ctx)
+		cmp.textOK, cmp.why = tg.sh.TextByteOrder(ctx)
 	}
 
 	res := &mergeResult{}
@@ -75,21 +75,21 @@ func (s *Sharding) mergeRead(db *gorm.DB, tg *target, p *mergePlan) (int64, erro
 		res.setColumns(cols, cts, len(cols)-p.nHidden)
 	}
 	if err != nil {
-		if errors.Is(err, ErrScatterUnsupported) {
+		if errors.Is(err, ErrUnsupported) {
 			return 0, err
 		}
-		return 0, fmt.Errorf("%w: %s on %q over %d shards: %v", ErrScatterUnsupported, tg.op, tg.t.Name, len(parts), err)
+		return 0, fmt.Errorf("%w: %s on %q over %d shards: %v", ErrUnsupported, tg.op, tg.table, len(parts), err)
 	}
-	if mergeRowsRead != nil {
+	if tg.rowsRead != nil {
 		for _, c := range srcs {
-			mergeRowsRead(c.shard, c.read)
+			tg.rowsRead(c.shard, c.read)
 		}
 	}
 	for i, r := range merged {
 		merged[i] = r[:len(res.cols)]
 	}
 	res.rows = merged
-	return s.deliver(db, tg, p, res)
+	return deliver(db, tg, p, res)
 }
 
 // shardPart is one shard's execution of a merged read.
@@ -110,7 +110,7 @@ func closeParts(parts []*shardPart) {
 
 // fanOut runs the statement on every shard of tg.mask concurrently, as p
 // rewrites it and then extra (per shard, may be nil) changes it.
-func (s *Sharding) fanOut(db *gorm.DB, tg *target, p *mergePlan, extra func(si int, st *gorm.Statement)) ([]*shardPart, error) {
+func fanOut(db *gorm.DB, tg *read, p *Plan, extra func(si int, st *gorm.Statement)) ([]*shardPart, error) {
 	var parts []*shardPart
 	for m := tg.mask; m != 0; m &= m - 1 {
 		si := bits.TrailingZeros64(m)
@@ -123,17 +123,15 @@ func (s *Sharding) fanOut(db *gorm.DB, tg *target, p *mergePlan, extra func(si i
 		wg.Add(1)
 		go func(pt *shardPart) {
 			defer wg.Done()
-			sh := s.shards[pt.si]
+			tg.sh.Exec(pt.si, pt.sub, func(st *gorm.Statement) {
+				if p != nil {
+					p.rewrite(st)
+				}
+				if extra != nil {
+					extra(pt.si, st)
+				}
+			})
 			sub := pt.sub
-			s.onShard(sub, tg, sh)
-			s.partMutator(tg, pt.si, nil)(sub.Statement)
-			if p != nil {
-				p.rewrite(sub.Statement)
-			}
-			if extra != nil {
-				extra(pt.si, sub.Statement)
-			}
-			sh.db.Callback().Row().Execute(sub)
 			if sub.Error == nil {
 				pt.rows, _ = sub.Statement.Dest.(*sql.Rows)
 				if pt.rows == nil {
@@ -146,7 +144,7 @@ func (s *Sharding) fanOut(db *gorm.DB, tg *target, p *mergePlan, extra func(si i
 	var errs []error
 	for _, pt := range parts {
 		if pt.sub.Error != nil {
-			errs = append(errs, fmt.Errorf("sharding: shard %q: %w", s.shards[pt.si].name, pt.sub.Error))
+			errs = append(errs, fmt.Errorf("sharding: shard %q: %w", tg.sh.Name(pt.si), pt.sub.Error))
 		}
 	}
 	if len(errs) > 0 {
@@ -158,14 +156,14 @@ func (s *Sharding) fanOut(db *gorm.DB, tg *target, p *mergePlan, extra func(si i
 
 // deliver scans the merged result into the statement's destination, or
 // leaves *sql.Rows / *sql.Row in it for Row/Rows/Scan.
-func (s *Sharding) deliver(db *gorm.DB, tg *target, p *mergePlan, res *mergeResult) (int64, error) {
+func deliver(db *gorm.DB, tg *read, p *Plan, res *mergeResult) (int64, error) {
 	stmt := db.Statement
 	ctx := stmt.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	mdb := mergeDB()
-	if tg.op == opRow {
+	if tg.row {
 		if v, ok := stmt.Settings.Load("rows"); ok && v.(bool) {
 			rows, err := mdb.QueryContext(ctx, mergeQuery, res)
 			stmt.Dest = rows
@@ -189,7 +187,7 @@ func (s *Sharding) deliver(db *gorm.DB, tg *target, p *mergePlan, res *mergeResu
 	return sc.RowsAffected, sc.Error
 }
 
-func (p *mergePlan) hasMinMax() bool {
+func (p *Plan) hasMinMax() bool {
 	for _, it := range p.items {
 		if it.agg == "min" || it.agg == "max" {
 			return true
@@ -300,7 +298,7 @@ func concatRows(srcs []*cursor, limit, offset int, distinct bool) ([][]any, erro
 
 // mergeRows merges row-mode results: a k-way heap merge in ORDER BY order
 // (ties by shard order), or a concatenation; then OFFSET/LIMIT/DISTINCT.
-func (p *mergePlan) mergeRows(srcs []*cursor, cols []string, cmp *comparer) ([][]any, error) {
+func (p *Plan) mergeRows(srcs []*cursor, cols []string, cmp *comparer) ([][]any, error) {
 	visible := len(cols) - p.nHidden
 	w := &window{limit: p.limit, offset: p.offset, distinct: p.distinct, visible: visible}
 	if p.limit == 0 {
@@ -372,7 +370,7 @@ func (p *mergePlan) mergeRows(srcs []*cursor, cols []string, cmp *comparer) ([][
 }
 
 // resolveKeys places the ORDER BY keys found by name in the columns.
-func (p *mergePlan) resolveKeys(cols []string, visible int) ([]orderKey, error) {
+func (p *Plan) resolveKeys(cols []string, visible int) ([]orderKey, error) {
 	keys := make([]orderKey, len(p.order))
 	copy(keys, p.order)
 	for i := range keys {
@@ -469,7 +467,7 @@ func (h *rowHeap) Pop() any {
 // aggregate combines per-shard partial aggregates by group, sorts the
 // groups by ORDER BY and applies OFFSET/LIMIT. Merged rows are the visible
 // items followed by the group values (for ORDER BY on them).
-func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, cmp *comparer, res *mergeResult) ([][]any, error) {
+func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, cmp *comparer, res *mergeResult) ([][]any, error) {
 	nv := len(p.items)
 	type group struct {
 		vals []any
@@ -656,55 +654,6 @@ func (p *mergePlan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnTy
 	return w.out, nil
 }
 
-// textByteOrder reports whether every shard's database sorts text in
-// byte order (collation C or POSIX, libc provider), the order the merge
-// compares text in; cached after the first answer.
-func (s *Sharding) textByteOrder(ctx context.Context) (bool, string) {
-	c := &s.coll
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
-		return c.ok, c.why
-	}
-	ok, why := true, ""
-	for _, sh := range s.shards {
-		if sh.db.Dialector == nil || sh.db.Dialector.Name() != "postgres" {
-			ok, why = false, fmt.Sprintf("shard %q is not PostgreSQL (its collation is unknown)", sh.name)
-			break
-		}
-		sdb, err := sh.sqlDB()
-		if err != nil {
-			return false, err.Error() // not cached: try again next time
-		}
-		var coll, provider string
-		err = sdb.QueryRowContext(ctx, `SELECT datcollate, COALESCE(to_jsonb(d)->>'datlocprovider', 'c') FROM pg_database d WHERE datname = current_database()`).Scan(&coll, &provider)
-		if err != nil {
-			return false, fmt.Sprintf("shard %q: reading its collation: %v", sh.name, err)
-		}
-		switch strings.ToLower(coll) {
-		case "c", "posix", "c.utf8", "c.utf-8":
-		default:
-			ok, why = false, fmt.Sprintf("shard %q collates text with %q, not in byte order (sort by a non-text column, or use collation C)", sh.name, coll)
-		}
-		if provider != "c" {
-			ok, why = false, fmt.Sprintf("shard %q uses locale provider %q (not byte order)", sh.name, provider)
-		}
-		if !ok {
-			break
-		}
-	}
-	c.done, c.ok, c.why = true, ok, why
-	return ok, why
-}
-
-// collationCache remembers whether the shards sort text in byte order.
-type collationCache struct {
-	mu   sync.Mutex
-	done bool
-	ok   bool
-	why  string
-}
-
 // callAfterFind calls the AfterFind hooks of the scanned models.
 func callAfterFind(db *gorm.DB, rv reflect.Value) {
 	type afterFind interface{ AfterFind(*gorm.DB) error }
@@ -817,8 +766,9 @@ func (mergeConn) QueryContext(_ context.Context, query string, args []driver.Nam
 // errArg, as the merge query's argument, makes the query fail with err.
 type errArg struct{ err error }
 
-// errRow returns a *sql.Row whose Scan returns err.
-func errRow(ctx context.Context, err error) *sql.Row {
+// ErrRow returns a *sql.Row whose Scan returns err (served by the merge's
+// in-process driver): a QueryRowContext that fails before it can query.
+func ErrRow(ctx context.Context, err error) *sql.Row {
 	return mergeDB().QueryRowContext(ctx, mergeQuery, errArg{err})
 }
 

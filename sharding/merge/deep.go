@@ -1,16 +1,17 @@
-package sharding
+package merge
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
 	"io"
-	"math"
 	"math/bits"
 	"strings"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/sharding/internal/clauses"
 )
 
 // Deep pagination: ORDER BY <keys> LIMIT c OFFSET o over N shards without
@@ -37,24 +38,9 @@ import (
 // a count that contradicts the first phase (rows written in between)
 // falls back to the plain merge.
 
-// deepOffset is the configured threshold of the method.
-func (s *Sharding) deepOffset() int {
-	switch {
-	case s.cfg.DeepOffset < 0:
-		return math.MaxInt
-	case s.cfg.DeepOffset == 0:
-		return 10000
-	}
-	return s.cfg.DeepOffset
-}
-
-// mergeRowsRead, when set (tests and benchmarks), is told how many rows
-// the router read from each shard in each statement of a merge.
-var mergeRowsRead func(shard string, rows int)
-
 // planDeep marks a row-mode plan whose ORDER BY is a total order of table
 // columns, the condition of the two-phase method.
-func (p *mergePlan) planDeep(stmt *gorm.Statement) {
+func (p *Plan) planDeep(stmt *gorm.Statement) {
 	if p.agg || p.distinct || p.limit <= 0 || len(p.order) == 0 || stmt.Schema == nil || stmt.Schema.PrioritizedPrimaryField == nil {
 		return
 	}
@@ -79,7 +65,7 @@ func (p *mergePlan) planDeep(stmt *gorm.Statement) {
 }
 
 // deepRead runs the two-phase method (see above).
-func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error) {
+func deepRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 	ctx := db.Statement.Context
 	if ctx == nil {
 		ctx = context.Background()
@@ -87,7 +73,7 @@ func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error
 	fallback := func() (int64, error) {
 		cp := *p
 		cp.deepOK = false
-		return s.mergeRead(db, tg, &cp)
+		return mergeRead(db, tg, &cp)
 	}
 	n := bits.OnesCount64(tg.mask)
 	q, c := p.offset/n, p.limit
@@ -97,7 +83,7 @@ func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error
 	}
 
 	// Phase 1.
-	r1, cols, cts, err := s.readAll(db, tg, p, func(_ int, st *gorm.Statement) { setLimit(st, c, q) })
+	r1, cols, cts, err := readAll(db, tg, p, func(_ int, st *gorm.Statement) { setLimit(st, c, q) })
 	if err != nil {
 		return 0, err
 	}
@@ -106,11 +92,11 @@ func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error
 		cmp.types = append(cmp.types, ct.DatabaseTypeName())
 		cmp.kinds = append(cmp.kinds, kindOf(ct.DatabaseTypeName()))
 	}
-	cmp.textOK, cmp.why = s.textByteOrder(ctx)
+	cmp.textOK, cmp.why = tg.sh.TextByteOrder(ctx)
 	visible := len(cols) - p.nHidden
 	keys, err := p.resolveKeys(cols, visible)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s on %q: %v", ErrScatterUnsupported, tg.op, tg.t.Name, err)
+		return 0, fmt.Errorf("%w: %s on %q: %v", ErrUnsupported, tg.op, tg.table, err)
 	}
 	var k []any
 	for _, rs := range r1 {
@@ -128,19 +114,19 @@ func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error
 	res := &mergeResult{}
 	res.setColumns(cols, cts, visible)
 	if k == nil { // every shard holds at most q rows: at most o in all
-		return s.deliver(db, tg, p, res)
+		return deliver(db, tg, p, res)
 	}
 	before := keyPred(keys, k, -1)
 
 	// Phase 2.
-	r2, _, _, err := s.readAll(db, tg, p, func(si int, st *gorm.Statement) {
+	r2, _, _, err := readAll(db, tg, p, func(si int, st *gorm.Statement) {
 		delete(st.Clauses, "LIMIT")
 		if rs := r1[pos[si]]; len(rs) > 0 {
 			conds := []clause.Expression{notPred(before)}
 			if len(rs) == c {
 				conds = append(conds, notPred(keyPred(keys, rs[len(rs)-1], +1)))
 			}
-			addWhere(st, conds...)
+			clauses.AndWhere(st, conds...)
 		}
 	})
 	if err != nil {
@@ -213,10 +199,10 @@ func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error
 			}
 			t3 := *tg
 			t3.mask = mask
-			r3, _, _, err := s.readAll(db, &t3, p, func(si int, st *gorm.Statement) {
+			r3, _, _, err := readAll(db, &t3, p, func(si int, st *gorm.Statement) {
 				rs := r2[pos[si]]
 				setLimit(st, need, 0)
-				addWhere(st, keyPred(keys, rs[len(rs)-1], +1))
+				clauses.AndWhere(st, keyPred(keys, rs[len(rs)-1], +1))
 			})
 			if err != nil {
 				return 0, err
@@ -232,7 +218,7 @@ func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error
 
 	// The merged page.
 	srcs := make([]*cursor, len(r2))
-	names := s.partNames(tg)
+	names := partNames(tg)
 	for i, rs := range r2 {
 		srcs[i] = &cursor{buf: rs, shard: names[i], n: len(cols)}
 	}
@@ -240,28 +226,28 @@ func (s *Sharding) deepRead(db *gorm.DB, tg *target, p *mergePlan) (int64, error
 	cp.offset = skip
 	merged, err := cp.mergeRows(srcs, cols, cmp)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s on %q over %d shards: %v", ErrScatterUnsupported, tg.op, tg.t.Name, n, err)
+		return 0, fmt.Errorf("%w: %s on %q over %d shards: %v", ErrUnsupported, tg.op, tg.table, n, err)
 	}
 	for i, r := range merged {
 		merged[i] = r[:len(res.cols)]
 	}
 	res.rows = merged
-	return s.deliver(db, tg, p, res)
+	return deliver(db, tg, p, res)
 }
 
 // partNames returns the names of the shards of tg.mask, in mask order.
-func (s *Sharding) partNames(tg *target) []string {
+func partNames(tg *read) []string {
 	var out []string
 	for m := tg.mask; m != 0; m &= m - 1 {
-		out = append(out, s.shards[bits.TrailingZeros64(m)].name)
+		out = append(out, tg.sh.Name(bits.TrailingZeros64(m)))
 	}
 	return out
 }
 
 // readAll runs the statement on the shards of tg.mask and reads every
 // row, per shard in mask order.
-func (s *Sharding) readAll(db *gorm.DB, tg *target, p *mergePlan, extra func(si int, st *gorm.Statement)) ([][][]any, []string, []*sql.ColumnType, error) {
-	parts, err := s.fanOut(db, tg, p, extra)
+func readAll(db *gorm.DB, tg *read, p *Plan, extra func(si int, st *gorm.Statement)) ([][][]any, []string, []*sql.ColumnType, error) {
+	parts, err := fanOut(db, tg, p, extra)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -273,9 +259,9 @@ func (s *Sharding) readAll(db *gorm.DB, tg *target, p *mergePlan, extra func(si 
 	cts, _ := parts[0].rows.ColumnTypes()
 	out := make([][][]any, len(parts))
 	for i, pt := range parts {
-		cu := &cursor{rows: pt.rows, shard: s.shards[pt.si].name, n: len(cols)}
+		cu := &cursor{rows: pt.rows, shard: tg.sh.Name(pt.si), n: len(cols)}
 		if c, err := pt.rows.Columns(); err != nil || len(c) != len(cols) {
-			return nil, nil, nil, fmt.Errorf("%w: shards returned different columns", ErrScatterUnsupported)
+			return nil, nil, nil, fmt.Errorf("%w: shards returned different columns", ErrUnsupported)
 		}
 		for {
 			r, err := cu.next()
@@ -287,8 +273,8 @@ func (s *Sharding) readAll(db *gorm.DB, tg *target, p *mergePlan, extra func(si 
 			}
 			out[i] = append(out[i], r)
 		}
-		if mergeRowsRead != nil {
-			mergeRowsRead(cu.shard, cu.read)
+		if tg.rowsRead != nil {
+			tg.rowsRead(cu.shard, cu.read)
 		}
 	}
 	return out, cols, cts, nil
@@ -296,19 +282,6 @@ func (s *Sharding) readAll(db *gorm.DB, tg *target, p *mergePlan, extra func(si 
 
 func setLimit(st *gorm.Statement, limit, offset int) {
 	st.Clauses["LIMIT"] = clause.Clause{Expression: clause.Limit{Limit: &limit, Offset: offset}}
-}
-
-// addWhere ANDs conditions to the statement's WHERE (the existing
-// conditions parenthesized, whatever ORs they hold).
-func addWhere(st *gorm.Statement, conds ...clause.Expression) {
-	exprs := make([]clause.Expression, 0, 1+len(conds))
-	if c, ok := st.Clauses["WHERE"]; ok {
-		if w, ok := c.Expression.(clause.Where); ok && len(w.Exprs) > 0 {
-			exprs = append(exprs, clause.Expr{SQL: "(?)", Vars: []any{clause.AndConditions{Exprs: w.Exprs}}})
-		}
-	}
-	exprs = append(exprs, conds...)
-	st.Clauses["WHERE"] = clause.Clause{Name: "WHERE", Expression: clause.Where{Exprs: exprs}}
 }
 
 func notPred(e clause.Expr) clause.Expression {
