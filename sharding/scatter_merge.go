@@ -17,7 +17,7 @@ import (
 // merge (package merge), p as merge.New planned it (nil: a
 // concatenation, for raw SQL).
 func (s *Sharding) mergeRead(db *gorm.DB, tg *target, p *merge.Plan) (int64, error) {
-	ms := &mergeShards{s: s, tg: tg}
+	ms := &mergeShards{s: s, tg: tg, idx: make([]int, 0, bits.OnesCount64(tg.mask))}
 	for m := tg.mask; m != 0; m &= m - 1 {
 		ms.idx = append(ms.idx, bits.TrailingZeros64(m))
 	}
@@ -41,12 +41,12 @@ func (m *mergeShards) Name(i int) string { return m.s.shards[m.idx[i]].name }
 
 // Exec runs the statement on shard i as on any shard of a scatter read
 // (its part of a split IN list, the ownership predicate), after change.
-func (m *mergeShards) Exec(i int, sub *gorm.DB, change func(*gorm.Statement)) {
+func (m *mergeShards) Exec(i int, sub *gorm.DB, change func(i int, st *gorm.Statement)) {
 	si := m.idx[i]
 	sh := m.s.shards[si]
 	m.s.onShard(sub, m.tg, sh)
 	m.s.partMutator(m.tg, si, nil)(sub.Statement)
-	change(sub.Statement)
+	change(i, sub.Statement)
 	sh.db.Callback().Row().Execute(sub)
 }
 

@@ -118,19 +118,20 @@ func fanOut(db *gorm.DB, tg *read, p *Plan, extra func(si int, st *gorm.Statemen
 		sub.Statement.Settings.Store("rows", true)
 		parts = append(parts, &shardPart{si: si, sub: sub})
 	}
+	change := func(si int, st *gorm.Statement) {
+		if p != nil {
+			p.rewrite(st)
+		}
+		if extra != nil {
+			extra(si, st)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, pt := range parts {
 		wg.Add(1)
 		go func(pt *shardPart) {
 			defer wg.Done()
-			tg.sh.Exec(pt.si, pt.sub, func(st *gorm.Statement) {
-				if p != nil {
-					p.rewrite(st)
-				}
-				if extra != nil {
-					extra(pt.si, st)
-				}
-			})
+			tg.sh.Exec(pt.si, pt.sub, change)
 			sub := pt.sub
 			if sub.Error == nil {
 				pt.rows, _ = sub.Statement.Dest.(*sql.Rows)

@@ -20,9 +20,9 @@ type Shards interface {
 	// Name names shard i in messages.
 	Name(i int) string
 	// Exec runs sub through shard i's Row chain: the shard's own part of
-	// the statement applied first, then change; the result (*sql.Rows in
-	// Statement.Dest) or the error is left in sub.
-	Exec(i int, sub *gorm.DB, change func(*gorm.Statement))
+	// the statement applied first, then change(i, sub.Statement); the
+	// result (*sql.Rows in Statement.Dest) or the error is left in sub.
+	Exec(i int, sub *gorm.DB, change func(i int, st *gorm.Statement))
 	// TextByteOrder reports whether every shard sorts text in byte order
 	// (the order the merge compares text in), or why not.
 	TextByteOrder(ctx context.Context) (ok bool, why string)
