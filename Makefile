@@ -60,7 +60,7 @@ reshard-demo: servers
 ## the mixed workload per routing strategy (docs/measurements/benchmarks.md).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./plugin/ ./classify/ ./lsnstore/
-	$(GO) run ./internal/workload/cmd/bench -rate 400
+	$(GO) run ./internal/harness/workload/cmd/bench -rate 400
 
 ## soak: the fault-injection soak with its independent checker, per engine
 ## and per store (one Redis; a Sentinel setup) for FRESHREAD_SOAK_DURATION
@@ -68,4 +68,4 @@ bench:
 ## faults; must report 0 stale reads (docs/design/reliability.md, docs/measurements/soak.md).
 FRESHREAD_SOAK_DURATION ?= 5m
 soak: servers
-	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)(Sentinel)?$$' ./internal/soak/
+	FRESHREAD_SOAK_DURATION=$(FRESHREAD_SOAK_DURATION) $(GO) test -count=1 -timeout 0 -v -run 'TestSoak(Postgres|MariaDB)(Sentinel)?$$' ./internal/harness/soak/

@@ -1,5 +1,5 @@
 // Package integration_test runs freshread against real servers started by
-// internal/testcluster: a PostgreSQL primary with two streaming replicas
+// internal/harness/testcluster: a PostgreSQL primary with two streaming replicas
 // and Redis. Every routing rule is checked on data: write, pause replay,
 // read, and compare what came back (and which server sent it).
 package integration_test
@@ -8,8 +8,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/freshread/freshread/internal/reshardload"
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/reshardload"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 func TestMain(m *testing.M) {

@@ -4,7 +4,7 @@ package integration_test
 // FRESHREAD_MYSQL_PRIMARY_DSN/FRESHREAD_MYSQL_REPLICA_DSN servers, or
 // mysql:8.4 containers on a Docker engine. With neither they skip with a
 // one-line reason, even when FRESHREAD_REQUIRE_INTEGRATION=1 (see
-// internal/testcluster/mysql_require.go).
+// internal/harness/testcluster/mysql_require.go).
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"gorm.io/gorm"
 )

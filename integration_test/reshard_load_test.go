@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshread/freshread/internal/reshardload"
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/reshardload"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 // reshardEnv runs the workload's processes as real processes: this test

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/tracker"
 )
 

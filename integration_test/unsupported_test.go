@@ -1,5 +1,5 @@
 package integration_test
 
-import "github.com/freshread/freshread/internal/testcluster"
+import "github.com/freshread/freshread/internal/harness/testcluster"
 
 var errUnsupported = testcluster.ErrUnsupported

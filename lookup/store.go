@@ -12,7 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/freshread/freshread/internal/breaker"
+	"github.com/freshread/freshread/internal/lib/breaker"
 	"github.com/freshread/freshread/sharding"
 )
 

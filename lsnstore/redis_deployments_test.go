@@ -3,7 +3,7 @@ package lsnstore
 import (
 	"testing"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 // TestRedisDeployments runs the store's conformance tests and the batched

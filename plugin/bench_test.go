@@ -2,7 +2,7 @@ package plugin_test
 
 // Benchmarks of the per-read hot path against real servers (a PostgreSQL
 // primary with two streaming replicas and Redis, started by
-// internal/testcluster on first use). Run them with
+// internal/harness/testcluster on first use). Run them with
 //
 //	go test -run '^$' -bench . -benchmem -count=6 ./plugin/
 //
@@ -40,7 +40,7 @@ import (
 	"gorm.io/gorm/logger"
 	"gorm.io/plugin/dbresolver"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )

@@ -11,7 +11,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
-	"github.com/freshread/freshread/internal/intkind"
+	"github.com/freshread/freshread/internal/lib/intkind"
 	"github.com/freshread/freshread/lsnstore"
 )
 

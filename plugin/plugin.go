@@ -14,7 +14,7 @@ import (
 	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/depgraph"
-	"github.com/freshread/freshread/internal/breaker"
+	"github.com/freshread/freshread/internal/lib/breaker"
 	"github.com/freshread/freshread/lsnstore"
 )
 

@@ -142,11 +142,7 @@ func (m *Mover) Rollback(ctx context.Context) error {
 }
 
 func (m *Mover) rollback(ctx context.Context) error {
-	bm, err := current(ctx, m.cfg)
-	if err != nil {
-		return err
-	}
-	published, err := m.ownedBy(bm)
+	published, err := m.published(ctx)
 	if err != nil {
 		return err
 	}

@@ -97,16 +97,16 @@ type Shard struct {
 	// the shard's freshread plugin does not know their positions, and a
 	// read of a moved row could go to a replica that has not replayed it.
 	// Pass the shard's plugin's (*plugin.Plugin).RecordWrite; with the
-	// sharding plugin, the plugin of ShardDB(name) is
-	// db.Config.Plugins["freshread"]. With the tracker daemon in logical
-	// mode the positions are published from the WAL anyway (a little
-	// later). An error after a copy chunk or a catch-up batch is logged,
-	// not fatal (before the switch no read of the moving buckets goes to
-	// the target's replicas). The switch calls it once more with every
-	// table, during its hold and before it publishes the map, and fails
-	// (rolls back to catching up) if that call fails: its position covers
-	// every earlier write of the move, whichever of their calls failed or
-	// never happened (a mover that died between a commit and its call).
+	// sharding plugin, that plugin is (*sharding.Sharding).Freshness(name).
+	// With the tracker daemon in logical mode the positions are
+	// published from the WAL anyway (a little later). An error after a
+	// copy chunk or a catch-up batch is logged, not fatal (before the
+	// switch no read of the moving buckets goes to the target's replicas).
+	// The switch calls it once more with every table, during its hold and
+	// before it publishes the map, and fails (rolls back to catching up)
+	// if that call fails: its position covers every earlier write of the
+	// move, whichever of their calls failed or never happened (a mover
+	// that died between a commit and its call).
 	RecordWrite func(ctx context.Context, tables ...string) error
 }
 

@@ -6,7 +6,6 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/reshard"
 	"github.com/freshread/freshread/sharding"
 )
@@ -28,10 +27,8 @@ func Example_move() {
 			panic(err)
 		}
 		shard := reshard.Shard{Name: name, DB: primary}
-		if sdb, ok := s.ShardDB(name); ok {
-			if p, ok := sdb.Config.Plugins["freshread"].(*plugin.Plugin); ok {
-				shard.RecordWrite = p.RecordWrite // the shard's store, as the services use it
-			}
+		if p, err := s.Freshness(name); err == nil {
+			shard.RecordWrite = p.RecordWrite // the shard's store, as the services use it
 		}
 		shards = append(shards, shard)
 	}

@@ -93,6 +93,16 @@ func current(ctx context.Context, cfg Config) (sharding.BucketMap, error) {
 	return bm, nil
 }
 
+// published loads the current map and reports, as ownedBy, whether it
+// already gives the move's buckets to the target.
+func (m *Mover) published(ctx context.Context) (bool, error) {
+	bm, err := current(ctx, m.cfg)
+	if err != nil {
+		return false, err
+	}
+	return m.ownedBy(bm)
+}
+
 // ownedBy reports who owns the move's buckets in bm: the source
 // (published false) or the target (published true); anything else is
 // ErrNotOwner. Hot users of the moving buckets must live elsewhere: their
@@ -246,11 +256,7 @@ func (m *Mover) Prepare(ctx context.Context) error {
 }
 
 func (m *Mover) prepare(ctx context.Context) error {
-	bm, err := current(ctx, m.cfg)
-	if err != nil {
-		return err
-	}
-	published, err := m.ownedBy(bm)
+	published, err := m.published(ctx)
 	if err != nil {
 		return err
 	}

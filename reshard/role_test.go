@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 // TestUnprivilegedMover runs a move as a role that is not a superuser

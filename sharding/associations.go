@@ -6,6 +6,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
+
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
 // checkAssociations refuses, before anything is written, a Create or
@@ -45,7 +47,7 @@ func (s *Sharding) checkAssociations(db *gorm.DB, tg *target) error {
 			if zero {
 				continue
 			}
-			t2 := s.tables[normalizeTable(rel.FieldSchema.Table)]
+			t2 := s.tables[sqltext.NormalizeTable(rel.FieldSchema.Table)]
 			if t2 == nil || rel.Type == schema.Many2Many {
 				return fmt.Errorf("%w: %s on %q would save its association %s (table %q) on the shard: save it with its own statement, or Omit(clause.Associations)", ErrCrossShard, tg.op, tg.t.Name, rel.Name, rel.FieldSchema.Table)
 			}

@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm/clause"
 
-	"github.com/freshread/freshread/internal/intkind"
+	"github.com/freshread/freshread/internal/lib/intkind"
 )
 
 // exprCond turns a GORM clause expression into a cond tree.

@@ -1,6 +1,10 @@
 package sharding
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/freshread/freshread/sharding/merge"
+)
 
 // Errors returned by the sharding plugin. Test them with errors.Is: the
 // returned errors wrap these sentinels with the table and the detail.
@@ -21,10 +25,13 @@ var (
 	// COUNT/SUM/MIN/MAX/AVG, ORDER BY an expression, text ordering under a
 	// collation other than byte order, raw SQL with ORDER BY or aggregates,
 	// ...); the message names what. Nothing is returned.
-	ErrScatterUnsupported = errors.New("sharding: multi-shard read needs a merge that is not supported")
+	ErrScatterUnsupported = merge.ErrUnsupported
 	// ErrUnknownShard: a hint or a hot-user entry names a shard that is not
 	// configured.
 	ErrUnknownShard = errors.New("sharding: unknown shard")
+	// ErrNoFreshness: Sharding.Freshness asked for the freshread plugin of
+	// a shard that has none (no replicas).
+	ErrNoFreshness = errors.New("sharding: shard has no freshread plugin")
 	// ErrMapConflict: MapStore.Publish lost a race with another publisher.
 	ErrMapConflict = errors.New("sharding: bucket map changed concurrently")
 	// ErrMapStale: the process has not been able to refresh the shared

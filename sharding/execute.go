@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"reflect"
-	"regexp"
 	"strings"
 	"sync"
 
@@ -15,6 +14,9 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/sharding/internal/clauses"
+	"github.com/freshread/freshread/sharding/internal/sqltext"
+	"github.com/freshread/freshread/sharding/merge"
 )
 
 type schemaField = schema.Field
@@ -191,8 +193,8 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		return nil
 	}
 	var (
-		merge bool
-		plan  *mergePlan
+		merged bool
+		plan   *merge.Plan
 	)
 	if !tg.write && n > 1 {
 		if why := rawPending(tg); why != "" {
@@ -201,9 +203,9 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		if why := scatterProblem(stmt, tg); why != "" {
 			return fmt.Errorf("%w: %s on %q over %d shards: %s", ErrScatterUnsupported, tg.op, tableName, n, why)
 		}
-		if merge = needsMerge(stmt, tg); merge && !tg.raw {
+		if merged = merge.Needed(stmt, tg.op == opRow); merged && !tg.raw {
 			var why string
-			if plan, why = planMerge(stmt); why != "" {
+			if plan, why = merge.New(stmt); why != "" {
 				return fmt.Errorf("%w: %s on %q over %d shards: %s", ErrScatterUnsupported, tg.op, tableName, n, why)
 			}
 		}
@@ -234,7 +236,7 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 				err = fmt.Errorf("sharding: shard %q: %w", s.shards[si].name, sub.Error)
 			}
 		}
-	case merge:
+	case merged:
 		rows, err = s.mergeRead(db, tg, plan)
 	default:
 		rows, err = s.scatterRead(db, tg)
@@ -320,7 +322,7 @@ func (s *Sharding) partMutator(tg *target, si int, dest func(*gorm.Statement)) f
 	return func(st *gorm.Statement) {
 		if tg.own {
 			if e := tg.ownPredicate(si); e != nil {
-				addWhere(st, e)
+				clauses.AndWhere(st, e)
 			}
 		}
 		if part, ok := tg.rawParts[si]; ok {
@@ -342,27 +344,25 @@ func (s *Sharding) partMutator(tg *target, si int, dest func(*gorm.Statement)) f
 	}
 }
 
-var aggregateRE = regexp.MustCompile(`(?i)\b(count|sum|avg|min|max|array_agg|string_agg|json_agg|jsonb_agg|json_object_agg|jsonb_object_agg|bool_and|bool_or|every|bit_and|bit_or|stddev\w*|var_\w+|variance|percentile_\w+|mode|rank|dense_rank|row_number|ntile|lag|lead|first_value|last_value|nth_value)\s*\(`)
-
 // scatterProblem names what a multi-shard raw read would get wrong
 // without a merge, or returns "". GORM statements are planned by
-// planMerge instead; raw SQL is only concatenated.
+// merge.New instead; raw SQL is only concatenated.
 func scatterProblem(stmt *gorm.Statement, tg *target) string {
 	if !tg.raw {
 		return ""
 	}
-	toks := lexSQL(stmt.SQL.String())
+	toks := sqltext.Lex(stmt.SQL.String())
 	for i, t := range toks {
 		switch {
-		case t.is("order") || t.is("group"):
-			if i+1 < len(toks) && toks[i+1].is("by") {
-				return "raw SQL with " + strings.ToUpper(t.text) + " BY (use the GORM API, which merges it)"
+		case t.Is("order") || t.Is("group"):
+			if i+1 < len(toks) && toks[i+1].Is("by") {
+				return "raw SQL with " + strings.ToUpper(t.Text) + " BY (use the GORM API, which merges it)"
 			}
-		case t.is("limit") || t.is("offset") || t.is("fetch") || t.is("distinct") || t.is("having") || t.is("over"):
-			return "raw SQL with " + strings.ToUpper(t.text) + " (use the GORM API, which merges it)"
+		case t.Is("limit") || t.Is("offset") || t.Is("fetch") || t.Is("distinct") || t.Is("having") || t.Is("over"):
+			return "raw SQL with " + strings.ToUpper(t.Text) + " (use the GORM API, which merges it)"
 		}
 	}
-	if aggregateRE.MatchString(stmt.SQL.String()) {
+	if sqltext.Aggregate.MatchString(stmt.SQL.String()) {
 		return "raw SQL with an aggregate (use the GORM API, which merges it)"
 	}
 	return ""

@@ -2,7 +2,8 @@ package sharding
 
 import (
 	"strconv"
-	"strings"
+
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
 // A small tokenizer and boolean-expression parser for the SQL text of
@@ -14,131 +15,6 @@ import (
 //
 // combined with AND, OR, NOT and parentheses. Everything else is an opaque
 // predicate, which never narrows the set of shards.
-
-type tokKind uint8
-
-const (
-	tkIdent tokKind = iota + 1 // identifier or keyword (lower-cased unless quoted)
-	tkNumber
-	tkString
-	tkParam // ? (positional, in order) or $n
-	tkOp    // operators and punctuation: = <> ( ) , etc.
-)
-
-type tok struct {
-	kind   tokKind
-	text   string // lower-cased for unquoted identifiers
-	quoted bool
-	param  int // tkParam: index into the variables (-1 for "?": next)
-	// pos, end: the token's bytes in the text (raw IN splitting).
-	pos, end int
-}
-
-func lexSQL(s string) []tok {
-	var out []tok
-	for i := 0; i < len(s); {
-		c := s[i]
-		start, n0 := i, len(out)
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			i++
-		case c == '-' && i+1 < len(s) && s[i+1] == '-':
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			j := strings.Index(s[i+2:], "*/")
-			if j < 0 {
-				return out
-			}
-			i += j + 4
-		case c == '\'':
-			j := i + 1
-			for j < len(s) {
-				if s[j] == '\'' {
-					if j+1 < len(s) && s[j+1] == '\'' {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			out = append(out, tok{kind: tkString, text: s[i+1 : min(j, len(s))]})
-			i = j + 1
-		case c == '"' || c == '`':
-			j := strings.IndexByte(s[i+1:], c)
-			if j < 0 {
-				return out
-			}
-			out = appendIdent(out, s[i+1:i+1+j], true)
-			i += j + 2
-		case c == '?':
-			out = append(out, tok{kind: tkParam, param: -1, text: "?"})
-			i++
-		case c == '$' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
-			j := i + 1
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			n, _ := strconv.Atoi(s[i+1 : j])
-			out = append(out, tok{kind: tkParam, param: n - 1, text: s[i:j]})
-			i = j
-		case c >= '0' && c <= '9':
-			j := i
-			for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.' || s[j] == 'e' || s[j] == 'E') {
-				j++
-			}
-			out = append(out, tok{kind: tkNumber, text: s[i:j]})
-			i = j
-		case isIdentByte(c):
-			j := i
-			for j < len(s) && (isIdentByte(s[j]) || s[j] >= '0' && s[j] <= '9' || s[j] == '$') {
-				j++
-			}
-			out = appendIdent(out, strings.ToLower(s[i:j]), false)
-			i = j
-		case c == '.':
-			out = append(out, tok{kind: tkOp, text: "."})
-			i++
-		default:
-			j := i + 1
-			if j < len(s) {
-				switch s[i : j+1] {
-				case "<>", "!=", "<=", ">=", "::", "||":
-					j++
-				}
-			}
-			out = append(out, tok{kind: tkOp, text: s[i:j]})
-			i = j
-		}
-		switch n := len(out); {
-		case n > n0:
-			out[n-1].pos, out[n-1].end = start, i
-		case n == n0-1 && n > 0: // a dotted name joined to the one before
-			out[n-1].end = i
-		}
-	}
-	return out
-}
-
-func isIdentByte(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
-}
-
-// appendIdent joins dotted names (schema.table.column) into one token whose
-// text is the full dotted name.
-func appendIdent(out []tok, name string, quoted bool) []tok {
-	if n := len(out); n >= 2 && out[n-1].kind == tkOp && out[n-1].text == "." && out[n-2].kind == tkIdent {
-		out[n-2].text += "." + name
-		out[n-2].quoted = out[n-2].quoted || quoted
-		return out[:n-1]
-	}
-	return append(out, tok{kind: tkIdent, text: name, quoted: quoted})
-}
-
-func (t tok) is(word string) bool { return t.kind == tkIdent && !t.quoted && t.text == word }
-func (t tok) op(s string) bool    { return t.kind == tkOp && t.text == s }
 
 // cond is a node of a condition tree.
 type cond struct {
@@ -182,7 +58,7 @@ var otherCond = &cond{op: opOther}
 // textParser parses a token slice into a cond tree. vars are the
 // statement's variables; "?" tokens consume them in order, "$n" index them.
 type textParser struct {
-	toks  []tok
+	toks  []sqltext.Tok
 	pos   int
 	vars  []any
 	next  int // next "?" variable
@@ -193,16 +69,16 @@ type textParser struct {
 // the sharded table (colKey, colID or 0).
 type columnMatcher func(ident string) int
 
-func (p *textParser) peek() tok {
+func (p *textParser) peek() sqltext.Tok {
 	if p.pos < len(p.toks) {
 		return p.toks[p.pos]
 	}
-	return tok{}
+	return sqltext.Tok{}
 }
 
 func (p *textParser) parseOr() *cond {
 	left := p.parseAnd()
-	for p.peek().is("or") {
+	for p.peek().Is("or") {
 		p.pos++
 		right := p.parseAnd()
 		left = joinCond(opOr, left, right)
@@ -212,7 +88,7 @@ func (p *textParser) parseOr() *cond {
 
 func (p *textParser) parseAnd() *cond {
 	left := p.parseNot()
-	for p.peek().is("and") {
+	for p.peek().Is("and") {
 		p.pos++
 		right := p.parseNot()
 		left = joinCond(opAnd, left, right)
@@ -221,7 +97,7 @@ func (p *textParser) parseAnd() *cond {
 }
 
 func (p *textParser) parseNot() *cond {
-	if p.peek().is("not") {
+	if p.peek().Is("not") {
 		p.pos++
 		p.parseNot() // consumes its variables
 		return otherCond
@@ -230,19 +106,19 @@ func (p *textParser) parseNot() *cond {
 }
 
 // boundary reports whether t ends a predicate.
-func boundary(t tok) bool {
-	return t.kind == 0 || t.is("and") || t.is("or") || t.op(")")
+func boundary(t sqltext.Tok) bool {
+	return t.Kind == 0 || t.Is("and") || t.Is("or") || t.IsOp(")")
 }
 
 func (p *textParser) parsePrimary() *cond {
 	start := p.pos
-	if p.peek().op("(") {
+	if p.peek().IsOp("(") {
 		// A parenthesised boolean expression, unless it is a subquery or is
 		// followed by more of a predicate ("(a + b) = ?").
 		end := p.matchParen(p.pos)
 		inner := p.toks[p.pos+1 : max(end, p.pos+1)]
 		if end > 0 && (end+1 >= len(p.toks) || boundary(p.toks[end+1])) &&
-			len(inner) > 0 && !inner[0].is("select") && !inner[0].is("with") && !inner[0].is("values") {
+			len(inner) > 0 && !inner[0].Is("select") && !inner[0].Is("with") && !inner[0].Is("values") {
 			saveNext := p.next
 			p.pos++
 			c := p.parseOr()
@@ -260,9 +136,9 @@ func (p *textParser) parsePrimary() *cond {
 		if depth == 0 && boundary(t) {
 			break
 		}
-		if t.op("(") {
+		if t.IsOp("(") {
 			depth++
-		} else if t.op(")") {
+		} else if t.IsOp(")") {
 			depth--
 		}
 		p.pos++
@@ -273,9 +149,9 @@ func (p *textParser) parsePrimary() *cond {
 func (p *textParser) matchParen(open int) int {
 	depth := 0
 	for i := open; i < len(p.toks); i++ {
-		if p.toks[i].op("(") {
+		if p.toks[i].IsOp("(") {
 			depth++
-		} else if p.toks[i].op(")") {
+		} else if p.toks[i].IsOp(")") {
 			depth--
 			if depth == 0 {
 				return i
@@ -286,14 +162,14 @@ func (p *textParser) matchParen(open int) int {
 }
 
 // predicate classifies one predicate and consumes its "?" variables.
-func (p *textParser) predicate(ts []tok) *cond {
+func (p *textParser) predicate(ts []sqltext.Tok) *cond {
 	// Resolve every parameter of the predicate first, in order.
 	vals := make([]any, len(ts))
 	idxs := make([]int, len(ts))
 	for i, t := range ts {
 		idxs[i] = -1
-		if t.kind == tkParam {
-			idx := t.param
+		if t.Kind == sqltext.Param {
+			idx := t.Param
 			if idx < 0 {
 				idx = p.next
 				p.next++
@@ -307,36 +183,36 @@ func (p *textParser) predicate(ts []tok) *cond {
 		}
 	}
 	col := func(i int) int {
-		if i < len(ts) && ts[i].kind == tkIdent {
-			return p.match(ts[i].text)
+		if i < len(ts) && ts[i].Kind == sqltext.Ident {
+			return p.match(ts[i].Text)
 		}
 		return 0
 	}
 	switch {
-	case len(ts) == 3 && ts[1].op("="):
+	case len(ts) == 3 && ts[1].IsOp("="):
 		if c := col(0); c != 0 {
 			return leafOf(c, ts[2], vals[2])
 		}
 		if c := col(2); c != 0 {
 			return leafOf(c, ts[0], vals[0])
 		}
-	case len(ts) >= 3 && ts[1].is("in") && col(0) != 0:
+	case len(ts) >= 3 && ts[1].Is("in") && col(0) != 0:
 		c := col(0)
-		if len(ts) == 3 && ts[2].kind == tkParam { // IN ? with a slice
+		if len(ts) == 3 && ts[2].Kind == sqltext.Param { // IN ? with a slice
 			return leafOf(c, ts[2], vals[2])
 		}
-		if ts[2].op("(") && ts[len(ts)-1].op(")") {
+		if ts[2].IsOp("(") && ts[len(ts)-1].IsOp(")") {
 			return listLeaf(c, ts, vals, idxs, 3, len(ts)-1)
 		}
-	case len(ts) == 6 && ts[1].op("=") && ts[2].is("any") && ts[3].op("(") && ts[4].kind == tkParam && ts[5].op(")") && col(0) != 0:
+	case len(ts) == 6 && ts[1].IsOp("=") && ts[2].Is("any") && ts[3].IsOp("(") && ts[4].Kind == sqltext.Param && ts[5].IsOp(")") && col(0) != 0:
 		// = ANY($n) with an array of keys.
 		leaf := leafOf(col(0), ts[4], vals[4])
 		if leaf.op == opLeaf {
 			leaf.src = &listSrc{param: idxs[4]}
 		}
 		return leaf
-	case len(ts) >= 8 && ts[1].op("=") && ts[2].is("any") && ts[3].op("(") && ts[4].is("array") && ts[5].op("[") &&
-		ts[len(ts)-2].op("]") && ts[len(ts)-1].op(")") && col(0) != 0:
+	case len(ts) >= 8 && ts[1].IsOp("=") && ts[2].Is("any") && ts[3].IsOp("(") && ts[4].Is("array") && ts[5].IsOp("[") &&
+		ts[len(ts)-2].IsOp("]") && ts[len(ts)-1].IsOp(")") && col(0) != 0:
 		// = ANY(ARRAY[v, ...]).
 		return listLeaf(col(0), ts, vals, idxs, 6, len(ts)-2)
 	}
@@ -345,19 +221,19 @@ func (p *textParser) predicate(ts []tok) *cond {
 
 // listLeaf reads the comma-separated values ts[from:to] of a list on
 // column c, each a literal or a parameter.
-func listLeaf(c int, ts []tok, vals []any, idxs []int, from, to int) *cond {
+func listLeaf(c int, ts []sqltext.Tok, vals []any, idxs []int, from, to int) *cond {
 	leaf := &cond{op: opLeaf, column: c, src: &listSrc{param: -1}}
 	for i := from; i < to; i++ {
-		if ts[i].op(",") && i > from {
+		if ts[i].IsOp(",") && i > from {
 			continue
 		}
 		l := leafOf(c, ts[i], vals[i])
-		if l.op != opLeaf || (i+1 < to && !ts[i+1].op(",")) {
+		if l.op != opLeaf || (i+1 < to && !ts[i+1].IsOp(",")) {
 			return otherCond
 		}
 		leaf.values = append(leaf.values, l.values...)
 		if len(l.values) == 1 && leaf.src != nil {
-			leaf.src.elems = append(leaf.src.elems, listElem{pos: ts[i].pos, end: ts[i].end, param: idxs[i], value: l.values[0]})
+			leaf.src.elems = append(leaf.src.elems, listElem{pos: ts[i].Pos, end: ts[i].End, param: idxs[i], value: l.values[0]})
 		} else {
 			leaf.src = nil // a parameter holding several values: not split
 		}
@@ -368,21 +244,21 @@ func listLeaf(c int, ts []tok, vals []any, idxs []int, from, to int) *cond {
 type missingVar struct{}
 
 // leafOf builds a leaf from a literal or a parameter value.
-func leafOf(column int, t tok, v any) *cond {
-	switch t.kind {
-	case tkNumber:
-		n, err := strconv.ParseInt(t.text, 10, 64)
+func leafOf(column int, t sqltext.Tok, v any) *cond {
+	switch t.Kind {
+	case sqltext.Number:
+		n, err := strconv.ParseInt(t.Text, 10, 64)
 		if err != nil {
 			return otherCond
 		}
 		return &cond{op: opLeaf, column: column, values: []int64{n}}
-	case tkString:
-		n, err := strconv.ParseInt(t.text, 10, 64)
+	case sqltext.String:
+		n, err := strconv.ParseInt(t.Text, 10, 64)
 		if err != nil {
 			return otherCond
 		}
 		return &cond{op: opLeaf, column: column, values: []int64{n}}
-	case tkParam:
+	case sqltext.Param:
 		vs, ok := intValues(v)
 		if !ok {
 			return otherCond
@@ -402,7 +278,7 @@ func joinCond(op condOp, a, b *cond) *cond {
 
 // parseText parses an SQL boolean expression.
 func parseText(sql string, vars []any, match columnMatcher) *cond {
-	p := &textParser{toks: lexSQL(sql), vars: vars, match: match}
+	p := &textParser{toks: sqltext.Lex(sql), vars: vars, match: match}
 	c := p.parseOr()
 	if p.pos != len(p.toks) {
 		return otherCond // unbalanced or not understood: conservative
@@ -414,17 +290,17 @@ func parseText(sql string, vars []any, match columnMatcher) *cond {
 // condition up to the next top-level clause keyword. It returns otherCond
 // when there is no WHERE or the text holds several statements.
 func rawWhere(sql string, vars []any, match columnMatcher) *cond {
-	toks := lexSQL(sql)
+	toks := sqltext.Lex(sql)
 	depth, where := 0, -1
 	for i, t := range toks {
 		switch {
-		case t.op("("):
+		case t.IsOp("("):
 			depth++
-		case t.op(")"):
+		case t.IsOp(")"):
 			depth--
-		case t.op(";") && i != len(toks)-1:
+		case t.IsOp(";") && i != len(toks)-1:
 			return otherCond
-		case depth == 0 && t.is("where") && where < 0:
+		case depth == 0 && t.Is("where") && where < 0:
 			where = i + 1
 		}
 	}
@@ -435,14 +311,14 @@ func rawWhere(sql string, vars []any, match columnMatcher) *cond {
 	depth = 0
 	for i := where; i < len(toks); i++ {
 		t := toks[i]
-		if t.op("(") {
+		if t.IsOp("(") {
 			depth++
-		} else if t.op(")") {
+		} else if t.IsOp(")") {
 			depth--
 		}
-		if depth == 0 && (t.is("group") || t.is("order") || t.is("limit") || t.is("offset") || t.is("returning") ||
-			t.is("for") || t.is("union") || t.is("intersect") || t.is("except") || t.is("having") || t.is("window") ||
-			t.is("fetch") || t.op(";")) {
+		if depth == 0 && (t.Is("group") || t.Is("order") || t.Is("limit") || t.Is("offset") || t.Is("returning") ||
+			t.Is("for") || t.Is("union") || t.Is("intersect") || t.Is("except") || t.Is("having") || t.Is("window") ||
+			t.Is("fetch") || t.IsOp(";")) {
 			end = i
 			break
 		}
@@ -450,7 +326,7 @@ func rawWhere(sql string, vars []any, match columnMatcher) *cond {
 	// "?" placeholders before the WHERE consume variables too.
 	before := 0
 	for _, t := range toks[:where] {
-		if t.kind == tkParam && t.param < 0 {
+		if t.Kind == sqltext.Param && t.Param < 0 {
 			before++
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 // TestIDGeneratorDeployments: worker leases are taken, renewed, released

@@ -209,6 +209,14 @@ func (s *Sharding) refresh(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(f.ctx, f.lease)
 	fl.err = s.refreshOnce(rctx)
 	cancel()
+	if fl.err != nil && f.ctx.Err() != nil {
+		// Close canceled the refresh: a normal stop, not a failing store.
+		f.mu.Lock()
+		f.flight = nil
+		f.mu.Unlock()
+		close(fl.done)
+		return fl.err
+	}
 
 	f.mu.Lock()
 	f.flight = nil

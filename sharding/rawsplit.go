@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
 // Raw SQL IN lists split per shard, like the GORM path's (planSplit): a
@@ -25,14 +27,14 @@ func (s *Sharding) planRawSplit(tg *target, c *cond, sqlText string, vars []any,
 	if c.op == opAnd {
 		members = c.kids
 	}
-	toks := lexSQL(sqlText)
+	toks := sqltext.Lex(sqlText)
 	uses := map[int]int{} // variable index -> how often the text names it
 	for _, t := range toks {
-		if t.kind == tkParam {
-			if t.param < 0 {
+		if t.Kind == sqltext.Param {
+			if t.Param < 0 {
 				return // "?" placeholders: positions would shift
 			}
-			uses[t.param]++
+			uses[t.Param]++
 		}
 	}
 	for _, m := range members {
@@ -97,7 +99,7 @@ func splitArrayVar(idx int, sqlText string, vars []any, uses map[int]int, shardO
 // splitList rewrites a list of literals and $n parameters: each shard's
 // text keeps its own elements, and the parameters of the others are
 // dropped (the rest renumbered, so that no $n is left unreferenced).
-func splitList(elems []listElem, sqlText string, toks []tok, vars []any, uses map[int]int, shardOf func(int64) (int, bool)) map[int]rawPart {
+func splitList(elems []listElem, sqlText string, toks []sqltext.Tok, vars []any, uses map[int]int, shardOf func(int64) (int, bool)) map[int]rawPart {
 	if len(elems) == 0 {
 		return nil
 	}
@@ -139,10 +141,10 @@ func splitList(elems []listElem, sqlText string, toks []tok, vars []any, uses ma
 		var b strings.Builder
 		last, written := 0, false
 		for _, t := range toks {
-			if t.pos >= from && t.end <= to {
+			if t.Pos >= from && t.End <= to {
 				continue // the list's own tokens: written once, below
 			}
-			if !written && t.pos >= to {
+			if !written && t.Pos >= to {
 				b.WriteString(sqlText[last:from])
 				for j, e := range keep {
 					if j > 0 {
@@ -156,10 +158,10 @@ func splitList(elems []listElem, sqlText string, toks []tok, vars []any, uses ma
 				}
 				last, written = to, true
 			}
-			if t.kind == tkParam {
-				b.WriteString(sqlText[last:t.pos])
-				b.WriteString(param(t.param))
-				last = t.end
+			if t.Kind == sqltext.Param {
+				b.WriteString(sqlText[last:t.Pos])
+				b.WriteString(param(t.Param))
+				last = t.End
 			}
 		}
 		if !written {

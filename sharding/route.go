@@ -12,6 +12,7 @@ import (
 
 	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
 type opKind uint8
@@ -171,7 +172,7 @@ func (s *Sharding) routeOnce(db *gorm.DB, op opKind, at *attempt) error {
 		tg.write = r.Kind != classify.Read
 		hasTables = len(r.Reads) > 0 || len(r.Writes) > 0 || r.UnknownTables
 		for _, n := range append(append([]string(nil), r.Writes...), r.Reads...) {
-			if ti := s.tables[normalizeTable(n)]; ti != nil {
+			if ti := s.tables[sqltext.NormalizeTable(n)]; ti != nil {
 				tg.t = ti
 				break
 			}
@@ -181,7 +182,7 @@ func (s *Sharding) routeOnce(db *gorm.DB, op opKind, at *attempt) error {
 			_ = stmt.Parse(stmt.Model)
 		}
 		hasTables = stmt.Table != ""
-		tg.t = s.tables[normalizeTable(stmt.Table)]
+		tg.t = s.tables[sqltext.NormalizeTable(stmt.Table)]
 		tg.write = op == opCreate || op == opUpdate || op == opDelete
 	}
 

@@ -13,6 +13,7 @@ import (
 	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
 // Sharding is the GORM plugin that routes statements on sharded tables to
@@ -159,7 +160,7 @@ func (s *Sharding) setup(db *gorm.DB) error {
 		if t.Lookup && (cfg.Lookup == nil || t.ID == "") {
 			return fmt.Errorf("%w: table %q has Lookup but no Config.Lookup or Table.ID", ErrConfig, t.Name)
 		}
-		ti := &tableInfo{Table: t, name: normalizeTable(t.Name), key: strings.ToLower(t.Key), id: strings.ToLower(t.ID)}
+		ti := &tableInfo{Table: t, name: sqltext.NormalizeTable(t.Name), key: strings.ToLower(t.Key), id: strings.ToLower(t.ID)}
 		s.tables[ti.name] = ti
 	}
 	return nil
@@ -304,13 +305,4 @@ func (s *Sharding) resolveIDs(ctx context.Context, pl placer, ids []int64) (map[
 		out[id] = pl.key(u)
 	}
 	return out, err
-}
-
-// normalizeTable lower-cases a table name and drops quotes and schema.
-func normalizeTable(name string) string {
-	name = strings.TrimSpace(name)
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
-	}
-	return strings.ToLower(strings.Trim(name, "\"`"))
 }

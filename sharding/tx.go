@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/sharding/merge"
 )
 
 // shardPool is the connection pool of a session pinned to a shard (see
@@ -330,7 +332,7 @@ func (t *lazyTx) QueryContext(ctx context.Context, query string, args ...any) (*
 func (t *lazyTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	c, err := t.one()
 	if err != nil {
-		return errRow(ctx, err)
+		return merge.ErrRow(ctx, err)
 	}
 	return c.QueryRowContext(ctx, query, args...)
 }

@@ -1,5 +1,5 @@
 // Command demo starts a PostgreSQL primary with two streaming replicas
-// (internal/testcluster), runs the example order service against it, first
+// (internal/harness/testcluster), runs the example order service against it, first
 // with plain dbresolver (replicas always) and then with freshread, pauses
 // replay on the replicas, and prints which server answered each read and
 // what it returned; then a trigger-written table read fresh thanks to the
@@ -21,7 +21,7 @@ import (
 	"gorm.io/plugin/dbresolver"
 
 	"github.com/freshread/freshread/example"
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/registry"

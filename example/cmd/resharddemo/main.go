@@ -17,8 +17,8 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/freshread/freshread/internal/reshardload"
-	"github.com/freshread/freshread/internal/testcluster"
+	"github.com/freshread/freshread/internal/harness/reshardload"
+	"github.com/freshread/freshread/internal/harness/testcluster"
 )
 
 func main() {

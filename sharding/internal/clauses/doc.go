@@ -1,0 +1,3 @@
+// Package clauses holds the changes the sharding plugin and its merge make
+// to a GORM statement's clauses.
+package clauses

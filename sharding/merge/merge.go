@@ -1,0 +1,67 @@
+package merge
+
+import (
+	"context"
+	"errors"
+
+	"gorm.io/gorm"
+)
+
+// ErrUnsupported: a multi-shard read needs a merge this package does not
+// do; the message names what. The sharding plugin returns it as
+// sharding.ErrScatterUnsupported.
+var ErrUnsupported = errors.New("sharding: multi-shard read needs a merge that is not supported")
+
+// Shards are the shards one read runs on, numbered 0..Len()-1: what the
+// merge needs of the sharding plugin.
+type Shards interface {
+	// Len is the number of shards of the read (at most 64).
+	Len() int
+	// Name names shard i in messages.
+	Name(i int) string
+	// Exec runs sub through shard i's Row chain: the shard's own part of
+	// the statement applied first, then change(i, sub.Statement); the
+	// result (*sql.Rows in Statement.Dest) or the error is left in sub.
+	Exec(i int, sub *gorm.DB, change func(i int, st *gorm.Statement))
+	// TextByteOrder reports whether every shard sorts text in byte order
+	// (the order the merge compares text in), or why not.
+	TextByteOrder(ctx context.Context) (ok bool, why string)
+}
+
+// Read describes one multi-shard read to Run.
+type Read struct {
+	// Op and Table name the read in error messages.
+	Op, Table string
+	// Row: the statement runs through GORM's Row chain (Row, Rows, Scan):
+	// the result is left as *sql.Rows or *sql.Row in Statement.Dest.
+	Row bool
+	// DeepOffset is the OFFSET from which a page over several shards is
+	// read in two phases (deep.go); math.MaxInt: never.
+	DeepOffset int
+	// RowsRead, when set (tests and benchmarks), is told how many rows
+	// were read from each shard in each statement of the merge.
+	RowsRead func(shard string, rows int)
+}
+
+// read is one Run: the shards of mask (bit i: shard i of sh).
+type read struct {
+	sh         Shards
+	mask       uint64
+	op, table  string
+	row        bool
+	deepOffset int
+	rowsRead   func(shard string, rows int)
+}
+
+// Run runs the read of db's statement on every shard of sh, merges the
+// rows as p says (p nil: a concatenation, for raw SQL) and hands the
+// result to GORM: scanned into the destination (Find, First, Count,
+// Pluck...), or as *sql.Rows / *sql.Row (Row, Rows, Scan). It returns the
+// rows affected.
+func Run(db *gorm.DB, sh Shards, r Read, p *Plan) (int64, error) {
+	tg := &read{sh: sh, op: r.Op, table: r.Table, row: r.Row, deepOffset: r.DeepOffset, rowsRead: r.RowsRead}
+	for i := 0; i < sh.Len(); i++ {
+		tg.mask |= 1 << i
+	}
+	return mergeRead(db, tg, p)
+}

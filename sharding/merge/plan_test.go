@@ -1,0 +1,115 @@
+package merge
+
+import (
+	"testing"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+func TestParseSelItem(t *testing.T) {
+	for _, c := range []struct {
+		in, agg, arg, alias, col, why string
+	}{
+		{in: "status", col: "status"},
+		{in: `"orders"."Status"`, col: "Status"},
+		{in: "sum(amount) AS total", agg: "sum", arg: "amount", alias: "total"},
+		{in: "avg(amount) mean", agg: "avg", arg: "amount", alias: "mean"},
+		{in: "count(*)", agg: "count", arg: "*"},
+		{in: "amount % 4 AS bucket", alias: "bucket"},
+		{in: "count(distinct user_id)", agg: "countd", arg: "user_id"},
+		{in: `COUNT(DISTINCT("user_id"))`, agg: "countd", arg: `("user_id")`},
+		{in: "count(DISTINCT (user_id, amount))", why: "several"},
+		{in: "sum(distinct amount)", why: "DISTINCT"},
+		{in: "sum(amount) / count(*) AS r", why: "inside an expression"},
+		{in: "string_agg(status, ',')", why: "other than"},
+		{in: "row_number() over (order by id)", why: "window"},
+		{in: "sum(max(amount))", why: "nested"},
+	} {
+		it, why := parseSelItem(c.in)
+		if c.why != "" {
+			if why == "" || !contains(why, c.why) {
+				t.Errorf("%q: why %q, want %q", c.in, why, c.why)
+			}
+			continue
+		}
+		if why != "" || it.agg != c.agg || it.arg != c.arg || it.alias != c.alias || it.col != c.col {
+			t.Errorf("%q: %+v %q", c.in, it, why)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestOrderKeysRaw(t *testing.T) {
+	stmt := &gorm.Statement{Table: "orders"}
+	keys, why := orderKeys(stmt, clause.OrderByColumn{Column: clause.Column{Name: `amount desc, orders.id, "Name" NULLS FIRST`, Raw: true}})
+	if why != "" || len(keys) != 3 {
+		t.Fatalf("%+v %q", keys, why)
+	}
+	if !keys[0].desc || !keys[0].nullsFirst || keys[0].name != "amount" {
+		t.Errorf("key 0 %+v", keys[0])
+	}
+	if keys[1].desc || keys[1].name != "id" || keys[1].qual != "orders" {
+		t.Errorf("key 1 %+v", keys[1])
+	}
+	if keys[2].name != "Name" || !keys[2].nullsFirst || keys[2].desc {
+		t.Errorf("key 2 %+v", keys[2])
+	}
+	// An expression is a computed key (each shard computes it); a
+	// position is refused.
+	keys, why = orderKeys(stmt, clause.OrderByColumn{Column: clause.Column{Name: "lower(name) DESC NULLS LAST, amount % 7", Raw: true}})
+	if why != "" || len(keys) != 2 || !keys[0].computed || keys[0].expr != "lower(name)" || !keys[0].desc || keys[0].nullsFirst ||
+		!keys[1].computed || keys[1].expr != "amount % 7" || keys[1].desc {
+		t.Errorf("expression keys %+v %q", keys, why)
+	}
+	if _, why := orderKeys(stmt, clause.OrderByColumn{Column: clause.Column{Name: "2", Raw: true}}); why == "" {
+		t.Error("a position was accepted")
+	}
+}
+
+func TestMergeValues(t *testing.T) {
+	if v, _ := addValues(int64(2), int64(3)); v != int64(5) {
+		t.Errorf("int add %v", v)
+	}
+	if v, _ := addValues("1.50", "2.125"); v != "3.625" {
+		t.Errorf("numeric add %v", v)
+	}
+	if v, _ := addValues(nil, int64(3)); v != int64(3) {
+		t.Errorf("null add %v", v)
+	}
+	if _, err := addValues(int64(1<<62), int64(1<<62)); err == nil {
+		t.Error("overflow not reported")
+	}
+	// AVG from SUM and COUNT: (10 + 2) / (4 + 1), not (10/4 + 2/1) / 2.
+	s, _ := addValues(int64(10), int64(2))
+	n, _ := addValues(int64(4), int64(1))
+	if v, _ := avgValue(s, n); v != "2.4000000000000000" {
+		t.Errorf("avg %v", v)
+	}
+	if v, _ := avgValue(nil, int64(0)); v != nil {
+		t.Errorf("avg of nothing %v", v)
+	}
+	cmp := &comparer{kinds: []valKind{kindNumeric, kindText}}
+	if c, _ := cmp.cmp(0, "10", "9.5"); c != 1 {
+		t.Error("numeric compared as text")
+	}
+	if _, err := cmp.cmp(1, "a", "B"); err == nil {
+		t.Error("text compared without a known collation")
+	}
+	keys := []orderKey{{col: 0, desc: true, nullsFirst: true}}
+	if c, _ := compareRows(keys, cmp, []any{nil}, []any{"1"}); c != -1 {
+		t.Error("DESC: NULL not first")
+	}
+	keys[0].desc, keys[0].nullsFirst = false, false
+	if c, _ := compareRows(keys, cmp, []any{nil}, []any{"1"}); c != 1 {
+		t.Error("ASC: NULL not last")
+	}
+}
