@@ -243,17 +243,26 @@ func isLocalAddr(ip string) bool {
 func withFixedPort(containerPort, bindIP string, hostPort int) testcontainers.CustomizeRequestOption {
 	return func(req *testcontainers.GenericContainerRequest) error {
 		req.ExposedPorts = append(req.ExposedPorts, containerPort)
-		prev := req.HostConfigModifier
-		req.HostConfigModifier = func(hc *container.HostConfig) {
-			if prev != nil {
-				prev(hc)
-			}
+		addHostConfig(req, func(hc *container.HostConfig) {
 			if hc.PortBindings == nil {
 				hc.PortBindings = nat.PortMap{}
 			}
 			hc.PortBindings[nat.Port(containerPort)] = []nat.PortBinding{{HostIP: bindIP, HostPort: strconv.Itoa(hostPort)}}
-		}
+		})
 		return nil
+	}
+}
+
+// addHostConfig adds modify to the request's host configuration after
+// what earlier options set (testcontainers.WithHostConfigModifier
+// replaces them).
+func addHostConfig(req *testcontainers.GenericContainerRequest, modify func(*container.HostConfig)) {
+	prev := req.HostConfigModifier
+	req.HostConfigModifier = func(hc *container.HostConfig) {
+		if prev != nil {
+			prev(hc)
+		}
+		modify(hc)
 	}
 }
 
@@ -294,14 +303,10 @@ func withServerCPU(ctx context.Context) testcontainers.CustomizeRequestOption {
 		if serverCPUShares == 0 || !serverCgroup.cgroupfs {
 			return nil
 		}
-		prev := req.HostConfigModifier
-		req.HostConfigModifier = func(hc *container.HostConfig) {
-			if prev != nil {
-				prev(hc)
-			}
+		addHostConfig(req, func(hc *container.HostConfig) {
 			hc.CgroupParent = "/"
 			hc.CPUShares = serverCPUShares
-		}
+		})
 		return nil
 	}
 }

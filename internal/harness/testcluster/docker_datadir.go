@@ -77,13 +77,9 @@ func withDataDir(dir, target string) testcontainers.CustomizeRequestOption {
 			req.Env = map[string]string{}
 		}
 		req.Env["FRESHREAD_UID"] = strconv.Itoa(os.Getuid())
-		prev := req.HostConfigModifier
-		req.HostConfigModifier = func(hc *container.HostConfig) {
-			if prev != nil {
-				prev(hc)
-			}
+		addHostConfig(req, func(hc *container.HostConfig) {
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: target})
-		}
+		})
 		return nil
 	}
 }
