@@ -273,11 +273,18 @@ func addHostConfig(req *testcontainers.GenericContainerRequest, modify func(*con
 // that of a single process (1024); with the kernel's autogroups, a test
 // and all the processes it starts weigh the same. So under a full CPU all
 // the servers together get half of it however many backends are
-// runnable, where local servers compete like the processes they are: on
-// 2 cores with four busy processes, a two-process CPU loop in a container
-// took 3.67 s against 2.16 s idle, and 2.31 s placed under the root with
-// this weight.
-var serverCPUShares = envInt64("FRESHREAD_DOCKER_CPU_SHARES", 32*1024)
+// runnable, where local servers compete like the processes they are.
+//
+// The weight is that of four processes. More starves the engine itself:
+// dockerd, containerd and the fuse-overlayfs processes serving the
+// containers' files sit in the root cgroup with the weight of one
+// process each, so with three containers each spinning two processes,
+// three `docker run true` took 1.9 s at 1024, 4.5 s at 4096, 9.4 s at
+// 8192 and 69 s at 32768 (1.1 s idle), long enough for a container start
+// to miss its deadline. Less starves the servers: the resharding demo took
+// 46-61 s at 1024 against 31-34 s at 4096 and 33-35 s at 32768, run
+// alternately on one loaded machine.
+var serverCPUShares = envInt64("FRESHREAD_DOCKER_CPU_SHARES", 4*1024)
 
 // serverCgroup caches whether the engine places containers in cgroupfs
 // paths, where "/" is a valid parent (the systemd driver takes slices).

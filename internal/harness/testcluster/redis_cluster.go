@@ -29,7 +29,7 @@ type RedisCluster struct {
 // skips t (fails it when FRESHREAD_REQUIRE_INTEGRATION=1).
 func RedisClusterFor(t testing.TB) *RedisCluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := startTimeout()
 	defer cancel()
 	c, err := NewRedisCluster(ctx)
 	need(t, err)

@@ -41,7 +41,7 @@ const SentinelMaster = "freshread"
 // skips t (fails it when FRESHREAD_REQUIRE_INTEGRATION=1).
 func RedisSentinelFor(t testing.TB) *RedisSentinel {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := startTimeout()
 	defer cancel()
 	s, err := NewRedisSentinel(ctx)
 	need(t, err)

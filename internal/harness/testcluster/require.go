@@ -59,6 +59,9 @@ func Shutdown() {
 	}
 }
 
+// startTimeout bounds the start of a server group: long, because a loaded
+// machine starts servers slowly and a group's start is progress the
+// engine or the servers make; it is reached only when one is stuck.
 func startTimeout() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 2*time.Minute)
 }
