@@ -78,14 +78,19 @@ func (l *storeLookup) wait() (lsnstore.Position, error) {
 type overlapPool struct {
 	gorm.ConnPool // the candidate replica's pool, for what reads do not use
 	p             *Plugin
-	cand          *replica
-	session       lsnstore.Position // the caller's session position
-	tables        []string          // the read's tables (decisions)
-	keys          []string          // the keyed positions looked up, if any (decisions)
-	lookup        *storeLookup
-	primary       gorm.ConnPool // the statement's primary pool
-	mu            sync.Mutex
-	final         gorm.ConnPool // once decided
+	// ctx is the read's context as routing saw it: decisions are
+	// reported on it (OnDecision, its span), not on the context of the
+	// query that decides, which may carry a span a tracing plugin started
+	// for the statement after routing.
+	ctx     context.Context
+	cand    *replica
+	session lsnstore.Position // the caller's session position
+	tables  []string          // the read's tables (decisions)
+	keys    []string          // the keyed positions looked up, if any (decisions)
+	lookup  *storeLookup
+	primary gorm.ConnPool // the statement's primary pool
+	mu      sync.Mutex
+	final   gorm.ConnPool // once decided
 }
 
 // overlap starts the read of db on a replica that covers local (the
@@ -99,7 +104,7 @@ func (p *Plugin) overlap(db *gorm.DB, tables, lookup []string, session, local ls
 		return false
 	}
 	db.Statement.ConnPool = &overlapPool{
-		ConnPool: rp, p: p, cand: rp.r, session: session, tables: tables, keys: keys,
+		ConnPool: rp, p: p, ctx: db.Statement.Context, cand: rp.r, session: session, tables: tables, keys: keys,
 		lookup: p.startLookup(db.Statement.Context, lookup), primary: db.ConnPool,
 	}
 	return true
@@ -119,20 +124,20 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 	}
 	rows, err := o.cand.db.QueryContext(ctx, query, args...)
 	if err != nil && o.p.engine.retryable(ctx, err) {
-		o.p.replicaFailed(ctx, o.cand, err)
+		o.p.replicaFailed(o.ctx, o.cand, err)
 		return o.rerun(ctx, query, args)
 	}
 	required, lerr := o.required()
 	if lerr == nil && st.pos.Covers(required) {
 		o.final = o.cand.pool
-		o.p.usedReplica(ctx, o.cand, ReasonFresh, o.tables, required, o.note())
+		o.p.usedReplica(o.ctx, o.cand, ReasonFresh, o.tables, required, o.note())
 		return rows, err
 	}
 	if rows != nil {
 		rows.Close()
 	}
 	o.p.stats.overlapDiscarded.Add(1)
-	o.final = o.p.resolve(ctx, o.primary, o.tables, required, lerr, o.note())
+	o.final = o.p.resolve(o.ctx, o.primary, o.tables, required, lerr, o.note())
 	return o.final.QueryContext(ctx, query, args...)
 }
 
@@ -140,19 +145,19 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 // has answered.
 func (o *overlapPool) rerun(ctx context.Context, query string, args []any) (*sql.Rows, error) {
 	required, err := o.required()
-	o.final = o.p.resolve(ctx, o.primary, o.tables, required, err, o.note())
+	o.final = o.p.resolve(o.ctx, o.primary, o.tables, required, err, o.note())
 	return o.final.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext cannot take back a *sql.Row: it waits for the lookup,
 // then runs where the rule sends it.
 func (o *overlapPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return o.decide(ctx).QueryRowContext(ctx, query, args...)
+	return o.decide().QueryRowContext(ctx, query, args...)
 }
 
 // ExecContext is not a read: the primary, once the lookup is done with.
 func (o *overlapPool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	o.decide(ctx)
+	o.decide()
 	return o.primary.ExecContext(ctx, query, args...)
 }
 
@@ -162,19 +167,19 @@ func (o *overlapPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.Co
 }
 
 func (o *overlapPool) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	return o.decide(ctx).PrepareContext(ctx, query)
+	return o.decide().PrepareContext(ctx, query)
 }
 
 func (o *overlapPool) GetDBConn() (*sql.DB, error) { return o.cand.db, nil }
 
 // decide waits for the lookup and chooses the pool without a speculative
 // query.
-func (o *overlapPool) decide(ctx context.Context) gorm.ConnPool {
+func (o *overlapPool) decide() gorm.ConnPool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.final == nil {
 		required, err := o.required()
-		o.final = o.p.resolve(ctx, o.primary, o.tables, required, err, o.note())
+		o.final = o.p.resolve(o.ctx, o.primary, o.tables, required, err, o.note())
 	}
 	return o.final
 }

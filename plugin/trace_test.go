@@ -140,3 +140,43 @@ func TestTraceWrite(t *testing.T) {
 		t.Errorf("%s = %q, want [orders]", AttrTables, v.AsStringSlice())
 	}
 }
+
+// An overlapped read is decided while its query runs, under whatever span
+// a tracing plugin (gorm.io/plugin/opentelemetry) started for the
+// statement after routing; its decision is still recorded on the read's
+// own span, as every other decision is.
+func TestTraceOverlappedReadOnCallerSpan(t *testing.T) {
+	for _, lagging := range []bool{false, true} {
+		p, store, db := traceHarness(t)
+		if lagging {
+			if err := store.Raise(context.Background(), []string{"orders"}, lsnstore.PositionOf(200)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		ctx, read := tp.Tracer("test").Start(context.Background(), "read")
+		tx := db.WithContext(ctx)
+		tables := []string{"orders"}
+		if !p.overlap(tx, tables, tables, lsnstore.Position{}, lsnstore.Position{}, nil) {
+			t.Fatal("the read did not overlap")
+		}
+		o := tx.Statement.ConnPool.(*overlapPool)
+		_, stmt := tp.Tracer("otel-plugin").Start(ctx, "gorm.Query") // as otel:before_query does
+		o.decide()
+		stmt.End()
+		read.End()
+		byName := map[string]int{}
+		for _, s := range exp.GetSpans() {
+			for _, e := range s.Events {
+				if e.Name == RouteEvent {
+					byName[s.Name]++
+				}
+			}
+		}
+		if byName["read"] != 1 || byName["gorm.Query"] != 0 {
+			t.Fatalf("lagging %v: %s events by span %v, want one on the read's span", lagging, RouteEvent, byName)
+		}
+		tp.Shutdown(context.Background())
+	}
+}
