@@ -50,10 +50,12 @@ type Epoch struct {
 // whatever the store may have lost (they wait for the primary's position
 // read after Verify), and only then calls Accept. Until the first Accept,
 // and whenever the store's data is no longer the accepted one,
-// WritePosition returns ErrDiscontinuity, in its own round trip; so it
-// does when, since the accepted Verify began, the client replaced dead
-// connections (a failover, a restart) or a command failed on the network
-// (a restart, a crash).
+// WritePosition returns ErrDiscontinuity, in its own round trip. When,
+// since the accepted Verify began, the client replaced connections (a
+// failover, a restart, or only a timeout) or a command failed on the
+// network (a restart, a crash), WritePosition reads the server's identity
+// in its own round trip too, and returns ErrDiscontinuity unless the
+// server is the one the accepted Verify found.
 type Verifier interface {
 	Store
 	Verify(ctx context.Context) (Epoch, error)
@@ -199,16 +201,64 @@ func (rr *RedisReader) Accept(e Epoch) {
 	rr.accepted.Store(&e.Token)
 }
 
+// suspect reports whether the client replaced connections or failed on
+// the network since the accepted Verify began: a read must then check
+// the server's identity in its own round trip (guardedMget).
+func (rr *RedisReader) suspect() bool {
+	return rr.watch.suspect.Load() != rr.acceptedS.Load()
+}
+
+// guardedMget runs args ("mget", anchor, keys...) in guardedRead, asking
+// for the server's run_id when identify, and checks the anchor with what
+// the server said of itself.
+func (rr *RedisReader) guardedMget(ctx context.Context, args []any, identify bool) ([]any, []any, error) {
+	keys := make([]string, len(args)-1)
+	for i, a := range args[1:] {
+		keys[i] = a.(string)
+	}
+	var argv []any
+	extra := 1
+	if identify {
+		argv, extra = identifyArgv, 2
+	}
+	v, err := guardedRead.Run(ctx, rr.rdb, keys, argv...).Slice()
+	if err != nil {
+		return nil, nil, fmt.Errorf("lsnstore: redis MGET (guarded script): %w", err)
+	}
+	if len(v) != len(keys)+extra {
+		return nil, nil, fmt.Errorf("%w: a reply of %d values to %d keys", ErrDiscontinuity, len(v), len(keys))
+	}
+	ev, _ := v[len(keys)].(string)
+	var runID string
+	if identify {
+		if runID, _ = v[len(keys)+1].(string); runID == "" {
+			runID = "?"
+		}
+	}
+	if err := rr.checkAnchor(v[0], ev, runID); err != nil {
+		return nil, nil, err
+	}
+	return v[1:len(keys)], args[1:], nil
+}
+
+var identifyArgv = []any{"id"}
+
 // checkAnchor is WritePosition's check of the anchor value it read (nil:
-// missing) and, when the read guards evictions, of the server's eviction
-// count read with it (evicted; "" when not guarded).
-func (rr *RedisReader) checkAnchor(v any, evicted string) error {
+// missing), of the server's eviction count read with it (evicted; ""
+// when not read) and of the server's run_id read with it (runID; "" when
+// not read).
+//
+// While the client's connections are suspect (suspect: a connection
+// replaced, a command failed on the network), the read may have reached
+// another server than the one verified (a failover, a restart from a
+// snapshot that holds the accepted anchor but not the last raises): it is
+// trusted only when it read the server's run_id and that is the anchor's,
+// the run_id of the server that the accepted Verify found holding it. A
+// read that did not (the connection was replaced during it) refuses.
+func (rr *RedisReader) checkAnchor(v any, evicted, runID string) error {
 	acc := rr.accepted.Load()
 	if acc == nil {
 		return fmt.Errorf("%w: not verified yet", ErrDiscontinuity)
-	}
-	if rr.watch.suspect.Load() != rr.acceptedS.Load() {
-		return fmt.Errorf("%w: replaced connections or failed on the network since the last verification", ErrDiscontinuity)
 	}
 	s, ok := v.(string)
 	if !ok {
@@ -217,9 +267,17 @@ func (rr *RedisReader) checkAnchor(v any, evicted string) error {
 	if s != *acc {
 		return fmt.Errorf("%w: its anchor changed (failover, restart or eviction)", ErrDiscontinuity)
 	}
+	run, rest, _ := strings.Cut(s, ":")
+	if runID != "" {
+		if runID != run {
+			return fmt.Errorf("%w: another server answers than the one verified (failover or restart)", ErrDiscontinuity)
+		}
+	} else if rr.suspect() {
+		return fmt.Errorf("%w: replaced connections or failed on the network since the last verification", ErrDiscontinuity)
+	}
 	if evicted != "" {
 		// The anchor is "<run_id>:<evicted_keys>:<random>".
-		if _, rest, ok := strings.Cut(s, ":"); !ok || !strings.HasPrefix(rest, evicted+":") {
+		if !strings.HasPrefix(rest, evicted+":") {
 			return fmt.Errorf("%w: the server evicted keys since the last verification", ErrDiscontinuity)
 		}
 	}
@@ -294,8 +352,9 @@ type suspectHook struct {
 // go-redis FailoverClient dials the new master under one placeholder
 // address), every pooled connection is dead and removed before the next
 // command dials. The pool growing under load counts nothing; an idle or
-// timed-out connection replaced does (reads use the primary until the
-// next Verify, which finds the anchor unchanged: no loss floor).
+// timed-out connection replaced does (until the next Verify, which finds
+// the anchor unchanged, reads check the server's run_id in their own
+// round trip and stay on replicas: checkAnchor).
 func (h *suspectHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		st := h.pool()

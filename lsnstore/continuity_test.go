@@ -181,15 +181,17 @@ func TestRedisRestartIsADiscontinuity(t *testing.T) {
 	checkWrite(t, s, []string{"t"}, 0)
 }
 
-// TestRedisNetworkFailureNeedsVerification: a command failing on a broken
-// connection (here CLIENT KILL while it waits; a restart or a crash break
-// them the same way) makes reads refuse until Verify has looked at the
-// server again. A timeout is not a failure (a loaded server causes them),
-// but the connection go-redis opens to replace the timed-out one is
-// suspect until Verify finds the server unchanged. (go-redis
-// retries a command on a broken connection; only a failure that outlives
-// the retries reaches the hook: a client without retries here.)
-func TestRedisNetworkFailureNeedsVerification(t *testing.T) {
+// TestRedisNetworkFailureChecksIdentity: after a command failed on a
+// broken connection (here CLIENT KILL while it waits; a restart or a
+// crash break them the same way), reads check the server's identity in
+// their own round trip until Verify has looked at the server again; the
+// same server answers them. A timeout is not a failure (a loaded server
+// causes them), but the connection go-redis opens to replace the
+// timed-out one is suspect the same way. (go-redis retries a command on a
+// broken connection; only a failure that outlives the retries reaches
+// the hook: a client without retries here.) Another server answering is
+// TestRedisRestartWithPersistenceIsADiscontinuity.
+func TestRedisNetworkFailureChecksIdentity(t *testing.T) {
 	r := testcluster.RedisFor(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
@@ -240,8 +242,14 @@ func TestRedisNetworkFailureNeedsVerification(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Fatal("BLPOP survived CLIENT KILL")
 	}
-	wantDiscontinuity(t, s, "after a broken connection")
+	if !s.suspect() {
+		t.Fatal("a broken connection left the reader unsuspecting: the test tests nothing")
+	}
+	checkWrite(t, s, []string{"t"}, 4) // the server's identity checked in the read's round trip
 	wantContinuous(t, s, "same server, same data")
+	if s.suspect() {
+		t.Fatal("still suspect after Verify accepted the same server")
+	}
 	checkWrite(t, s, []string{"t"}, 4)
 }
 
@@ -332,6 +340,14 @@ func TestRedisRestartWithPersistenceIsADiscontinuity(t *testing.T) {
 	pos, err := s.WritePosition(ctx, []string{"t"})
 	if !IsDiscontinuity(err) {
 		t.Fatalf("first read after a restart from an old snapshot: %v, %v; want a discontinuity (the snapshot lacks the raise to 9)", pos, err)
+	}
+	// The reads after it know the connections suspect and read the
+	// server's run_id: another server than the anchor's.
+	for i := 0; i < 3; i++ {
+		pos, err := s.WritePosition(ctx, []string{"t"})
+		if !IsDiscontinuity(err) || !strings.Contains(err.Error(), "another server") {
+			t.Fatalf("read %d after a restart from an old snapshot: %v, %v; want a discontinuity naming another server", i+2, pos, err)
+		}
 	}
 	e, err := s.Verify(ctx)
 	if err != nil || !e.Changed {

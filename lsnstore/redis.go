@@ -139,11 +139,16 @@ func (r *Redis) WritePosition(ctx context.Context, tables []string) (Position, e
 }
 
 // guardedRead is MGET in a script that also returns the server's
-// evicted_keys (last element): a RedisReader guarding evictions compares
-// it with the accepted anchor's in the same round trip.
+// evicted_keys (after the values) and, with ARGV[1] "id", its run_id
+// (last): a RedisReader compares them with the accepted anchor's in the
+// same round trip, when it guards evictions or when its client's
+// connections are suspect (checkAnchor).
 var guardedRead = redis.NewScript(`
 local v = redis.call('MGET', unpack(KEYS))
 v[#KEYS + 1] = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)') or '?'
+if ARGV[1] == 'id' then
+  v[#KEYS + 2] = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '?'
+end
 return v
 `)
 
@@ -199,28 +204,16 @@ func positionValue(v, key any) (Position, error) {
 // mget runs args ("mget", [anchor], keys...) and returns the values of the
 // keys, with args without the anchor: for a RedisReader (rr) the anchor
 // comes first and is checked, in a script with the server's eviction
-// count when rr guards evictions.
+// count when rr guards evictions and its identity while rr's connections
+// are suspect (guardedMget).
 func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader) ([]any, []any, error) {
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
 	var vals []any
-	if rr != nil && rr.guardEvictions.Load() {
-		keys := make([]string, len(args)-1)
-		for i, a := range args[1:] {
-			keys[i] = a.(string)
+	if rr != nil {
+		if identify := rr.suspect(); identify || rr.guardEvictions.Load() {
+			return rr.guardedMget(ctx, args, identify)
 		}
-		v, err := guardedRead.Run(ctx, r.rdb, keys).Slice()
-		if err != nil {
-			return nil, nil, fmt.Errorf("lsnstore: redis MGET (eviction-guarded script): %w", err)
-		}
-		if len(v) != len(keys)+1 {
-			return nil, nil, fmt.Errorf("%w: a reply of %d values to %d keys", ErrDiscontinuity, len(v), len(keys))
-		}
-		ev, _ := v[len(keys)].(string)
-		if err := rr.checkAnchor(v[0], ev); err != nil {
-			return nil, nil, err
-		}
-		return v[1:len(keys)], args[1:], nil
 	}
 	cmd := redis.NewSliceCmd(ctx, args...)
 	if err := r.rdb.Process(ctx, cmd); err != nil {
@@ -231,7 +224,7 @@ func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader) ([]any, [
 		if len(vals) == 0 {
 			return nil, nil, fmt.Errorf("%w: empty MGET reply", ErrDiscontinuity)
 		}
-		if err := rr.checkAnchor(vals[0], ""); err != nil {
+		if err := rr.checkAnchor(vals[0], "", ""); err != nil {
 			return nil, nil, err
 		}
 		return vals[1:], args[1:], nil
