@@ -21,6 +21,10 @@ type callCtx struct {
 	deadline time.Time
 	done     chan struct{}
 	timer    *time.Timer
+	// start and rtt: a call that ends before its timeout adds its round
+	// trip to rtt (nil: none).
+	start time.Time
+	rtt   *roundTrips
 }
 
 var callCtxs sync.Pool
@@ -39,8 +43,9 @@ func (c *callCtx) Err() error {
 }
 
 // newCallCtx returns a context that ends timeout from now (parent's
-// values, parent's error if it ended already).
-func newCallCtx(parent context.Context, timeout time.Duration) *callCtx {
+// values, parent's error if it ended already); a call that ends before
+// it adds its round trip to rtt (nil: none).
+func newCallCtx(parent context.Context, timeout time.Duration, rtt *roundTrips) *callCtx {
 	c, _ := callCtxs.Get().(*callCtx)
 	if c == nil {
 		c = &callCtx{done: make(chan struct{})}
@@ -49,12 +54,14 @@ func newCallCtx(parent context.Context, timeout time.Duration) *callCtx {
 	} else {
 		c.timer.Reset(timeout)
 	}
-	c.parent = parent
-	c.deadline = time.Now().Add(timeout)
+	c.parent, c.rtt = parent, rtt
+	c.start = time.Now()
+	c.deadline = c.start.Add(timeout)
 	return c
 }
 
-// release ends the call: the context is recycled unless its timer fired
+// release ends the call: it adds the call's round trip to its estimate and
+// the context is recycled, unless its timer fired
 // (its channel is closed for good). A fired context is left as it is: a
 // context derived from it during the call (go-redis derives one while it
 // sets up a connection) is ended by a goroutine of package context that
@@ -64,7 +71,10 @@ func (c *callCtx) release() {
 		return
 	}
 	if c.timer.Stop() {
-		c.parent = nil
+		if c.rtt != nil {
+			c.rtt.observe(time.Since(c.start))
+		}
+		c.parent, c.rtt = nil, nil
 		callCtxs.Put(c)
 	}
 }

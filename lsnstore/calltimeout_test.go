@@ -14,7 +14,7 @@ type ctxKey struct{}
 
 func TestCallCtxEndsAtItsTimeout(t *testing.T) {
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
-	c := newCallCtx(parent, 10*time.Millisecond)
+	c := newCallCtx(parent, 10*time.Millisecond, nil)
 	if got := c.Value(ctxKey{}); got != "v" {
 		t.Fatalf("Value = %v, want the parent's", got)
 	}
@@ -28,7 +28,7 @@ func TestCallCtxEndsAtItsTimeout(t *testing.T) {
 	c.release()
 	// A fired context is never handed out again: its channel is closed.
 	for range 100 {
-		n := newCallCtx(parent, time.Hour)
+		n := newCallCtx(parent, time.Hour, nil)
 		if n == c {
 			t.Fatal("a context whose timer fired was recycled")
 		}
@@ -53,7 +53,7 @@ func TestCallCtxEndsAtItsTimeout(t *testing.T) {
 // parent.
 func TestCallCtxFiredStaysReadable(t *testing.T) {
 	for range 20 {
-		c := newCallCtx(context.Background(), time.Millisecond)
+		c := newCallCtx(context.Background(), time.Millisecond, nil)
 		child, cancel := context.WithDeadline(c, c.deadline.Add(time.Hour))
 		<-c.Done()
 		c.release()
@@ -67,7 +67,7 @@ func TestCallCtxFiredStaysReadable(t *testing.T) {
 
 func TestCallCtxReportsTheParentsError(t *testing.T) {
 	parent, cancel := context.WithCancel(context.Background())
-	c := newCallCtx(parent, time.Hour)
+	c := newCallCtx(parent, time.Hour, nil)
 	defer c.release()
 	cancel()
 	if err := c.Err(); !errors.Is(err, context.Canceled) {

@@ -17,10 +17,13 @@ import (
 // the key layout.
 type Redis struct {
 	rdb     redis.UniversalClient
-	opts    RedisOptions // after defaults
-	err     error        // from NewRedis: every call returns it
-	timeout time.Duration
-	ttl     string // TTL in milliseconds, as a script argument
+	opts    RedisOptions  // after defaults
+	err     error         // from NewRedis: every call returns it
+	timeout time.Duration // the floor of the per-call timeout
+	// maxTimeout is the ceiling of the per-call timeout, and Verify's.
+	maxTimeout time.Duration
+	rtt        roundTrips
+	ttl        string // TTL in milliseconds, as a script argument
 	// signatureValid is how long a ClaimSignature answer holds: a
 	// quarter of the TTL the signature is refreshed with.
 	signatureValid time.Duration
@@ -54,7 +57,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	r.err = errors.Join(r.err, refuseClientCache(rdb))
 	o := opts.withDefaults()
 	r.opts = o
-	r.timeout = o.Timeout
+	r.timeout, r.maxTimeout = o.Timeout, o.MaxTimeout
 	r.ttl = strconv.FormatInt(o.TTL.Milliseconds(), 10)
 	r.signatureValid = o.TTL / 4
 	r.keyTTL = strconv.FormatInt(o.KeyTTL.Milliseconds(), 10)
@@ -116,17 +119,27 @@ func putMgetArgs(buf *[]any) {
 	mgetArgs.Put(buf)
 }
 
-// withTimeout bounds a call by the per-call timeout unless ctx ends
-// sooner (then ctx is used as it is, and call is nil). The caller
-// releases call when the call and its reply are done (nil-safe).
+// withTimeout bounds a call by the per-call timeout, which follows the
+// store's measured round trips between Timeout and MaxTimeout
+// (roundTrips), unless ctx ends sooner (then ctx is used as it is, and
+// call is nil). The caller releases call when the call and its reply are
+// done (nil-safe).
 func (r *Redis) withTimeout(ctx context.Context) (_ context.Context, call *callCtx) {
-	if r.timeout < 0 || ctx.Err() != nil {
+	if r.timeout < 0 {
 		return ctx, nil
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= r.timeout {
+	return r.withTimeoutOf(ctx, r.rtt.timeout(r.timeout, r.maxTimeout))
+}
+
+// withTimeoutOf is withTimeout with timeout d.
+func (r *Redis) withTimeoutOf(ctx context.Context, d time.Duration) (_ context.Context, call *callCtx) {
+	if d < 0 || ctx.Err() != nil {
 		return ctx, nil
 	}
-	c := newCallCtx(ctx, r.timeout)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, nil
+	}
+	c := newCallCtx(ctx, d, &r.rtt)
 	return c, c
 }
 

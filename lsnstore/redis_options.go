@@ -1,6 +1,7 @@
 package lsnstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -64,8 +65,22 @@ type RedisOptions struct {
 	// redis.Options.ContextTimeoutEnabled set (otherwise ReadTimeout, 5s by
 	// default, bounds a server that stops answering). Set it.
 	//
+	// The timeout of a call follows the store's measured round trips (a
+	// smoothed round trip plus four deviations, as TCP's retransmission
+	// timeout), from Timeout up to MaxTimeout: a store that answers slowly
+	// because the machine is loaded is given the time it takes, while one
+	// that stops answering is given up on after about what it took before.
+	//
 	// default: 50 milliseconds
 	Timeout time.Duration
+
+	// MaxTimeout is the most a call's timeout grows to, and the timeout of
+	// Verify (the plugin's poll, not a read: a verification that fails
+	// keeps the reads conservative longer). At least Timeout. Ignored when
+	// Timeout is negative.
+	//
+	// default: 10 × Timeout (500 milliseconds by default)
+	MaxTimeout time.Duration
 }
 
 // Validate reports whether o can be used. NewRedis calls it and returns its
@@ -90,6 +105,9 @@ func (o RedisOptions) Validate() error {
 	if o.KeyTTL < 0 || (o.KeyTTL > 0 && o.KeyTTL < time.Millisecond) {
 		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.KeyTTL is %v; it must be at least 1ms", o.KeyTTL))
 	}
+	if timeout := cmp.Or(o.Timeout, DefaultTimeout); o.MaxTimeout < 0 || (o.MaxTimeout > 0 && timeout > 0 && o.MaxTimeout < timeout) {
+		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.MaxTimeout is %v; it must be at least Timeout (%v)", o.MaxTimeout, timeout))
+	}
 	return errors.Join(errs...)
 }
 
@@ -106,6 +124,9 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.MaxTimeout == 0 {
+		o.MaxTimeout = 10 * o.Timeout
 	}
 	return o
 }

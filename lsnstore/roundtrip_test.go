@@ -1,0 +1,105 @@
+package lsnstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/internal/harness/testcluster"
+)
+
+func TestRoundTripsTimeout(t *testing.T) {
+	const floor, ceiling = 50 * time.Millisecond, 500 * time.Millisecond
+	var e roundTrips
+	if got := e.timeout(floor, ceiling); got != floor {
+		t.Fatalf("no sample: %v, want the floor %v", got, floor)
+	}
+	for range 50 {
+		e.observe(200 * time.Microsecond)
+	}
+	if got := e.timeout(floor, ceiling); got != floor {
+		t.Fatalf("fast store: %v, want the floor %v", got, floor)
+	}
+	// Slow answers: the timeout grows past them.
+	for range 20 {
+		e.observe(80 * time.Millisecond)
+	}
+	if got := e.timeout(floor, ceiling); got <= 80*time.Millisecond || got > ceiling {
+		t.Fatalf("answers in 80ms: timeout %v, want above 80ms, at most %v", got, ceiling)
+	}
+	for range 50 {
+		e.observe(2 * time.Second)
+	}
+	if got := e.timeout(floor, ceiling); got != ceiling {
+		t.Fatalf("answers in 2s: timeout %v, want the ceiling %v", got, ceiling)
+	}
+	// Fast again: back to the floor.
+	for range 100 {
+		e.observe(200 * time.Microsecond)
+	}
+	if got := e.timeout(floor, ceiling); got != floor {
+		t.Fatalf("fast again: %v, want the floor %v", got, floor)
+	}
+}
+
+func TestRedisMaxTimeoutValidation(t *testing.T) {
+	for _, o := range []RedisOptions{
+		{Database: "d", MaxTimeout: -1},
+		{Database: "d", MaxTimeout: 10 * time.Millisecond},                        // below the default Timeout
+		{Database: "d", Timeout: time.Second, MaxTimeout: 100 * time.Millisecond}, // below Timeout
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+	for _, o := range []RedisOptions{
+		{Database: "d"},
+		{Database: "d", Timeout: 10 * time.Millisecond, MaxTimeout: 10 * time.Millisecond},
+		{Database: "d", Timeout: -1, MaxTimeout: time.Millisecond},
+	} {
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// TestRedisSlowIsNotGone: a store whose answers take longer than Timeout
+// because it (or the machine) is loaded keeps answering: the per-call
+// timeout follows the measured round trips. A store that stops answering
+// still fails the call.
+func TestRedisSlowIsNotGone(t *testing.T) {
+	r := testcluster.RedisFor(t)
+	relay, err := testcluster.NewRelay(r.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", relay.Port()), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	s := NewRedis(rdb, RedisOptions{Database: uniqueDB("slow")}) // Timeout 50ms, MaxTimeout 500ms
+	raiseOK(t, s, []string{"t"}, 7)
+	ctx := context.Background()
+	// The load builds up: answers 10, 20, ... 80 ms late.
+	for d := 10 * time.Millisecond; d <= 80*time.Millisecond; d += 10 * time.Millisecond {
+		relay.SetDelay(d)
+		for range 5 {
+			if _, err := s.WritePosition(ctx, []string{"t"}); err != nil {
+				t.Fatalf("answers %v late: %v (timeout %v)", d, err, s.rtt.timeout(s.timeout, s.maxTimeout))
+			}
+		}
+	}
+	for i := range 20 {
+		if pos, err := s.WritePosition(ctx, []string{"t"}); err != nil || !pos.Equal(PositionOf(7)) {
+			t.Fatalf("call %d, answers 80ms late: %v, %v (timeout %v); want 0/7", i, pos, err, s.rtt.timeout(s.timeout, s.maxTimeout))
+		}
+	}
+	// Gone: nothing answers; the call fails (by the timeout learned).
+	relay.Stall(true)
+	if _, err := s.WritePosition(ctx, []string{"t"}); err == nil {
+		t.Fatal("a store that does not answer answered")
+	}
+	relay.Stall(false)
+}
