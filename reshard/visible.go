@@ -139,13 +139,19 @@ func awaitEnded(ctx context.Context, db *sql.DB, f inFlight, interval time.Durat
 // often (up to maxAwaitInterval): a long transaction is not polled 200
 // times a second.
 func awaitSnapshot(ctx context.Context, db *sql.DB, interval time.Duration, pending func(pgSnapshot) (uint64, bool)) error {
+	var x uint64 // the transaction found running at the last look
 	for {
 		s, err := currentSnapshot(ctx, db)
 		if err != nil {
+			if x != 0 && ctx.Err() != nil {
+				// The context ended during a look (a loaded server):
+				// the error names what was waited for all the same.
+				return fmt.Errorf("transaction %d still running%s: %w", x, holderOf(db, x), ctx.Err())
+			}
 			return err
 		}
-		x, running := pending(s)
-		if !running {
+		var running bool
+		if x, running = pending(s); !running {
 			return nil
 		}
 		select {
