@@ -46,22 +46,19 @@ func TestRoundTripsTimeout(t *testing.T) {
 }
 
 func TestRedisMaxTimeoutValidation(t *testing.T) {
-	for _, o := range []RedisOptions{
-		{Database: "d", MaxTimeout: -1},
-		{Database: "d", MaxTimeout: 10 * time.Millisecond},                        // below the default Timeout
-		{Database: "d", Timeout: time.Second, MaxTimeout: 100 * time.Millisecond}, // below Timeout
+	for _, c := range []struct {
+		o     RedisOptions
+		valid bool
+	}{
+		{RedisOptions{Database: "d", MaxTimeout: -1}, false},
+		{RedisOptions{Database: "d", MaxTimeout: 10 * time.Millisecond}, false}, // below the default Timeout
+		{RedisOptions{Database: "d", Timeout: time.Second, MaxTimeout: 100 * time.Millisecond}, false},
+		{RedisOptions{Database: "d"}, true},
+		{RedisOptions{Database: "d", Timeout: 10 * time.Millisecond, MaxTimeout: 10 * time.Millisecond}, true},
+		{RedisOptions{Database: "d", Timeout: -1, MaxTimeout: time.Millisecond}, true},
 	} {
-		if err := o.Validate(); err == nil {
-			t.Errorf("%+v: no error", o)
-		}
-	}
-	for _, o := range []RedisOptions{
-		{Database: "d"},
-		{Database: "d", Timeout: 10 * time.Millisecond, MaxTimeout: 10 * time.Millisecond},
-		{Database: "d", Timeout: -1, MaxTimeout: time.Millisecond},
-	} {
-		if err := o.Validate(); err != nil {
-			t.Errorf("%+v: %v", o, err)
+		if err := c.o.Validate(); (err == nil) != c.valid {
+			t.Errorf("%+v: error %v, want valid %v", c.o, err, c.valid)
 		}
 	}
 }
