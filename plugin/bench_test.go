@@ -45,6 +45,10 @@ import (
 	"github.com/freshread/freshread/plugin"
 )
 
+// benchRows is the number of bench_items rows: most benchmarks read row
+// 1; BenchmarkReadSaturation reads and writes them all.
+const benchRows = 64
+
 // benchItem is the row the benchmarks read by primary key.
 type benchItem struct {
 	ID      uint `gorm:"primaryKey"`
@@ -83,7 +87,11 @@ func benchDatabase(b *testing.B) (*testcluster.Postgres, string) {
 			benchDB.err = err
 			return
 		}
-		if err := db.Create(&benchItem{ID: 1, Name: "one", Version: 1}).Error; err != nil {
+		rows := make([]benchItem, benchRows)
+		for i := range rows {
+			rows[i] = benchItem{ID: uint(i + 1), Name: fmt.Sprint(i + 1), Version: 1}
+		}
+		if err := db.Create(&rows).Error; err != nil {
 			benchDB.err = err
 			return
 		}
@@ -141,6 +149,8 @@ type benchSetup struct {
 	counter *cmdCounter // nil without Redis
 	// wantReplica: the read must be served by a replica (else the primary).
 	wantReplica bool
+	plugin      *plugin.Plugin // nil without freshread
+	redisAddr   string         // the store's Redis server; "" without one
 }
 
 // openSetup opens a *gorm.DB for kind and waits until its reads of
@@ -185,6 +195,7 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 		rdb := redis.NewClient(&redis.Options{Addr: viaRelay(b, r.Addr()), ContextTimeoutEnabled: true})
 		b.Cleanup(func() { rdb.Close() })
 		s.counter = &cmdCounter{}
+		s.redisAddr = r.Addr()
 		rdb.AddHook(s.counter)
 		cfg.Store = lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: fmt.Sprintf("%s_%d", name, time.Now().UnixNano())})
 	default:
@@ -194,6 +205,7 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 	if err := db.Use(p); err != nil {
 		b.Fatal(err)
 	}
+	s.plugin = p
 	b.Cleanup(func() { p.Close() })
 
 	// A write through the plugin publishes a real position for
