@@ -205,6 +205,23 @@ type Config struct {
 	// Default: 0 (go to the primary at once).
 	MaxWait time.Duration
 
+	// MaxFallbackRate, when positive, bounds the reads a second this
+	// process sends to the primary for want of a fresh replica (every
+	// replica behind, none up, the store failing: decision reasons
+	// lagging, no-replica and store-error); a read beyond it fails with
+	// ErrFallbackLimited instead of loading the primary. With MaxWait
+	// such a read first waits that long for a replica to catch up. Reads
+	// that need the primary (writes, transactions, locks, hints, sticky
+	// sessions, raw SQL not shown to be a read), the retry of a read whose
+	// replica failed, and reads through Row (QueryRowContext) are never
+	// refused. Default: 0 (no limit: every such read goes to the primary).
+	MaxFallbackRate float64
+
+	// FallbackBurst is how many fallback reads may go to the primary at
+	// once beyond MaxFallbackRate's pace. Default: MaxFallbackRate's
+	// reads of one second (at least 1).
+	FallbackBurst int
+
 	// BreakerFailures is the number of consecutive store failures after
 	// which reads stop consulting the store (and go to the primary) until a
 	// probe succeeds; probes back off from 100ms to 5s. Default: 3.

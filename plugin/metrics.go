@@ -20,11 +20,14 @@ import (
 //	freshread_store_discontinuities_total       times the position store was found to have lost positions (restart, flush, failover, eviction)
 //	freshread_overlap_discarded_total           replica queries started before the store answered whose rows were discarded (Config.SequentialLookup)
 //	freshread_store_eviction_possible           1 when the store's Redis may evict position keys (maxmemory with an evicting policy), 0 when not; absent when unknown
+//	freshread_fallbacks_refused_total{reason}   reads refused by Config.MaxFallbackRate (ErrFallbackLimited), by the
+//	                                            reason they would have gone to the primary
 //	freshread_reads_unknown_tables_total        reads whose tables could not all be named (a join or FROM written as SQL, raw SQL the
 //	                                            classifier cannot name every table of): they waited for the database-wide position
 func (p *Plugin) Collector() prometheus.Collector { return collector{p} }
 
 var (
+	descRefused     = prometheus.NewDesc("freshread_fallbacks_refused_total", "Reads refused by Config.MaxFallbackRate, by the reason they would have gone to the primary.", []string{"reason"}, nil)
 	descDecisions   = prometheus.NewDesc("freshread_decisions_total", "Routing decisions by target and reason.", []string{"target", "reason"}, nil)
 	descStore       = prometheus.NewDesc("freshread_store_read_seconds", "Latency of the position store on the read path.", nil, nil)
 	descLag         = prometheus.NewDesc("freshread_replica_replay_lag_bytes", "How far the replica's position is behind the primary's at the last poll: WAL bytes on PostgreSQL, transactions on MariaDB and MySQL.", []string{"replica"}, nil)
@@ -50,6 +53,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDiscarded
 	ch <- descEviction
 	ch <- descUnknown
+	ch <- descRefused
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -59,6 +63,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			if n := p.stats.decisions[t][i].Load(); n > 0 {
 				ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), Target(t).String(), string(r))
 			}
+		}
+	}
+	for i, r := range reasons {
+		if n := p.stats.refused[i].Load(); n > 0 {
+			ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), string(r))
 		}
 	}
 	buckets := make(map[float64]uint64, len(storeBucketBounds))

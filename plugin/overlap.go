@@ -202,8 +202,7 @@ func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []st
 		if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 			p.cfg.Logger.DebugContext(ctx, "freshread: store unavailable, read goes to the primary", "err", lookupErr)
 		}
-		p.decided(ctx, Decision{Target: Primary, Reason: ReasonStoreError, Tables: tables, Keys: note.keys, StoreRoundTrips: note.trips})
-		return primary
+		return p.fallbackTo(ctx, primary, Decision{Target: Primary, Reason: ReasonStoreError, Tables: tables, Keys: note.keys, StoreRoundTrips: note.trips})
 	}
 	pool, best := p.freshReplica(required)
 	if pool == nil && p.cfg.MaxWait > 0 {
@@ -212,9 +211,8 @@ func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []st
 		note.waited = time.Since(start)
 	}
 	if pool == nil {
-		p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: required,
+		return p.fallbackTo(ctx, primary, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: required,
 			ReplicaPosition: best, Waited: note.waited, StoreRoundTrips: note.trips})
-		return primary
 	}
 	var r *replica
 	if rp, ok := pool.(*replicaPool); ok {

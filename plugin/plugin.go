@@ -42,7 +42,10 @@ type Plugin struct {
 	keyNames sync.Map
 
 	breaker breaker.Breaker
-	stats   stats
+	// fallbacks limits the reads sent to the primary for want of a fresh
+	// replica (Config.MaxFallbackRate); nil: no limit.
+	fallbacks *fallbackLimiter
+	stats     stats
 	// lastPrimary is the primary's insert position at the last poll.
 	lastPrimary atomic.Pointer[lsnstore.Position]
 	// floor is a position every Table read must wait for (floor.go); nil
@@ -135,6 +138,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err := p.validate(db.Dialector.Name()); err != nil {
 		return err
 	}
+	burst := p.cfg.FallbackBurst
+	if burst == 0 {
+		burst = int(p.cfg.MaxFallbackRate)
+	}
+	p.fallbacks = newFallbackLimiter(p.cfg.MaxFallbackRate, burst)
 	if ls, ok := p.cfg.Store.(lsnstore.LossyStore); ok {
 		// This plugin's own view, which verifies the store's continuity
 		// (continuity.go).
@@ -248,6 +256,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 func (p *Plugin) validate(dialector string) error {
 	if dialector != "postgres" && dialector != "mysql" {
 		return fmt.Errorf("%w: dialector %q is not supported (postgres, mysql)", ErrConfig, dialector)
+	}
+	if p.cfg.MaxFallbackRate < 0 || p.cfg.FallbackBurst < 0 {
+		return fmt.Errorf("%w: MaxFallbackRate %v and FallbackBurst %d must not be negative", ErrConfig, p.cfg.MaxFallbackRate, p.cfg.FallbackBurst)
 	}
 	seen := make(map[string]bool, len(p.cfg.Replicas))
 	for i, r := range p.cfg.Replicas {

@@ -129,8 +129,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 }
 
 func (p *Plugin) toPrimary(db *gorm.DB, reason Reason, tables []string) {
-	db.Statement.ConnPool = db.ConnPool
-	p.decided(db.Statement.Context, Decision{Target: Primary, Reason: reason, Tables: tables})
+	db.Statement.ConnPool = p.fallbackTo(db.Statement.Context, db.ConnPool, Decision{Target: Primary, Reason: reason, Tables: tables})
 }
 
 // toAnyReplica picks any usable replica regardless of freshness
@@ -180,8 +179,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites, keye
 		if p.cfg.MaxWait == 0 {
 			// No replica covers what is known locally: the store's answer
 			// could only require more.
-			db.Statement.ConnPool = db.ConnPool
-			p.decided(ctx, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: local})
+			db.Statement.ConnPool = p.fallbackTo(ctx, db.ConnPool, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: local})
 			return
 		}
 	}

@@ -35,6 +35,9 @@ type stats struct {
 	// overlapDiscarded counts replica queries started before the store
 	// answered whose rows were discarded (overlap.go).
 	overlapDiscarded atomic.Uint64
+	// refused counts reads refused by Config.MaxFallbackRate, by the
+	// reason they would have gone to the primary (fallback_limit.go).
+	refused [len(reasons)]atomic.Uint64
 	// unknownTables counts reads whose tables could not all be named
 	// (route.go): they wait for the database-wide position.
 	unknownTables atomic.Uint64
