@@ -65,9 +65,9 @@ type RedisOptions struct {
 	// redis.Options.ContextTimeoutEnabled set (otherwise ReadTimeout, 5s by
 	// default, bounds a server that stops answering). Set it.
 	//
-	// The timeout of a call follows the store's measured round trips (a
-	// smoothed round trip plus four deviations, as TCP's retransmission
-	// timeout), from Timeout up to MaxTimeout: a store that answers slowly
+	// The timeout of a call follows the store's measured round trips
+	// (twice a smoothed round trip plus four deviations, after TCP's
+	// retransmission timeout), from Timeout up to MaxTimeout: a store that answers slowly
 	// because the machine is loaded is given the time it takes, while one
 	// that stops answering is given up on after about what it took before.
 	//

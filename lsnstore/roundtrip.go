@@ -8,7 +8,10 @@ import (
 // roundTrips estimates a store's round trip from the calls that answered
 // before their timeout, as TCP estimates its retransmission timeout (RFC
 // 6298): a smoothed round trip and its mean deviation, and a timeout of
-// the smoothed round trip plus four deviations. It separates a store that
+// twice the smoothed round trip plus four deviations (TCP's is one plus
+// four, with a floor of a second; twice leaves room for a round trip that
+// grows faster than the average follows it on a loaded machine). It
+// separates a store that
 // is slow (its answers arrive, late, because the machine or the server is
 // loaded: the timeout grows with them) from one that is gone (nothing
 // answers: no sample, the timeout stays what it was). Lock-free: racing
@@ -38,6 +41,6 @@ func (e *roundTrips) observe(d time.Duration) {
 
 // timeout is the estimate's timeout within [floor, ceiling].
 func (e *roundTrips) timeout(floor, ceiling time.Duration) time.Duration {
-	t := time.Duration(e.srtt.Load() + 4*e.rttvar.Load())
+	t := time.Duration(2*e.srtt.Load() + 4*e.rttvar.Load())
 	return min(max(t, floor), ceiling)
 }
