@@ -182,12 +182,7 @@ func (rr *RedisReader) Verify(ctx context.Context) (Epoch, error) {
 	suspect := rr.watch.suspect.Load()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
-	// The poll's call, not a read's: it may take up to MaxTimeout.
-	d := r.maxTimeout
-	if r.timeout < 0 {
-		d = -1
-	}
-	ctx, call := r.withTimeoutOf(ctx, d)
+	ctx, call := r.withTimeout(ctx)
 	defer call.release()
 	tok, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey}, hex.EncodeToString(nonce[:])).Text()
 	if err != nil {

@@ -119,16 +119,28 @@ func putMgetArgs(buf *[]any) {
 	mgetArgs.Put(buf)
 }
 
-// withTimeout bounds a call by the per-call timeout, which follows the
-// store's measured round trips between Timeout and MaxTimeout
+// withReadTimeout bounds a read's lookup by the per-call timeout, which
+// follows the store's measured round trips between Timeout and MaxTimeout
 // (roundTrips), unless ctx ends sooner (then ctx is used as it is, and
 // call is nil). The caller releases call when the call and its reply are
 // done (nil-safe).
-func (r *Redis) withTimeout(ctx context.Context) (_ context.Context, call *callCtx) {
+func (r *Redis) withReadTimeout(ctx context.Context) (_ context.Context, call *callCtx) {
 	if r.timeout < 0 {
 		return ctx, nil
 	}
 	return r.withTimeoutOf(ctx, r.rtt.timeout(r.timeout, r.maxTimeout))
+}
+
+// withTimeout is withReadTimeout for every other call (raises,
+// invalidations, verifications, signatures, the tracker's): MaxTimeout.
+// None holds a read, and each that fails makes reads conservative (a
+// raise or an invalidation that fails sends every reader to the primary
+// until the next poll), so a slow store is given the longest time.
+func (r *Redis) withTimeout(ctx context.Context) (_ context.Context, call *callCtx) {
+	if r.timeout < 0 {
+		return ctx, nil
+	}
+	return r.withTimeoutOf(ctx, r.maxTimeout)
 }
 
 // withTimeoutOf is withTimeout with timeout d.
@@ -220,7 +232,7 @@ func positionValue(v, key any) (Position, error) {
 // count when rr guards evictions and its identity while rr's connections
 // are suspect (guardedMget).
 func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader) ([]any, []any, error) {
-	ctx, call := r.withTimeout(ctx)
+	ctx, call := r.withReadTimeout(ctx)
 	defer call.release()
 	var vals []any
 	if rr != nil {

@@ -57,27 +57,33 @@ type RedisOptions struct {
 	// default: TTL
 	KeyTTL time.Duration
 
-	// Timeout bounds every call: it is added to the call's context unless
-	// that context ends sooner. A negative Timeout adds none.
+	// Timeout is the least time a read's lookup (WritePosition,
+	// WritePositions) is given: the timeout is added to the call's context
+	// unless that context ends sooner. A negative Timeout adds none, to any
+	// call.
 	//
 	// go-redis applies context deadlines to dialing and to waiting for a
 	// pooled connection, but to socket reads and writes only with
 	// redis.Options.ContextTimeoutEnabled set (otherwise ReadTimeout, 5s by
 	// default, bounds a server that stops answering). Set it.
 	//
-	// The timeout of a call follows the store's measured round trips
-	// (twice a smoothed round trip plus four deviations, after TCP's
-	// retransmission timeout), from Timeout up to MaxTimeout: a store that answers slowly
-	// because the machine is loaded is given the time it takes, while one
-	// that stops answering is given up on after about what it took before.
+	// A lookup's timeout follows the store's measured round trips (twice
+	// a smoothed round trip plus four deviations, after TCP's
+	// retransmission timeout), from Timeout up to MaxTimeout: a store that
+	// answers slowly because the machine is loaded is given the time it
+	// takes, while one that stops answering is given up on after about
+	// what it took before.
 	//
 	// default: 50 milliseconds
 	Timeout time.Duration
 
-	// MaxTimeout is the most a call's timeout grows to, and the timeout of
-	// Verify (the plugin's poll, not a read: a verification that fails
-	// keeps the reads conservative longer). At least Timeout. Ignored when
-	// Timeout is negative.
+	// MaxTimeout is the most a read's timeout grows to, and the timeout of
+	// every call that is not a read's lookup: Raise, Invalidate, Verify,
+	// ClaimSignature and the tracker's. None holds a read, and each that
+	// fails makes reads conservative (a write that cannot be published
+	// sends every reader to the primary until the next poll), so a slow
+	// store is given this long. At least Timeout. Ignored when Timeout is
+	// negative.
 	//
 	// default: 10 × Timeout (500 milliseconds by default)
 	MaxTimeout time.Duration
