@@ -129,7 +129,7 @@ func (p *Plugin) keyable(db *gorm.DB, table string) (keyedWriteOf, bool) {
 	kw := keyedWriteOf{table: table}
 	if pk, ok := integerKey(db.Statement); ok {
 		kw.pk = pk.DBName
-		tn.learn(kw.pk)
+		p.learnModelColumn(tn, table, kw.pk)
 	} else if pk, ok := p.knownKey(tn, table); ok {
 		kw.pk, kw.fromSQL = pk, true
 	} else if len(p.cfg.KeyColumns[table]) == 0 {

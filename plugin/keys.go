@@ -130,7 +130,7 @@ func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []str
 	pkName := ""
 	if pk, ok := integerKey(stmt); ok {
 		pkName = pk.DBName
-		tn.learn(pkName)
+		p.learnModelColumn(tn, table, pkName)
 		if keys, ok := pinnedKeys(stmt, pkName, true); ok {
 			return p.agreedReadNames(stmt.Context, tn, table, pkName, pkName, keys)
 		}
@@ -214,14 +214,30 @@ func (tn *tableKeyNames) unkeyedColumn(table, col string) string {
 
 // learnKey records table's integer primary key column as its models name
 // it, for raw SQL and db.Table.
-func (p *Plugin) learnKey(table, col string) { p.tableNames(table).learn(col) }
+func (p *Plugin) learnKey(table, col string) { p.learnModelColumn(p.tableNames(table), table, col) }
 
-// learn records the table's integer primary key column.
-func (tn *tableKeyNames) learn(col string) {
+// learnModelColumn records col as the integer primary key of table's
+// model, and warns when the catalog names another (the process keys the
+// table by the model's from now on: keys_catalog.go).
+func (p *Plugin) learnModelColumn(tn *tableKeyNames, table, col string) {
+	if !tn.learn(col) {
+		return
+	}
+	if k, ok := p.catalogKey(table); ok && k != col {
+		p.cfg.Logger.Warn("freshread: a model's primary key is not the table's primary key in the catalog; statements without the model key the table by the model's from now on, and processes that have not seen the model by the catalog's (they disagree: one of them reads and writes the table by table position)",
+			"table", table, "model", col, "catalog", k)
+	}
+}
+
+// learn records the table's integer primary key column and reports
+// whether it changed.
+func (tn *tableKeyNames) learn(col string) bool {
 	if k := tn.pk.Load(); k == nil || *k != col {
 		c := col // only a change allocates
 		tn.pk.Store(&c)
+		return true
 	}
+	return false
 }
 
 // learnModelKey records the integer primary key of a GORM statement's

@@ -1,8 +1,13 @@
 package plugin
 
 import (
+	"bytes"
+	"log/slog"
 	"maps"
+	"strings"
 	"testing"
+
+	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/classify"
 )
@@ -38,5 +43,30 @@ func TestSingleIntegerKeys(t *testing.T) {
 	want = map[string]string{"items": "id", "flags": "id", "notes": "id"}
 	if got := singleIntegerKeys(my, classify.MySQL); !maps.Equal(got, want) {
 		t.Errorf("MySQL: %v, want %v", got, want)
+	}
+}
+
+// TestModelKeyOverCatalog: once a model names another integer primary
+// key than the catalog, the process keys the table by the model's (one
+// signature per table) and says so once.
+func TestModelKeyOverCatalog(t *testing.T) {
+	p := catalogPlugin(map[string]string{"customers": "ref"})
+	var log bytes.Buffer
+	p.cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	tn := p.tableNames("customers")
+	if k, _ := p.knownKey(tn, "customers"); k != "ref" {
+		t.Fatalf("before the model: %q, want the catalog's", k)
+	}
+	db := dryDB(t).Session(&gorm.Session{SkipDefaultTransaction: true})
+	for range 2 {
+		if _, ok := p.keyable(db.Model(&Customer{ID: 1}).Update("name", "x"), "customers"); !ok {
+			t.Fatal("a model write is not keyable")
+		}
+	}
+	if k, _ := p.knownKey(tn, "customers"); k != "id" {
+		t.Fatalf("after the model: %q, want the model's", k)
+	}
+	if n := strings.Count(log.String(), "not the table's primary key in the catalog"); n != 1 {
+		t.Fatalf("%d warnings, want 1: %s", n, log.String())
 	}
 }
