@@ -159,6 +159,19 @@ func checkKeyedCatalog(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, fi
 	}
 	e.mustReplica(e.tableItem(other, 2), "a db.Table read of row 2 after a model write of row 3")
 
+	e.t.Log("step: the process without a model deletes row 3 through db.Table")
+	if err := other.Table("items").Where("id = ?", 3).Delete(map[string]any{}).Error; err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := other.Table("items").Where("id IN ?", []uint{2, 3}).Count(&n).Error; err != nil || n != 1 {
+		t.Fatalf("STALE READ through a db.Table count after a db.Table delete by key: %d rows, %v", n, err)
+	}
+	if err := e.db.Model(&Item{}).Where("id = ?", 3).Count(&n).Error; err != nil || n != 0 {
+		t.Fatalf("STALE READ through a model count after a db.Table delete by key: %d rows, %v", n, err)
+	}
+	e.mustReplica(e.tableItem(other, 2), "a db.Table read of row 2 after a db.Table delete of row 3")
+
 	e.t.Log("step: a db.Table update that proves no key")
 	if err := other.Table("items").Where("name = ?", "old").Update("version", 7).Error; err != nil {
 		t.Fatal(err)
@@ -204,8 +217,9 @@ func TestMariaDBKeyedCatalog(t *testing.T) {
 
 // checkKeyedCatalogAfterDDL: a table the process creates after it started
 // (its primary key is not in the catalog it read at start) is keyed from
-// its first raw statement: the plugin rereads the keys after the CREATE.
-func checkKeyedCatalogAfterDDL(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
+// its first raw statement: the plugin rereads the keys after the CREATE;
+// and after dropPrimaryKey, by table again.
+func checkKeyedCatalogAfterDDL(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, dropPrimaryKey string) {
 	e := newEnv(t, keyed)
 	if err := e.db.Exec("CREATE TABLE notes (id BIGINT PRIMARY KEY, body VARCHAR(40))").Error; err != nil {
 		t.Fatal(err)
@@ -232,8 +246,30 @@ func checkKeyedCatalogAfterDDL(t *testing.T, newEnv func(*testing.T, ...envOpt) 
 		t.Fatalf("note 2: %+v", got)
 	}
 	e.mustReplica(got, "a raw read of note 2 after a raw write of note 1 (a table created after start)")
+
+	// Without its primary key the table is read by table position again.
+	if err := e.db.Exec(dropPrimaryKey).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.step("the primary key dropped and replicated")
+	if err := e.db.Exec("UPDATE notes SET body = ? WHERE id = ?", "newer", 1).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := note(1); got.Name != "newer" {
+		t.Fatalf("STALE READ of note 1 after a raw write, its primary key dropped: %+v", got)
+	}
+	got = note(2)
+	if got.Name != "old" {
+		t.Fatalf("note 2: %+v", got)
+	}
+	e.mustPrimary(got, "a raw read of note 2 after a raw write of note 1, the primary key dropped (by table)")
 	e.resumeAll()
 }
 
-func TestKeyedCatalogAfterDDL(t *testing.T)        { checkKeyedCatalogAfterDDL(t, newEnv) }
-func TestMariaDBKeyedCatalogAfterDDL(t *testing.T) { checkKeyedCatalogAfterDDL(t, newMariaEnv) }
+func TestKeyedCatalogAfterDDL(t *testing.T) {
+	checkKeyedCatalogAfterDDL(t, newEnv, "ALTER TABLE notes DROP CONSTRAINT notes_pkey")
+}
+
+func TestMariaDBKeyedCatalogAfterDDL(t *testing.T) {
+	checkKeyedCatalogAfterDDL(t, newMariaEnv, "ALTER TABLE notes DROP PRIMARY KEY")
+}
