@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/freshread/freshread/classify"
 )
 
@@ -21,6 +23,7 @@ func (p *Plugin) rawKeyedReadNames(ctx context.Context, pn *classify.Pinned, tab
 	if pn == nil || len(pn.Pins) == 0 {
 		return nil, false
 	}
+	vars = placeholderArgs(vars)
 	tn := p.tableNames(table)
 	pk, ok := p.knownKey(tn, table)
 	if !ok {
@@ -70,6 +73,7 @@ func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []st
 // signature sig with integer primary key pk, or ok false when it proves
 // no key column (the caller raises the table).
 func (p *Plugin) pinnedWriteNames(pn *classify.Pinned, table, pk, sig string, vars []any) ([]string, bool) {
+	vars = placeholderArgs(vars)
 	var kw keyedWrite
 	keys, ok := p.rawPinnedKeys(pn, pk, vars)
 	if ok && p.rawAssigns(pn, pk) {
@@ -164,4 +168,16 @@ func rawValue(v classify.Value, vars []any) (int64, bool) {
 		return 0, false
 	}
 	return integerValue(vars[v.Param-1])
+}
+
+// placeholderArgs are a statement's arguments as its placeholders number
+// them: without a leading pgx.QueryExecMode, which pgx takes as an option
+// (and gorm.io/driver/postgres numbers $1 after).
+func placeholderArgs(vars []any) []any {
+	if len(vars) > 0 {
+		if _, ok := vars[0].(pgx.QueryExecMode); ok {
+			return vars[1:]
+		}
+	}
+	return vars
 }

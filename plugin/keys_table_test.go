@@ -1,9 +1,11 @@
 package plugin
 
 import (
+	"context"
 	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/classify"
@@ -156,5 +158,23 @@ func TestCatalogKeySignature(t *testing.T) {
 	// Without a key from either, a db.Table write is not keyed.
 	if kw, ok := fromModel.keyable(db.Table("others").Where("id = ?", 1).Update("x", 1), "others"); ok {
 		t.Fatalf("a db.Table write of a table without a known key is keyed: %+v", kw)
+	}
+}
+
+// TestKeysAfterQueryExecMode: a leading pgx.QueryExecMode argument is an
+// option, not $1: the keys are the arguments after it.
+func TestKeysAfterQueryExecMode(t *testing.T) {
+	p := catalogPlugin(map[string]string{"items": "id"})
+	c := p.classify("UPDATE items SET version = $1 WHERE id = $2")
+	tn := p.tableNames("items")
+	sig := p.signatureOf(tn, "items", "id")
+	names, ok := p.pinnedWriteNames(c.pinned, "items", "id", sig, []any{pgx.QueryExecModeSimpleProtocol, 7, 5})
+	if !ok || !slices.Contains(names, lsnstore.KeyName("items", "id", 5)) || slices.Contains(names, lsnstore.KeyName("items", "id", 7)) {
+		t.Fatalf("write names %v, %v; want key 5", names, ok)
+	}
+	r := p.classify("SELECT * FROM items WHERE id = $1")
+	names, ok = p.rawKeyedReadNames(context.Background(), r.pinned, "items", []any{pgx.QueryExecModeExec, 9})
+	if !ok || !slices.Contains(names, lsnstore.KeyName("items", "id", 9)) {
+		t.Fatalf("read names %v, %v; want key 9", names, ok)
 	}
 }
