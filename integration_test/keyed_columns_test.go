@@ -206,7 +206,7 @@ func TestKeyedColumns(t *testing.T)        { checkKeyedColumns(t, newEnv) }
 func TestMariaDBKeyedColumns(t *testing.T) { checkKeyedColumns(t, newMariaEnv) }
 
 // checkKeyedRawSQL: raw SQL reads and writes by primary key use key
-// positions once the plugin has seen the table's model: a raw write of
+// positions (the key from the table's model or the catalog): a raw write of
 // row 1 leaves raw reads of row 2 on the replicas and is never read
 // stale through raw SQL or GORM.
 func checkKeyedRawSQL(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, param string) {

@@ -51,7 +51,8 @@ const learnTimeout = 30 * time.Second
 
 // refreshDependents rereads the store's graph when its version changed. A
 // store without a graph (or an error) keeps the current one. It relearns
-// the database's own graph every dependentsLearnInterval: at once when
+// the database's own graph and the tables' primary keys (learnNow) every
+// dependentsLearnInterval: at once when
 // inBackground is false (Initialize), else in a goroutine of its own, so
 // that the poller is not held up by a large catalog.
 func (p *Plugin) refreshDependents(ctx context.Context, now time.Time, inBackground bool) {
@@ -64,7 +65,7 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time, inBackgro
 			}
 		}
 	}
-	due := p.depSrc.learn != nil && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval
+	due := (p.depSrc.learn != nil || p.cfg.keyed()) && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval
 	if due {
 		p.depSrc.learnedAt = now // also: a background learning has started
 	}
@@ -97,9 +98,17 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time, inBackgro
 // trigger the application has just created is never read stale (a schema
 // change made by another program waits for the 30-second refresh).
 // Dropping needs no relearning: a stale edge only raises one table more.
+// Any other schema change (a table created, a primary key added or
+// dropped) relearns the tables' primary keys (keys_catalog.go), so that
+// raw SQL keys a table created through the plugin from its first
+// statement.
 func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
-	if addsDependency(db.Statement.SQL.String()) {
+	sql := db.Statement.SQL.String()
+	switch {
+	case addsDependency(sql):
 		p.learnNow(db.Statement.Context)
+	case schemaVerb(sql) != "":
+		p.learnKeys(db.Statement.Context)
 	}
 }
 
@@ -159,11 +168,12 @@ func schemaVerb(sql string) string {
 	return ""
 }
 
-// learnNow reads the database's triggers, foreign keys and views without
-// holding depMu (a large catalog takes a while), then records and installs
-// the graph under it. When it cannot read them, every write is taken to
-// write any table until it can.
+// learnNow reads the tables' primary keys (learnKeys) and the database's
+// triggers, foreign keys and views without holding depMu (a large catalog
+// takes a while), then records and installs the graph under it. When it
+// cannot read them, every write is taken to write any table until it can.
 func (p *Plugin) learnNow(ctx context.Context) {
+	p.learnKeys(ctx)
 	p.depMu.Lock()
 	learn := p.depSrc.learn
 	p.depMu.Unlock()

@@ -21,8 +21,10 @@
 // replayed everything the store then requires; otherwise they are
 // discarded and the read runs where the rule sends it
 // (Config.SequentialLookup turns this off). Reads and writes pinned to key
-// values use positions per key (keys.go, keys_raw.go; Config.TablePositions
-// turns this off), under the table's key signature (keys_signature.go).
+// values use positions per key (keys.go, keys_raw.go, keys_table.go;
+// Config.TablePositions turns this off), under the table's key signature
+// (keys_signature.go), by the primary key of the table's model or, without
+// one, of the catalog (keys_catalog.go).
 //
 // A statement whose context carries a recording OpenTelemetry span adds a
 // RouteEvent (reads) or WriteEvent (writes) to it, with the decision's

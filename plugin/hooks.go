@@ -96,9 +96,9 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 	if name, ok := statementTable(db.Statement); ok {
 		tables = []string{name}
 		if p.cfg.keyed() {
-			if sig, ok := p.keyable(db, name); ok {
-				db.Statement.Settings.Store(keyedKey{db.Statement}, keyedWriteOf{name, sig})
-				tables = []string{p.signedTable(name, sig)}
+			if kw, ok := p.keyable(db, name); ok {
+				db.Statement.Settings.Store(keyedKey{db.Statement}, kw)
+				tables = []string{p.signedTable(name, kw.sig)}
 			}
 		}
 	}
@@ -110,31 +110,39 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 type keyedKey struct{ stmt *gorm.Statement }
 
 // keyedWriteOf is a keyed write's table and the key signature it is keyed
-// by.
-type keyedWriteOf struct{ table, sig string }
+// by. fromSQL: the statement's model does not name the table's integer
+// primary key (db.Table, a map), so its keys are read from the SQL GORM
+// built (keys_table.go), pk being the key the signature was made with.
+type keyedWriteOf struct {
+	table, sig, pk string
+	fromSQL        bool
+}
 
-// keyable returns the key signature a write is keyed by, when its keys
-// can be recorded after it ran: a model with an integer key (or a table
-// with KeyColumns), on an autocommit statement or a transaction the
-// plugin began, by a process whose signature for the table is the one in
-// force (keys_signature.go).
-func (p *Plugin) keyable(db *gorm.DB, table string) (string, bool) {
-	pkName := ""
+// keyable returns how a write is keyed, when its keys can be recorded
+// after it ran: a model with an integer key, else a table whose integer
+// primary key the plugin knows (knownKey: from a model or the catalog),
+// else a model of a table with KeyColumns; on an autocommit statement or
+// a transaction the plugin began, by a process whose signature for the
+// table is the one in force (keys_signature.go).
+func (p *Plugin) keyable(db *gorm.DB, table string) (keyedWriteOf, bool) {
+	tn := p.tableNames(table)
+	kw := keyedWriteOf{table: table}
 	if pk, ok := integerKey(db.Statement); ok {
-		pkName = pk.DBName
-		p.learnKey(table, pkName)
+		kw.pk = pk.DBName
+		p.learnModelColumn(tn, table, kw.pk)
+	} else if pk, ok := p.knownKey(tn, table); ok {
+		kw.pk, kw.fromSQL = pk, true
 	} else if len(p.cfg.KeyColumns[table]) == 0 {
-		return "", false
+		return keyedWriteOf{}, false
 	}
 	if !keyableConn(db) {
-		return "", false
+		return keyedWriteOf{}, false
 	}
-	tn := p.tableNames(table)
-	sig := p.signatureOf(tn, table, pkName)
-	if !p.keysAgreed(db.Statement.Context, tn, table, sig) {
-		return "", false
+	kw.sig = p.signatureOf(tn, table, kw.pk)
+	if !p.keysAgreed(db.Statement.Context, tn, table, kw.sig) {
+		return keyedWriteOf{}, false
 	}
-	return sig, true
+	return kw, true
 }
 
 // keyableConn reports whether a write on the statement's connection may
@@ -167,7 +175,16 @@ func (p *Plugin) markModelKeys(db *gorm.DB) {
 	}
 	kw := v.(keyedWriteOf)
 	if db.Error == nil {
-		if names, ok := p.keyedWriteNames(db.Statement, kw.table, kw.sig); ok {
+		var (
+			names []string
+			ok    bool
+		)
+		if kw.fromSQL {
+			names, ok = p.builtWriteNames(db.Statement, kw)
+		} else {
+			names, ok = p.keyedWriteNames(db.Statement, kw.table, kw.sig)
+		}
+		if ok {
 			p.recordWrite(db, names[1:])
 			return
 		}

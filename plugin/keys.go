@@ -119,7 +119,9 @@ func writtenKeys(stmt *gorm.Statement, f *schema.Field, pk bool) ([]int64, bool)
 
 // keyedReadNames returns the names a read of table pinned to key values
 // needs (their key positions, the table's unkeyed position and the
-// column's), or ok false: the read needs the table position.
+// column's), or ok false: the read needs the table position. A statement
+// whose model has no integer primary key is keyed by the key the plugin
+// knows for the table (knownKey), from the SQL of its WHERE.
 func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []string, ok bool) {
 	if len(stmt.Joins) > 0 || len(stmt.Preloads) > 0 {
 		return nil, false
@@ -128,10 +130,14 @@ func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []str
 	pkName := ""
 	if pk, ok := integerKey(stmt); ok {
 		pkName = pk.DBName
-		tn.learn(pkName)
+		p.learnModelColumn(tn, table, pkName)
 		if keys, ok := pinnedKeys(stmt, pkName, true); ok {
 			return p.agreedReadNames(stmt.Context, tn, table, pkName, pkName, keys)
 		}
+	} else if _, ok := p.knownKey(tn, table); ok {
+		// No model names the key (db.Table, a map or a scalar
+		// destination): keyed like raw SQL (keys_table.go).
+		return p.builtKeyedReadNames(stmt, table)
 	}
 	for _, col := range p.cfg.KeyColumns[table] {
 		if keys, ok := pinnedKeys(stmt, col, false); ok {
@@ -165,7 +171,8 @@ func (tn *tableKeyNames) readNames(table, col string, keys []int64) ([]string, b
 
 // tableKeyNames caches a table's unkeyed position names (one allocation
 // less per keyed read; tables and key columns are few) and the integer
-// primary key the plugin has seen its model use (raw SQL has no model).
+// primary key the plugin has seen its model use (raw SQL and db.Table
+// have no model; they use it, else the catalog's: knownKey).
 type tableKeyNames struct {
 	unkeyed string
 	columns atomic.Pointer[map[string]string] // column -> UnkeyedColumnName
@@ -205,15 +212,32 @@ func (tn *tableKeyNames) unkeyedColumn(table, col string) string {
 	}
 }
 
-// learnKey records table's integer primary key column, for raw SQL.
-func (p *Plugin) learnKey(table, col string) { p.tableNames(table).learn(col) }
+// learnKey records table's integer primary key column as its models name
+// it, for raw SQL and db.Table.
+func (p *Plugin) learnKey(table, col string) { p.learnModelColumn(p.tableNames(table), table, col) }
 
-// learn records the table's integer primary key column.
-func (tn *tableKeyNames) learn(col string) {
+// learnModelColumn records col as the integer primary key of table's
+// model, and warns when the catalog names another (the process keys the
+// table by the model's from now on: keys_catalog.go).
+func (p *Plugin) learnModelColumn(tn *tableKeyNames, table, col string) {
+	if !tn.learn(col) {
+		return
+	}
+	if k, ok := p.catalogKey(table); ok && k != col {
+		p.cfg.Logger.Warn("freshread: a model's primary key is not the table's primary key in the catalog; statements without the model key the table by the model's from now on, and processes that have not seen the model by the catalog's (they disagree: one of them reads and writes the table by table position)",
+			"table", table, "model", col, "catalog", k)
+	}
+}
+
+// learn records the table's integer primary key column and reports
+// whether it changed.
+func (tn *tableKeyNames) learn(col string) bool {
 	if k := tn.pk.Load(); k == nil || *k != col {
 		c := col // only a change allocates
 		tn.pk.Store(&c)
+		return true
 	}
+	return false
 }
 
 // learnModelKey records the integer primary key of a GORM statement's

@@ -4,14 +4,18 @@ import (
 	"context"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/freshread/freshread/classify"
 )
 
 // Keyed positions for raw SQL: the classifier reports which columns a
 // single-table statement's WHERE pins (classify.Pinned); a column is a key
-// when it is the integer primary key the plugin has seen the table's model
-// use, or one of Config.KeyColumns. Placeholder values come from the
-// statement's arguments.
+// when it is the table's integer primary key (the one the plugin has seen
+// the table's model use, else the catalog's: knownKey), or one of
+// Config.KeyColumns. Placeholder values come from the statement's
+// arguments. GORM statements without a model (db.Table) are keyed the same
+// way, from the SQL GORM builds (keys_table.go).
 
 // rawKeyedReadNames returns the names a raw read of table pinned to key
 // values needs, or ok false (the read needs the table position).
@@ -19,15 +23,15 @@ func (p *Plugin) rawKeyedReadNames(ctx context.Context, pn *classify.Pinned, tab
 	if pn == nil || len(pn.Pins) == 0 {
 		return nil, false
 	}
+	vars = placeholderArgs(vars)
 	tn := p.tableNames(table)
-	k := tn.pk.Load()
-	if k == nil {
+	pk, ok := p.knownKey(tn, table)
+	if !ok {
 		// Without the primary key the signature is unknown (and
 		// claiming one without it would set the table's apart from
 		// every process that knows it): by table.
 		return nil, false
 	}
-	pk := *k
 	if keys, ok := p.rawPinnedKeys(pn, pk, vars); ok {
 		return p.agreedReadNames(ctx, tn, table, pk, pk, keys)
 	}
@@ -48,20 +52,31 @@ func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []st
 	}
 	table := c.writes[0]
 	tn := p.tableNames(table)
-	k := tn.pk.Load()
-	if k == nil {
+	pk, ok := p.knownKey(tn, table)
+	if !ok {
 		// Without the primary key, the write could not raise its
 		// column's unkeyed position for reads pinned to it: by table.
 		return c.writes
 	}
-	pk := *k
 	sig := p.signatureOf(tn, table, pk)
 	if !p.keysAgreed(ctx, tn, table, sig) {
 		return c.writes
 	}
+	if names, ok := p.pinnedWriteNames(c.pinned, table, pk, sig, vars); ok {
+		return names
+	}
+	return c.writes
+}
+
+// pinnedWriteNames returns the names a single-table UPDATE or DELETE of
+// table whose WHERE pins pn raises, by a process keying table by
+// signature sig with integer primary key pk, or ok false when it proves
+// no key column (the caller raises the table).
+func (p *Plugin) pinnedWriteNames(pn *classify.Pinned, table, pk, sig string, vars []any) ([]string, bool) {
+	vars = placeholderArgs(vars)
 	var kw keyedWrite
-	keys, ok := p.rawPinnedKeys(c.pinned, pk, vars)
-	if ok && p.rawAssigns(c.pinned, pk) {
+	keys, ok := p.rawPinnedKeys(pn, pk, vars)
+	if ok && p.rawAssigns(pn, pk) {
 		ok = false // the row moves to another key
 	}
 	kw.add(table, pk, keys, ok)
@@ -69,19 +84,16 @@ func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []st
 		if strings.EqualFold(col, pk) {
 			continue
 		}
-		keys, ok := p.rawPinnedKeys(c.pinned, col, vars)
-		if ok && p.rawAssigns(c.pinned, col) {
+		keys, ok := p.rawPinnedKeys(pn, col, vars)
+		if ok && p.rawAssigns(pn, col) {
 			var v int64
-			if v, ok = p.rawAssigned(c.pinned, col, vars); ok {
+			if v, ok = p.rawAssigned(pn, col, vars); ok {
 				keys = append(keys, v)
 			}
 		}
 		kw.add(table, col, keys, ok)
 	}
-	if names, ok := kw.result(p.signedTable(table, sig)); ok {
-		return names
-	}
-	return c.writes
+	return kw.result(p.signedTable(table, sig))
 }
 
 // sameRawColumn reports whether a column named in SQL is col: exactly on
@@ -156,4 +168,16 @@ func rawValue(v classify.Value, vars []any) (int64, bool) {
 		return 0, false
 	}
 	return integerValue(vars[v.Param-1])
+}
+
+// placeholderArgs are a statement's arguments as its placeholders number
+// them: without a leading pgx.QueryExecMode, which pgx takes as an option
+// (and gorm.io/driver/postgres numbers $1 after).
+func placeholderArgs(vars []any) []any {
+	if len(vars) > 0 {
+		if _, ok := vars[0].(pgx.QueryExecMode); ok {
+			return vars[1:]
+		}
+	}
+	return vars
 }

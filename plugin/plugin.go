@@ -40,6 +40,9 @@ type Plugin struct {
 	// keyNames caches, per table, the names of keyed positions
 	// (keys.go, *tableKeyNames).
 	keyNames sync.Map
+	// catalog holds the tables' primary keys read from the catalog
+	// (keys_catalog.go).
+	catalog catalogKeys
 
 	breaker breaker.Breaker
 	// fallbacks limits the reads sent to the primary for want of a fresh

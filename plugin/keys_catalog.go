@@ -1,0 +1,197 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// Primary keys from the catalog: the plugin reads every table's primary
+// key when it starts, with the dependency graph, every
+// dependentsLearnInterval after, and after each schema change run through
+// it (relearnAfterDDL), so that raw SQL and GORM statements without a
+// model (db.Table) are keyed from their first statement. Only
+// single-column integer primary keys count. A model's integer primary key,
+// once seen, takes precedence (tableKeyNames.pk): GORM statements with the
+// model are keyed by it, and one process keys a table by one signature.
+
+// catalogKeys is what the plugin learnt from the catalog (guarded by mu
+// for writers; keys is read without it).
+type catalogKeys struct {
+	keys atomic.Pointer[map[string]string] // table -> primary key column
+	mu   sync.Mutex
+	// started numbers the learnings begun, installed the one whose result
+	// is in keys: a learning that began before the installed one is
+	// dropped (it read the catalog before a schema change that the
+	// installed one saw).
+	started, installed uint64
+	failing            bool // the last learning failed (warned once a spell)
+}
+
+// pkColumn is one column of a primary key as the catalog lists it.
+type pkColumn struct {
+	schema, table, column, dataType string
+}
+
+// pgPrimaryKeysQuery lists the primary key columns of every user table
+// (an INCLUDE column of the key's index is listed too: the key then
+// counts as composite).
+const pgPrimaryKeysQuery = `
+SELECT n.nspname, c.relname, a.attname, t.typname
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
+JOIN pg_type t ON t.oid = a.atttypid
+WHERE i.indisprimary
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'`
+
+// mysqlPrimaryKeysQuery lists the primary key columns of the current
+// database's tables (MariaDB and MySQL).
+const mysqlPrimaryKeysQuery = `
+SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.COLUMN_NAME, c.DATA_TYPE
+FROM information_schema.KEY_COLUMN_USAGE k
+JOIN information_schema.COLUMNS c
+  ON c.TABLE_SCHEMA = k.TABLE_SCHEMA AND c.TABLE_NAME = k.TABLE_NAME AND c.COLUMN_NAME = k.COLUMN_NAME
+WHERE k.TABLE_SCHEMA = DATABASE() AND k.CONSTRAINT_NAME = 'PRIMARY'`
+
+// integerTypes are the catalog's names of integer column types: pg_type's
+// on PostgreSQL, DATA_TYPE on MariaDB and MySQL.
+var integerTypes = map[classify.Dialect][]string{
+	classify.Postgres: {"int2", "int4", "int8"},
+	classify.MySQL:    {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"},
+}
+
+// readPrimaryKeys reads the single-column integer primary keys of the
+// database db is connected to (singleIntegerKeys).
+func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[string]string, error) {
+	query := pgPrimaryKeysQuery
+	if d == classify.MySQL {
+		query = mysqlPrimaryKeysQuery
+	}
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("plugin: read the tables' primary keys: %w", err)
+	}
+	defer rows.Close()
+	var cols []pkColumn
+	for rows.Next() {
+		var c pkColumn
+		if err := rows.Scan(&c.schema, &c.table, &c.column, &c.dataType); err != nil {
+			return nil, fmt.Errorf("plugin: read the tables' primary keys: %w", err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("plugin: read the tables' primary keys: %w", err)
+	}
+	return singleIntegerKeys(cols, d), nil
+}
+
+// singleIntegerKeys maps each table (normalized as lsnstore.TableKey
+// names it) to the column of its primary key when that key is one integer
+// column. Column names are kept as the catalog spells them on PostgreSQL
+// (as a model's and the classifier's are) and lower-cased on MariaDB and
+// MySQL, whose column names ignore case. A name that several tables share
+// (in several schemas, or differing in case) is left out unless they all
+// have the same key column: every process then reads the same answer.
+func singleIntegerKeys(cols []pkColumn, d classify.Dialect) map[string]string {
+	type qualified struct{ schema, table string }
+	n := map[qualified]int{}
+	for _, c := range cols {
+		n[qualified{c.schema, c.table}]++
+	}
+	keys := map[string]string{}
+	excluded := map[string]bool{}
+	for q, count := range n {
+		excluded[lsnstore.TableKey(q.table)] = excluded[lsnstore.TableKey(q.table)] || count != 1
+	}
+	for _, c := range cols {
+		table := lsnstore.TableKey(c.table)
+		if excluded[table] {
+			continue
+		}
+		col := c.column
+		if d == classify.MySQL {
+			col = strings.ToLower(col)
+		}
+		if !isIntegerType(d, c.dataType) {
+			excluded[table] = true
+			delete(keys, table)
+			continue
+		}
+		if prev, ok := keys[table]; ok && prev != col {
+			excluded[table] = true
+			delete(keys, table)
+			continue
+		}
+		keys[table] = col
+	}
+	return keys
+}
+
+func isIntegerType(d classify.Dialect, typ string) bool {
+	for _, t := range integerTypes[d] {
+		if strings.EqualFold(typ, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// learnKeys reads the tables' primary keys from the primary's catalog and
+// installs them. On an error the keys learnt before stay (a key column
+// that is not the table's primary key is still a safe key, the signature
+// protocol agreeing on it: keys_signature.go).
+func (p *Plugin) learnKeys(ctx context.Context) {
+	if !p.cfg.keyed() || p.primaryDB == nil || p.engine == nil {
+		return
+	}
+	ck := &p.catalog
+	ck.mu.Lock()
+	ck.started++
+	gen := ck.started
+	ck.mu.Unlock()
+	keys, err := readPrimaryKeys(ctx, p.primaryDB, p.engine.dialect())
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	if err != nil {
+		if !ck.failing {
+			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the tables' primary keys; raw SQL and reads without a model are keyed only by the keys models have shown", "err", err)
+		}
+		ck.failing = true
+		return
+	}
+	ck.failing = false
+	if gen < ck.installed {
+		return // a later learning has installed what it read
+	}
+	ck.installed = gen
+	ck.keys.Store(&keys)
+}
+
+// catalogKey is table's single integer primary key column by the catalog.
+func (p *Plugin) catalogKey(table string) (string, bool) {
+	m := p.catalog.keys.Load()
+	if m == nil {
+		return "", false
+	}
+	k, ok := (*m)[table]
+	return k, ok
+}
+
+// knownKey is the integer primary key this process keys table by when a
+// statement has no model that names it: the one the table's models use,
+// else the catalog's.
+func (p *Plugin) knownKey(tn *tableKeyNames, table string) (string, bool) {
+	if k := tn.pk.Load(); k != nil {
+		return *k, true
+	}
+	return p.catalogKey(table)
+}

@@ -1,0 +1,72 @@
+package plugin
+
+import (
+	"bytes"
+	"log/slog"
+	"maps"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/classify"
+)
+
+func TestSingleIntegerKeys(t *testing.T) {
+	pg := []pkColumn{
+		{"public", "items", "id", "int8"},
+		{"public", "parts", "id", "int4"},
+		{"public", "pairs", "a", "int4"}, // composite
+		{"public", "pairs", "b", "int4"},
+		{"public", "codes", "code", "text"}, // not an integer
+		{"public", "Quoted", "ID", "int2"},  // normalized name, column as spelt
+		{"public", "dup", "id", "int8"},     // the same key in two schemas
+		{"audit", "dup", "id", "int4"},
+		{"public", "clash", "id", "int8"}, // two keys for one name
+		{"audit", "clash", "ref", "int8"},
+		{"public", "mixed", "id", "int8"}, // one schema's key is composite
+		{"audit", "mixed", "id", "int8"},
+		{"audit", "mixed", "at", "int8"},
+	}
+	want := map[string]string{"items": "id", "parts": "id", "quoted": "ID", "dup": "id"}
+	if got := singleIntegerKeys(pg, classify.Postgres); !maps.Equal(got, want) {
+		t.Errorf("PostgreSQL: %v, want %v", got, want)
+	}
+	my := []pkColumn{
+		{"app", "items", "ID", "bigint"}, // MySQL names ignore case
+		{"app", "flags", "id", "tinyint"},
+		{"app", "notes", "id", "INT"},
+		{"app", "prices", "id", "decimal"},
+		{"app", "Users", "id", "int"}, // two tables, one name
+		{"app", "users", "uid", "int"},
+	}
+	want = map[string]string{"items": "id", "flags": "id", "notes": "id"}
+	if got := singleIntegerKeys(my, classify.MySQL); !maps.Equal(got, want) {
+		t.Errorf("MySQL: %v, want %v", got, want)
+	}
+}
+
+// TestModelKeyOverCatalog: once a model names another integer primary
+// key than the catalog, the process keys the table by the model's (one
+// signature per table) and says so once.
+func TestModelKeyOverCatalog(t *testing.T) {
+	p := catalogPlugin(map[string]string{"customers": "ref"})
+	var log bytes.Buffer
+	p.cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	tn := p.tableNames("customers")
+	if k, _ := p.knownKey(tn, "customers"); k != "ref" {
+		t.Fatalf("before the model: %q, want the catalog's", k)
+	}
+	db := dryDB(t).Session(&gorm.Session{SkipDefaultTransaction: true})
+	for range 2 {
+		if _, ok := p.keyable(db.Model(&Customer{ID: 1}).Update("name", "x"), "customers"); !ok {
+			t.Fatal("a model write is not keyable")
+		}
+	}
+	if k, _ := p.knownKey(tn, "customers"); k != "id" {
+		t.Fatalf("after the model: %q, want the model's", k)
+	}
+	if n := strings.Count(log.String(), "not the table's primary key in the catalog"); n != 1 {
+		t.Fatalf("%d warnings, want 1: %s", n, log.String())
+	}
+}
