@@ -18,10 +18,29 @@ import (
 func checkFallbackLimit(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	e := newEnv(t)
 	// One fallback read per 100 s after a burst of two: the third read
-	// comes long before the next is allowed.
-	b, bp := e.open(withConfig(func(c *plugin.Config) { c.MaxFallbackRate = 0.01; c.FallbackBurst = 2 }))
+	// comes long before the next is allowed. A process that just started
+	// waits for replicas past the primary's position at its start, which
+	// other tests' writes on the shared cluster move: until one whose
+	// first read (of an untouched table) a replica serves, hence with its
+	// burst whole, processes are started again.
 	e.waitReplicaServes(e.db)
-	e.mustReplica(e.readOther(b), "a read of an untouched table before the write")
+	var (
+		b  *gorm.DB
+		bp *plugin.Plugin
+	)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		b, bp = e.open(withConfig(func(c *plugin.Config) { c.MaxFallbackRate = 0.01; c.FallbackBurst = 2 }))
+		var o served
+		err := b.Model(&Other{}).Select("note AS name, 0 AS version, " + e.c.portExpr() + " AS port").Where("id = 1").Scan(&o).Error
+		if err == nil && e.isReplica(o.Port) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process started in 15 s read an untouched table from a replica: %+v, %v", o, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	e.staleOnReplicas()
 	for i := range 2 {
 		got := e.readItem(b, 1)
@@ -52,7 +71,7 @@ func checkFallbackLimit(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	e.mustReplica(e.readOther(b), "a read of an untouched table")
 
 	e.resumeAll()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline = time.Now().Add(15 * time.Second)
 	for {
 		var got served
 		err := b.Model(&Item{}).Select("name, version, "+e.c.portExpr()+" AS port").Where("id = ?", 1).Scan(&got).Error
