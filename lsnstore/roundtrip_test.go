@@ -17,31 +17,24 @@ func TestRoundTripsTimeout(t *testing.T) {
 	if got := e.timeout(floor, ceiling); got != floor {
 		t.Fatalf("no sample: %v, want the floor %v", got, floor)
 	}
-	for range 50 {
-		e.observe(200 * time.Microsecond)
-	}
-	if got := e.timeout(floor, ceiling); got != floor {
-		t.Fatalf("fast store: %v, want the floor %v", got, floor)
-	}
-	// Slow answers: the timeout grows past them.
-	for range 20 {
-		e.observe(80 * time.Millisecond)
-	}
-	if got := e.timeout(floor, ceiling); got <= 80*time.Millisecond || got > ceiling {
-		t.Fatalf("answers in 80ms: timeout %v, want above 80ms, at most %v", got, ceiling)
-	}
-	for range 50 {
-		e.observe(2 * time.Second)
-	}
-	if got := e.timeout(floor, ceiling); got != ceiling {
-		t.Fatalf("answers in 2s: timeout %v, want the ceiling %v", got, ceiling)
-	}
-	// Fast again: back to the floor.
-	for range 100 {
-		e.observe(200 * time.Microsecond)
-	}
-	if got := e.timeout(floor, ceiling); got != floor {
-		t.Fatalf("fast again: %v, want the floor %v", got, floor)
+	// Each phase: n answers taking d, then the timeout within [min, max].
+	for _, ph := range []struct {
+		what     string
+		n        int
+		d        time.Duration
+		min, max time.Duration
+	}{
+		{"fast store", 50, 200 * time.Microsecond, floor, floor},
+		{"answers in 80ms (the timeout grows past them)", 20, 80 * time.Millisecond, 80*time.Millisecond + 1, ceiling},
+		{"answers in 2s", 50, 2 * time.Second, ceiling, ceiling},
+		{"fast again", 100, 200 * time.Microsecond, floor, floor},
+	} {
+		for range ph.n {
+			e.observe(ph.d)
+		}
+		if got := e.timeout(floor, ceiling); got < ph.min || got > ph.max {
+			t.Fatalf("%s: timeout %v, want within [%v, %v]", ph.what, got, ph.min, ph.max)
+		}
 	}
 }
 

@@ -452,5 +452,10 @@ func BenchmarkRouteTraced(b *testing.B) {
 	defer tp.Shutdown(context.Background())
 	ctx, span := tp.Tracer("bench").Start(context.Background(), "reads")
 	defer span.End()
+	if !span.IsRecording() {
+		b.Fatal("the reads' span does not record: the benchmark would measure the untraced path")
+	}
+	// benchReadsIn checks, before and after the loop, that the reads go
+	// to a replica (s.check).
 	benchReadsIn(b, true, []string{"freshread-memory", "freshread-redis"}, ctx)
 }
