@@ -67,6 +67,8 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
+	// Redis, needed by the tracker's part, starts beside PostgreSQL.
+	testcluster.Prestart("postgres", "redis")
 	pg, err := testcluster.SharedPostgres()
 	if err != nil {
 		return err

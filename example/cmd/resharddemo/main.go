@@ -37,6 +37,7 @@ func main() {
 func run(only string, verbose bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // a bound on a hung demo, not a speed test
 	defer cancel()
+	testcluster.Prestart("postgres", "redis") // at once
 	pg, err := testcluster.SharedPostgres()
 	if err != nil {
 		return err

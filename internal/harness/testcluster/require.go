@@ -17,17 +17,51 @@ type Spec struct {
 }
 
 // shared holds the servers of one test binary; they start on first use and
-// stop in Run after every test has finished.
+// stop in Run after every test has finished. Each group has its own lock,
+// so that groups start at the same time when asked from several
+// goroutines (the engine's fixed cost of a container start then overlaps:
+// Prestart).
 var shared struct {
-	mu       sync.Mutex
-	spec     Spec
-	pg       *Postgres
-	pgErr    error
-	maria    *MariaDB
-	mariaErr error
-	redis    *Redis
-	redisErr error
-	closers  []func() error
+	mu      sync.Mutex // guards spec and closers
+	spec    Spec
+	closers []func() error
+	pg      sharedGroup[*Postgres]
+	maria   sharedGroup[*MariaDB]
+	redis   sharedGroup[*Redis]
+}
+
+// sharedGroup is one shared server group, started once.
+type sharedGroup[T interface{ Close() error }] struct {
+	mu      sync.Mutex
+	started bool
+	v       T
+	err     error
+}
+
+// get returns the group, starting it with start on first use.
+func (g *sharedGroup[T]) get(start func(context.Context) (T, error)) (T, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.started {
+		g.started = true
+		ctx, cancel := startTimeout()
+		defer cancel()
+		g.v, g.err = start(ctx)
+		if g.err == nil {
+			shared.mu.Lock()
+			shared.closers = append(shared.closers, g.v.Close)
+			shared.mu.Unlock()
+		}
+	}
+	return g.v, g.err
+}
+
+// reset forgets the group (Shutdown closes it).
+func (g *sharedGroup[T]) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var zero T
+	g.started, g.v, g.err = false, zero, nil
 }
 
 // Run is called from a test package's TestMain. It runs the tests, then
@@ -45,17 +79,37 @@ func Run(m *testing.M, spec Spec) int {
 	return code
 }
 
-// Shutdown stops every shared server. Run calls it; the demo and the bench
-// command call it themselves.
+// Shutdown stops every shared server, the groups at once. Run calls it;
+// the demo and the bench command call it themselves.
 func Shutdown() {
+	shared.pg.reset()
+	shared.maria.reset()
+	shared.redis.reset()
 	shared.mu.Lock()
 	closers := shared.closers
 	shared.closers = nil
-	shared.pg, shared.maria, shared.redis = nil, nil, nil
-	shared.pgErr, shared.mariaErr, shared.redisErr = nil, nil, nil
 	shared.mu.Unlock()
-	for i := len(closers) - 1; i >= 0; i-- {
-		_ = closers[i]()
+	var wg sync.WaitGroup
+	for _, c := range closers {
+		wg.Go(func() { _ = c() })
+	}
+	wg.Wait()
+}
+
+// Prestart starts the shared groups named (each of "postgres", "mariadb",
+// "redis") in the background, so that a program needing several overlaps
+// their starts; the Shared functions then wait for them. An unknown name
+// is ignored.
+func Prestart(groups ...string) {
+	for _, g := range groups {
+		switch g {
+		case "postgres":
+			go SharedPostgres()
+		case "mariadb":
+			go SharedMariaDB()
+		case "redis":
+			go SharedRedis()
+		}
 	}
 }
 
@@ -69,52 +123,22 @@ func startTimeout() (context.Context, context.CancelFunc) {
 // SharedPostgres returns the package's PostgreSQL cluster, starting it on
 // first use.
 func SharedPostgres() (*Postgres, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.pg == nil && shared.pgErr == nil {
-		ctx, cancel := startTimeout()
-		defer cancel()
+	return shared.pg.get(func(ctx context.Context) (*Postgres, error) {
+		shared.mu.Lock()
 		n := shared.spec.PostgresReplicas
+		shared.mu.Unlock()
 		if n <= 0 {
 			n = 2
 		}
-		shared.pg, shared.pgErr = StartPostgres(ctx, n)
-		if shared.pg != nil {
-			shared.closers = append(shared.closers, shared.pg.Close)
-		}
-	}
-	return shared.pg, shared.pgErr
+		return StartPostgres(ctx, n)
+	})
 }
 
 // SharedMariaDB returns the package's MariaDB primary and replica.
-func SharedMariaDB() (*MariaDB, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.maria == nil && shared.mariaErr == nil {
-		ctx, cancel := startTimeout()
-		defer cancel()
-		shared.maria, shared.mariaErr = StartMariaDB(ctx)
-		if shared.maria != nil {
-			shared.closers = append(shared.closers, shared.maria.Close)
-		}
-	}
-	return shared.maria, shared.mariaErr
-}
+func SharedMariaDB() (*MariaDB, error) { return shared.maria.get(StartMariaDB) }
 
 // SharedRedis returns the package's Redis server.
-func SharedRedis() (*Redis, error) {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.redis == nil && shared.redisErr == nil {
-		ctx, cancel := startTimeout()
-		defer cancel()
-		shared.redis, shared.redisErr = startRedis(ctx)
-		if shared.redis != nil {
-			shared.closers = append(shared.closers, shared.redis.Close)
-		}
-	}
-	return shared.redis, shared.redisErr
-}
+func SharedRedis() (*Redis, error) { return shared.redis.get(startRedis) }
 
 // PostgresFor returns the shared PostgreSQL cluster, or skips t (fails it
 // when FRESHREAD_REQUIRE_INTEGRATION=1) with a one-line reason.
