@@ -439,6 +439,15 @@ func BenchmarkReadParallel(b *testing.B) {
 // or by a replica (dbresolver, freshread with each store).
 func BenchmarkRead(b *testing.B) { benchReads(b, false) }
 
+// BenchmarkReadRequestContext is BenchmarkRead in a context that can end,
+// as a service's request context: database/sql and the driver then watch
+// it for every read, with or without the plugin.
+func BenchmarkReadRequestContext(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchReadsIn(b, false, []string{"dbresolver", "freshread-memory", "freshread-redis"}, ctx)
+}
+
 // BenchmarkRoute is the same read with DryRun: the callbacks, routing
 // included, without the statement's execution.
 func BenchmarkRoute(b *testing.B) { benchReads(b, true) }

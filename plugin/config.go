@@ -222,6 +222,20 @@ type Config struct {
 	// reads of one second (at least 1).
 	FallbackBurst int
 
+	// StallTimeout bounds how long a read waits on a replica that has
+	// stopped answering (its connections open, nothing coming back). A
+	// read whose first answer is later than the replica's usual (an
+	// estimate of its recent first answers, at least 50ms, at most
+	// StallTimeout) pings the replica on another connection: a replica
+	// that answers the ping is slow, not stalled, and the read goes on; one
+	// that does not answer within StallTimeout is marked down until a poll
+	// answers, and the read is cancelled and run again on the primary (or,
+	// for an overlapped read, a fresh replica). Only the wait for the
+	// first answer is bounded: rows already streaming are never cut.
+	// Negative: reads wait on a replica as long as their context allows.
+	// Default: 1s.
+	StallTimeout time.Duration
+
 	// BreakerFailures is the number of consecutive store failures after
 	// which reads stop consulting the store (and go to the primary) until a
 	// probe succeeds; probes back off from 100ms to 5s. Default: 3.
@@ -278,6 +292,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLag <= 0 {
 		c.MaxLag = time.Minute
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = time.Second
 	}
 	if c.BreakerFailures <= 0 {
 		c.BreakerFailures = 3

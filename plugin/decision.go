@@ -28,19 +28,20 @@ type Reason string
 
 // Reasons of a Decision.
 const (
-	ReasonFresh         Reason = "fresh"          // a replica had replayed every required position
-	ReasonLagging       Reason = "lagging"        // no usable replica had replayed the required position
-	ReasonNoReplica     Reason = "no-replica"     // no replica configured or none is up
-	ReasonStoreError    Reason = "store-error"    // the store failed, timed out, is suspect or its breaker is open
-	ReasonTransaction   Reason = "in-transaction" // inside a transaction: always the primary
-	ReasonLocking       Reason = "locking"        // FOR UPDATE / FOR SHARE
-	ReasonHint          Reason = "hint"           // dbresolver.Write or dbresolver.Read
-	ReasonConsistency   Reason = "consistency"    // Strong, or Eventual (any replica)
-	ReasonWrite         Reason = "write"          // the statement writes
-	ReasonUnknownSQL    Reason = "unknown-sql"    // raw SQL that could not be shown to be a plain read
-	ReasonReplicaFailed Reason = "replica-failed" // the replica failed; retried on the primary
-	ReasonSticky        Reason = "sticky"         // the session wrote within Config.StickyWindow
-	ReasonPinned        Reason = "pinned"         // db.Connection: the statement stays on its connection
+	ReasonFresh          Reason = "fresh"           // a replica had replayed every required position
+	ReasonLagging        Reason = "lagging"         // no usable replica had replayed the required position
+	ReasonNoReplica      Reason = "no-replica"      // no replica configured or none is up
+	ReasonStoreError     Reason = "store-error"     // the store failed, timed out, is suspect or its breaker is open
+	ReasonTransaction    Reason = "in-transaction"  // inside a transaction: always the primary
+	ReasonLocking        Reason = "locking"         // FOR UPDATE / FOR SHARE
+	ReasonHint           Reason = "hint"            // dbresolver.Write or dbresolver.Read
+	ReasonConsistency    Reason = "consistency"     // Strong, or Eventual (any replica)
+	ReasonWrite          Reason = "write"           // the statement writes
+	ReasonUnknownSQL     Reason = "unknown-sql"     // raw SQL that could not be shown to be a plain read
+	ReasonReplicaFailed  Reason = "replica-failed"  // the replica failed; retried on the primary
+	ReasonReplicaStalled Reason = "replica-stalled" // the replica answered neither the read nor a ping within Config.StallTimeout; run again elsewhere
+	ReasonSticky         Reason = "sticky"          // the session wrote within Config.StickyWindow
+	ReasonPinned         Reason = "pinned"          // db.Connection: the statement stays on its connection
 )
 
 // Decision describes one routing decision, for Config.OnDecision.

@@ -122,7 +122,14 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 	if !st.usable(time.Now(), o.p.cfg.MaxLag) {
 		return o.rerun(ctx, query, args) // it went down since routing
 	}
-	rows, err := o.cand.db.QueryContext(ctx, query, args...)
+	rows, err, stalled := o.p.queryReplica(ctx, o.cand, query, args)
+	if stalled {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		o.p.replicaStalled(o.ctx, o.cand)
+		return o.rerun(ctx, query, args)
+	}
 	if err != nil && o.p.engine.retryable(ctx, err) {
 		o.p.replicaFailed(o.ctx, o.cand, err)
 		return o.rerun(ctx, query, args)

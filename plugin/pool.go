@@ -284,7 +284,14 @@ func (rp *replicaPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.C
 }
 
 func (rp *replicaPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	rows, err := rp.ConnPool.QueryContext(ctx, query, args...)
+	rows, err, stalled := rp.p.queryReplica(ctx, rp.r, query, args)
+	if stalled {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rp.p.replicaStalled(ctx, rp.r)
+		return rp.p.primaryDB.QueryContext(ctx, query, args...)
+	}
 	if err != nil && rp.p.engine.retryable(ctx, err) {
 		rp.p.replicaFailed(ctx, rp.r, err)
 		return rp.p.primaryDB.QueryContext(ctx, query, args...)
@@ -293,7 +300,13 @@ func (rp *replicaPool) QueryContext(ctx context.Context, query string, args ...a
 }
 
 func (rp *replicaPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	row := rp.ConnPool.QueryRowContext(ctx, query, args...)
+	row, stalled := rp.p.queryRowReplica(ctx, rp.r, query, args)
+	if stalled {
+		if ctx.Err() == nil {
+			rp.p.replicaStalled(ctx, rp.r)
+		}
+		return rp.p.primaryDB.QueryRowContext(ctx, query, args...)
+	}
 	if err := row.Err(); err != nil && rp.p.engine.retryable(ctx, err) {
 		rp.p.replicaFailed(ctx, rp.r, err)
 		return rp.p.primaryDB.QueryRowContext(ctx, query, args...)

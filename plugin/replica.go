@@ -24,6 +24,9 @@ type replica struct {
 	// replayWarning: its replay position is refused to the role, said
 	// once (privileges.go).
 	replayWarning sync.Once
+	// stall: the round trips of its reads' first answers, and its ping
+	// (stall.go).
+	stall replicaStall
 }
 
 // replicaState is one poll's result. A cached position is only ever older

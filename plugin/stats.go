@@ -10,7 +10,7 @@ import (
 var reasons = [...]Reason{
 	ReasonFresh, ReasonLagging, ReasonNoReplica, ReasonStoreError, ReasonTransaction,
 	ReasonLocking, ReasonHint, ReasonConsistency, ReasonWrite, ReasonUnknownSQL, ReasonReplicaFailed,
-	ReasonSticky, ReasonPinned,
+	ReasonSticky, ReasonPinned, ReasonReplicaStalled,
 }
 
 func reasonIndex(r Reason) int {

@@ -88,9 +88,10 @@ func (c Postgres) ReplicaPorts() []int {
 }
 
 // stallFault stalls the plugins' connections to a replica (its answers
-// held by the relay) for the fault's duration.
+// held by the relay) for 4 s: longer than the plugin's StallTimeout, so
+// that the slowest read begun during it shows the bound.
 func stallFault(r *testcluster.Relay) Fault {
-	return Fault{Name: "replica-conn-stalled",
+	return Fault{Name: "replica-conn-stalled", For: 4 * time.Second,
 		Inject: func(context.Context) error { r.Stall(true); return nil },
 		Heal:   func(context.Context) error { r.Stall(false); return nil }}
 }
