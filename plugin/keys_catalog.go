@@ -24,7 +24,7 @@ import (
 // catalogKeys is what the plugin learnt from the catalog (guarded by mu
 // for writers; keys is read without it).
 type catalogKeys struct {
-	keys atomic.Pointer[map[string]string] // table -> primary key column
+	keys atomic.Pointer[map[string]*keyDef] // table -> primary key
 	mu   sync.Mutex
 	// started numbers the learnings begun, installed the one whose result
 	// is in keys: a learning that began before the installed one is
@@ -70,7 +70,7 @@ var integerTypes = map[classify.Dialect][]string{
 
 // readPrimaryKeys reads the single-column integer primary keys of the
 // database db is connected to (singleIntegerKeys).
-func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[string]string, error) {
+func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[string]*keyDef, error) {
 	query := pgPrimaryKeysQuery
 	if d == classify.MySQL {
 		query = mysqlPrimaryKeysQuery
@@ -91,7 +91,11 @@ func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[s
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("plugin: read the tables' primary keys: %w", err)
 	}
-	return singleIntegerKeys(cols, d), nil
+	keys := map[string]*keyDef{}
+	for t, col := range singleIntegerKeys(cols, d) {
+		keys[t] = intKey(col)
+	}
+	return keys, nil
 }
 
 // singleIntegerKeys maps each table (normalized as lsnstore.TableKey
@@ -176,22 +180,22 @@ func (p *Plugin) learnKeys(ctx context.Context) {
 	ck.keys.Store(&keys)
 }
 
-// catalogKey is table's single integer primary key column by the catalog.
-func (p *Plugin) catalogKey(table string) (string, bool) {
+// catalogKey is table's primary key by the catalog.
+func (p *Plugin) catalogKey(table string) (*keyDef, bool) {
 	m := p.catalog.keys.Load()
 	if m == nil {
-		return "", false
+		return nil, false
 	}
 	k, ok := (*m)[table]
 	return k, ok
 }
 
-// knownKey is the integer primary key this process keys table by when a
-// statement has no model that names it: the one the table's models use,
-// else the catalog's.
-func (p *Plugin) knownKey(tn *tableKeyNames, table string) (string, bool) {
+// knownKey is the primary key this process keys table by when a
+// statement has no model that names it: the integer one the table's
+// models use, else the catalog's.
+func (p *Plugin) knownKey(tn *tableKeyNames, table string) (*keyDef, bool) {
 	if k := tn.pk.Load(); k != nil {
-		return *k, true
+		return k, true
 	}
 	return p.catalogKey(table)
 }

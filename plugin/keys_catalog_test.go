@@ -54,7 +54,7 @@ func TestModelKeyOverCatalog(t *testing.T) {
 	var log bytes.Buffer
 	p.cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	tn := p.tableNames("customers")
-	if k, _ := p.knownKey(tn, "customers"); k != "ref" {
+	if k, _ := p.knownKey(tn, "customers"); k.name != "ref" {
 		t.Fatalf("before the model: %q, want the catalog's", k)
 	}
 	db := dryDB(t).Session(&gorm.Session{SkipDefaultTransaction: true})
@@ -63,7 +63,7 @@ func TestModelKeyOverCatalog(t *testing.T) {
 			t.Fatal("a model write is not keyable")
 		}
 	}
-	if k, _ := p.knownKey(tn, "customers"); k != "id" {
+	if k, _ := p.knownKey(tn, "customers"); k.name != "id" {
 		t.Fatalf("after the model: %q, want the model's", k)
 	}
 	if n := strings.Count(log.String(), "not the table's primary key in the catalog"); n != 1 {

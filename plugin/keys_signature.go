@@ -22,30 +22,40 @@ const signatureVersion = "v1:"
 
 // signatureOf is keySignature, cached in tn for the last pk asked (a
 // table's primary key does not change: reads allocate nothing).
-func (p *Plugin) signatureOf(tn *tableKeyNames, table, pk string) string {
-	if c := tn.sig.Load(); c != nil && c.pk == pk {
+func (p *Plugin) signatureOf(tn *tableKeyNames, table string, pk *keyDef) string {
+	pkSig := ""
+	if pk != nil {
+		pkSig = pk.sig
+	}
+	if c := tn.sig.Load(); c != nil && c.pk == pkSig {
 		return c.sig
 	}
-	c := &tableSignature{pk: pk, sig: p.keySignature(table, pk)}
+	c := &tableSignature{pk: pkSig, sig: p.keySignature(table, pk)}
 	tn.sig.Store(c)
 	return c.sig
 }
 
-// tableSignature is a table's key signature for a primary key.
+// tableSignature is a table's key signature for a primary key (its
+// keyDef.sig).
 type tableSignature struct{ pk, sig string }
 
 // keySignature is the signature of table for a process that knows its
-// integer primary key pk ("": the model has none).
-func (p *Plugin) keySignature(table, pk string) string {
+// primary key pk (nil: none).
+func (p *Plugin) keySignature(table string, pk *keyDef) string {
+	pkSig, pkCol := "", ""
+	if pk != nil {
+		pkSig = pk.sig
+		pkCol, _ = pk.single()
+	}
 	cols := make([]string, 0, len(p.cfg.KeyColumns[table]))
 	for _, c := range p.cfg.KeyColumns[table] {
-		if !strings.EqualFold(c, pk) {
+		if !strings.EqualFold(c, pkCol) {
 			cols = append(cols, c)
 		}
 	}
 	slices.Sort(cols)
 	cols = slices.Compact(cols)
-	return signatureVersion + pk + ";" + strings.Join(cols, ",")
+	return signatureVersion + pkSig + ";" + strings.Join(cols, ",")
 }
 
 // signatureClaim is what the store answered a claim of sig: whether it is
