@@ -35,13 +35,21 @@ const maxKeys = 256
 // raises its unkeyed position too).
 func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table, sig string) (names []string, ok bool) {
 	var kw keyedWrite
-	pk, hasPK := integerKey(stmt)
-	if hasPK {
+	pkCol := ""
+	if pk, ok := integerKey(stmt); ok {
+		pkCol = pk.DBName
 		keys, ok := writtenKeys(stmt, pk, true)
-		kw.add(table, pk.DBName, keys, ok)
+		kw.add(table, pkCol, keys, ok)
 	}
+	p.addModelKeyColumns(&kw, stmt, table, pkCol)
+	return kw.result(p.signedTable(table, sig))
+}
+
+// addModelKeyColumns adds to kw the keys a model's Create, Update or
+// Delete proves of table's KeyColumns other than pkCol.
+func (p *Plugin) addModelKeyColumns(kw *keyedWrite, stmt *gorm.Statement, table, pkCol string) {
 	for _, col := range p.cfg.KeyColumns[table] {
-		if hasPK && strings.EqualFold(col, pk.DBName) {
+		if strings.EqualFold(col, pkCol) {
 			continue
 		}
 		f := integerField(stmt, col)
@@ -52,7 +60,6 @@ func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table, sig string) (names
 		}
 		kw.add(table, col, keys, ok)
 	}
-	return kw.result(p.signedTable(table, sig))
 }
 
 // keyedWrite accumulates the names of a keyed write.
@@ -93,7 +100,7 @@ func writtenKeys(stmt *gorm.Statement, f *schema.Field, pk bool) ([]string, bool
 		if hasClause(stmt, "ON CONFLICT") {
 			return nil, false // an upsert may update a row under another key
 		}
-		return modelKeys(stmt, f)
+		return modelKeys(stmt, []*schema.Field{f}, []keyType{keyInt})
 	case hasClause(stmt, "UPDATE"):
 		old, ok := pinnedKeys(stmt, f.DBName, pk)
 		if !ok {
@@ -343,19 +350,30 @@ func setsKey(stmt *gorm.Statement, pk *schema.Field) bool {
 	return !zero
 }
 
-// modelKeys reads the integer keys of the rows a Create inserted from its
-// model (GORM sets keys the database assigned). A zero key: not known.
-func modelKeys(stmt *gorm.Statement, pk *schema.Field) ([]string, bool) {
+// modelKeys reads the keys of the rows a Create inserted from its model
+// (GORM sets keys the database assigned): the canonical forms of fields'
+// values, typed types, joined by "," (keyDef). A zero value: not known.
+func modelKeys(stmt *gorm.Statement, fields []*schema.Field, types []keyType) ([]string, bool) {
 	rv := reflect.Indirect(stmt.ReflectValue)
 	var keys []string
 	add := func(row reflect.Value) bool {
-		v, zero := pk.ValueOf(stmt.Context, row)
-		if zero {
-			return false
+		key := ""
+		for i, f := range fields {
+			v, zero := f.ValueOf(stmt.Context, row)
+			if zero {
+				return false
+			}
+			k, ok := types[i].canon(v)
+			if !ok {
+				return false
+			}
+			if i > 0 {
+				key += ","
+			}
+			key += k
 		}
-		k, ok := keyInt.canon(v)
-		keys = append(keys, k)
-		return ok
+		keys = append(keys, key)
+		return true
 	}
 	switch rv.Kind() {
 	case reflect.Struct:
@@ -542,8 +560,8 @@ func flatten(v any) []any {
 	if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
 		return []any{v}
 	}
-	if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
-		return []any{v} // []byte: one value
+	if rv.Type().Elem().Kind() == reflect.Uint8 {
+		return []any{v} // []byte, [16]byte: one value, as GORM binds it
 	}
 	out := make([]any, rv.Len())
 	for i := range out {

@@ -17,7 +17,7 @@ import (
 // dependentsLearnInterval after, and after each schema change run through
 // it (relearnAfterDDL), so that raw SQL and GORM statements without a
 // model (db.Table) are keyed from their first statement. Only
-// single-column integer primary keys count. A model's integer primary key,
+// single-column integer and uuid primary keys count (catalogKeyDef). A model's integer primary key,
 // once seen, takes precedence (tableKeyNames.pk): GORM statements with the
 // model are keyed by it, and one process keys a table by one signature.
 
@@ -68,8 +68,8 @@ var integerTypes = map[classify.Dialect][]string{
 	classify.MySQL:    {"tinyint", "smallint", "mediumint", "int", "integer", "bigint"},
 }
 
-// readPrimaryKeys reads the single-column integer primary keys of the
-// database db is connected to (singleIntegerKeys).
+// readPrimaryKeys reads the primary keys of the database db is connected
+// to that keys are named by (catalogKeyDefs).
 func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[string]*keyDef, error) {
 	query := pgPrimaryKeysQuery
 	if d == classify.MySQL {
@@ -91,53 +91,78 @@ func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[s
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("plugin: read the tables' primary keys: %w", err)
 	}
-	keys := map[string]*keyDef{}
-	for t, col := range singleIntegerKeys(cols, d) {
-		keys[t] = intKey(col)
-	}
-	return keys, nil
+	return catalogKeyDefs(cols, d), nil
 }
 
-// singleIntegerKeys maps each table (normalized as lsnstore.TableKey
-// names it) to the column of its primary key when that key is one integer
-// column. Column names are kept as the catalog spells them on PostgreSQL
-// (as a model's and the classifier's are) and lower-cased on MariaDB and
-// MySQL, whose column names ignore case. A name that several tables share
-// (in several schemas, or differing in case) is left out unless they all
-// have the same key column: every process then reads the same answer.
-func singleIntegerKeys(cols []pkColumn, d classify.Dialect) map[string]string {
+// catalogKeyDefs maps each table (normalized as lsnstore.TableKey names
+// it) to its primary key when that key is one column of a type keys are
+// named by (columnKeyType). Column names are kept as the catalog spells
+// them on PostgreSQL (as a model's and the classifier's are) and
+// lower-cased on MariaDB and MySQL, whose column names ignore case. A
+// name that several tables share (in several schemas, or differing in
+// case) is left out unless they all have the same key: every process then
+// reads the same answer.
+func catalogKeyDefs(cols []pkColumn, d classify.Dialect) map[string]*keyDef {
 	type qualified struct{ schema, table string }
-	n := map[qualified]int{}
+	var order []qualified
+	byTable := map[qualified][]pkColumn{}
 	for _, c := range cols {
-		n[qualified{c.schema, c.table}]++
+		q := qualified{c.schema, c.table}
+		if _, ok := byTable[q]; !ok {
+			order = append(order, q)
+		}
+		byTable[q] = append(byTable[q], c)
 	}
-	keys := map[string]string{}
+	keys := map[string]*keyDef{}
 	excluded := map[string]bool{}
-	for q, count := range n {
-		excluded[lsnstore.TableKey(q.table)] = excluded[lsnstore.TableKey(q.table)] || count != 1
-	}
-	for _, c := range cols {
-		table := lsnstore.TableKey(c.table)
+	for _, q := range order {
+		table := lsnstore.TableKey(q.table)
 		if excluded[table] {
 			continue
 		}
-		col := c.column
-		if d == classify.MySQL {
-			col = strings.ToLower(col)
-		}
-		if !isIntegerType(d, c.dataType) {
+		k, ok := catalogKeyDef(byTable[q], d)
+		if prev, seen := keys[table]; !ok || seen && !prev.same(k) {
 			excluded[table] = true
 			delete(keys, table)
 			continue
 		}
-		if prev, ok := keys[table]; ok && prev != col {
-			excluded[table] = true
-			delete(keys, table)
-			continue
-		}
-		keys[table] = col
+		keys[table] = k
 	}
 	return keys
+}
+
+// catalogKeyDef is the key of one table's primary key columns, or ok
+// false when they are not one column whose type keys are named by, or a
+// column's name has a character that names use as a separator.
+func catalogKeyDef(cols []pkColumn, d classify.Dialect) (*keyDef, bool) {
+	if len(cols) != 1 {
+		return nil, false
+	}
+	names := make([]string, len(cols))
+	types := make([]keyType, len(cols))
+	for i, c := range cols {
+		t, ok := columnKeyType(d, c)
+		if !ok || strings.ContainsAny(c.column, "#,:;=%") {
+			return nil, false
+		}
+		names[i], types[i] = c.column, t
+		if d == classify.MySQL {
+			names[i] = strings.ToLower(c.column)
+		}
+	}
+	return newKeyDef(names, types), true
+}
+
+// columnKeyType is how a key column of c's type is keyed: integers; uuid
+// (PostgreSQL's uuid, MariaDB's UUID).
+func columnKeyType(d classify.Dialect, c pkColumn) (keyType, bool) {
+	switch {
+	case isIntegerType(d, c.dataType):
+		return keyInt, true
+	case strings.EqualFold(c.dataType, "uuid"):
+		return keyUUID, true
+	}
+	return 0, false
 }
 
 func isIntegerType(d classify.Dialect, typ string) bool {

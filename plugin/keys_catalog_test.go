@@ -12,7 +12,9 @@ import (
 	"github.com/freshread/freshread/classify"
 )
 
-func TestSingleIntegerKeys(t *testing.T) {
+// TestCatalogKeyDefs: the catalog's primary keys that keys are named by:
+// one integer or uuid column.
+func TestCatalogKeyDefs(t *testing.T) {
 	pg := []pkColumn{
 		{"public", "items", "id", "int8"},
 		{"public", "parts", "id", "int4"},
@@ -27,9 +29,13 @@ func TestSingleIntegerKeys(t *testing.T) {
 		{"public", "mixed", "id", "int8"}, // one schema's key is composite
 		{"audit", "mixed", "id", "int8"},
 		{"audit", "mixed", "at", "int8"},
+		{"public", "tokens", "id", "uuid"},
+		{"public", "typed", "id", "uuid"}, // one name, two types
+		{"audit", "typed", "id", "int8"},
+		{"public", "odd", "a,b", "int8"}, // a separator in the name
 	}
-	want := map[string]string{"items": "id", "parts": "id", "quoted": "ID", "dup": "id"}
-	if got := singleIntegerKeys(pg, classify.Postgres); !maps.Equal(got, want) {
+	want := map[string]string{"items": "id", "parts": "id", "quoted": "ID", "dup": "id", "tokens": "id:uuid"}
+	if got := keySigs(catalogKeyDefs(pg, classify.Postgres)); !maps.Equal(got, want) {
 		t.Errorf("PostgreSQL: %v, want %v", got, want)
 	}
 	my := []pkColumn{
@@ -39,11 +45,21 @@ func TestSingleIntegerKeys(t *testing.T) {
 		{"app", "prices", "id", "decimal"},
 		{"app", "Users", "id", "int"}, // two tables, one name
 		{"app", "users", "uid", "int"},
+		{"app", "sessions", "Token", "uuid"}, // MariaDB's UUID type
 	}
-	want = map[string]string{"items": "id", "flags": "id", "notes": "id"}
-	if got := singleIntegerKeys(my, classify.MySQL); !maps.Equal(got, want) {
+	want = map[string]string{"items": "id", "flags": "id", "notes": "id", "sessions": "token:uuid"}
+	if got := keySigs(catalogKeyDefs(my, classify.MySQL)); !maps.Equal(got, want) {
 		t.Errorf("MySQL: %v, want %v", got, want)
 	}
+}
+
+// keySigs are keys' signature parts (a column, or columns with types).
+func keySigs(keys map[string]*keyDef) map[string]string {
+	out := make(map[string]string, len(keys))
+	for t, k := range keys {
+		out[t] = k.sig
+	}
+	return out
 }
 
 // TestModelKeyOverCatalog: once a model names another integer primary

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"database/sql/driver"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -19,11 +21,12 @@ import (
 type keyType uint8
 
 const (
-	keyInt keyType = iota // an integer column: the value in decimal
+	keyInt  keyType = iota // an integer column: the value in decimal
+	keyUUID                // a uuid column: lower-case, hyphenated (8-4-4-4-12)
 )
 
 // keyTypeTags name key types in signatures.
-var keyTypeTags = [...]string{keyInt: "int"}
+var keyTypeTags = [...]string{keyInt: "int", keyUUID: "uuid"}
 
 // canon is v's canonical form as a value of a column of type t, or ok
 // false when it is not certain.
@@ -35,8 +38,119 @@ func (t keyType) canon(v any) (string, bool) {
 			return "", false
 		}
 		return strconv.FormatInt(n, 10), true
+	case keyUUID:
+		return uuidValue(v)
 	}
 	return "", false
+}
+
+// uuidValue is the canonical form of v as a value of a uuid column
+// (PostgreSQL's uuid, MariaDB's UUID): a string in the 8-4-4-4-12 form of
+// either case, a [16]byte (or an array type of 16 bytes), or a
+// driver.Valuer whose Value is such a string (github.com/google/uuid's
+// UUID is one) and, when its own kind is a string or 16 bytes (which a
+// driver may send instead), that value too. Both servers accept other
+// spellings (no hyphens, braces, hyphens elsewhere): those read and
+// write by table, as does anything else.
+func uuidValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return canonUUID(x)
+	case [16]byte:
+		return formatUUID(x), true
+	case driver.Valuer:
+		return valuerUUID(x)
+	}
+	return underlyingUUID(reflect.ValueOf(v))
+}
+
+// underlyingUUID reads a value of a named string type, or of an array
+// type of 16 bytes, as a uuid.
+func underlyingUUID(rv reflect.Value) (string, bool) {
+	switch {
+	case rv.Kind() == reflect.String:
+		return canonUUID(rv.String())
+	case rv.Kind() == reflect.Array && rv.Len() == 16 && rv.Type().Elem().Kind() == reflect.Uint8:
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(rv.Index(i).Uint())
+		}
+		return formatUUID(b), true
+	}
+	return "", false
+}
+
+// valuerUUID reads a driver.Valuer as a uuid: its Value must be a uuid
+// string, and agree with the value's own kind when that is a string or
+// 16 bytes. A nil pointer is NULL.
+func valuerUUID(v driver.Valuer) (string, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return "", false
+		}
+		rv = rv.Elem()
+	}
+	dv, err := v.Value()
+	if err != nil {
+		return "", false
+	}
+	s, ok := dv.(string)
+	if !ok {
+		return "", false
+	}
+	c, ok := canonUUID(s)
+	if !ok {
+		return "", false
+	}
+	if rv.Kind() == reflect.String || rv.Kind() == reflect.Array {
+		if u, ok := underlyingUUID(rv); !ok || u != c {
+			return "", false
+		}
+	}
+	return c, true
+}
+
+// canonUUID is s lower-cased when it is a uuid in the 8-4-4-4-12 form.
+func canonUUID(s string) (string, bool) {
+	if len(s) != 36 {
+		return "", false
+	}
+	upper := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return "", false
+			}
+		case '0' <= c && c <= '9' || 'a' <= c && c <= 'f':
+		case 'A' <= c && c <= 'F':
+			upper = true
+		default:
+			return "", false
+		}
+	}
+	if !upper {
+		return s, true
+	}
+	return strings.ToLower(s), true
+}
+
+// formatUUID is b in the canonical form.
+func formatUUID(b [16]byte) string {
+	const hex = "0123456789abcdef"
+	var out [36]byte
+	j := 0
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j], out[j+1] = hex[c>>4], hex[c&0xf]
+		j += 2
+	}
+	return string(out[:])
 }
 
 // keyDef is a key a process keys a table by: its primary key (one column,

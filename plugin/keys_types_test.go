@@ -1,9 +1,16 @@
 package plugin
 
 import (
+	"database/sql/driver"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -24,4 +31,136 @@ func TestIntegerKeyNamesUnchanged(t *testing.T) {
 	if sig := newKeyDef([]string{"id"}, []keyType{keyInt}).sig; sig != "id" {
 		t.Errorf("an integer key's signature part is %q, want the column alone", sig)
 	}
+}
+
+// textUUID is a driver.Valuer of a string kind whose Value is not its
+// string: neither can be trusted.
+type textUUID string
+
+func (u textUUID) Value() (driver.Value, error) { return strings.ToUpper(string(u)) + "0", nil }
+
+// byteUUID is a named array of 16 bytes without a Value method (pgx
+// sends its bytes).
+type byteUUID [16]byte
+
+func TestUUIDValues(t *testing.T) {
+	const c = "550e8400-e29b-41d4-a716-446655440000"
+	u := uuid.MustParse(c)
+	var nilUUID *uuid.UUID
+	for _, tc := range []struct {
+		v    any
+		want string // "": not keyed
+	}{
+		{c, c},
+		{strings.ToUpper(c), c},
+		{"550e8400e29b41d4a716446655440000", ""}, // no hyphens: the servers accept it, we do not name it
+		{"{550e8400-e29b-41d4-a716-446655440000}", ""}, // braces
+		{"550e-8400-e29b-41d4-a716-4466-5544-0000", ""},
+		{"550e8400-e29b-41d4-a716-44665544000g", ""},
+		{" " + c, ""},
+		{[16]byte(u), c},
+		{byteUUID(u), c},
+		{u, c},
+		{&u, c},
+		{nilUUID, ""},
+		{uuid.NullUUID{UUID: u, Valid: true}, c},
+		{uuid.NullUUID{}, ""},
+		{textUUID(c), ""},
+		{[]byte(c), ""},
+		{u[:], ""},
+		{5, ""},
+		{nil, ""},
+	} {
+		got, ok := keyUUID.canon(tc.v)
+		if tc.want == "" {
+			if ok {
+				t.Errorf("%T %v: keyed as %q, want not keyed", tc.v, tc.v, got)
+			}
+			continue
+		}
+		if !ok || got != tc.want {
+			t.Errorf("%T %v: %q, %v; want %q", tc.v, tc.v, got, ok, tc.want)
+		}
+	}
+}
+
+// TestTypedSignatures: a table keyed by an integer column is signed as
+// every earlier version signs it; by a key of another type, with the
+// type and another version, so that no process that types the key
+// otherwise (or knows only integer keys) shares its signature.
+func TestTypedSignatures(t *testing.T) {
+	p := catalogPlugin(nil)
+	for _, tc := range []struct {
+		table string
+		pk    *keyDef
+		want  string
+	}{
+		{"items", intKey("id"), "v1:id;"},
+		{"items", nil, "v1:;"},
+		{"parts", intKey("id"), "v1:id;item_id"},
+		{"tokens", newKeyDef([]string{"id"}, []keyType{keyUUID}), "v2:id:uuid;"},
+		{"parts", newKeyDef([]string{"id"}, []keyType{keyUUID}), "v2:id:uuid;item_id"},
+	} {
+		if got := p.keySignature(tc.table, tc.pk); got != tc.want {
+			t.Errorf("%s keyed by %+v: %q, want %q", tc.table, tc.pk, got, tc.want)
+		}
+	}
+}
+
+// Token is a model with a uuid primary key (github.com/google/uuid).
+type Token struct {
+	ID   uuid.UUID
+	Name string
+}
+
+// TestUUIDKeyedStatements: with the catalog's uuid primary key, GORM
+// reads and writes of a model keyed by a uuid name its rows by the
+// canonical form; a value that is not certainly a uuid reads by table.
+func TestUUIDKeyedStatements(t *testing.T) {
+	const c = "550e8400-e29b-41d4-a716-446655440000"
+	u := uuid.MustParse(c)
+	p := catalogKeysPlugin(map[string]*keyDef{"tokens": newKeyDef([]string{"id"}, []keyType{keyUUID})}, classify.Postgres)
+	key := lsnstore.KeyNameText("tokens", "id", c)
+	db := dryDB(t).Session(&gorm.Session{SkipDefaultTransaction: true})
+	for _, tc := range []struct {
+		name  string
+		query func(*gorm.DB) *gorm.DB
+		keyed bool
+	}{
+		{"uuid.UUID", func(db *gorm.DB) *gorm.DB { return db.Where("id = ?", u) }, true},
+		{"upper-case string", func(db *gorm.DB) *gorm.DB { return db.Where("id = ?", strings.ToUpper(c)) }, true},
+		{"struct condition", func(db *gorm.DB) *gorm.DB { return db.Where(&Token{ID: u}) }, true},
+		{"IN", func(db *gorm.DB) *gorm.DB { return db.Where("id IN ?", []uuid.UUID{u}) }, true},
+		{"string without hyphens", func(db *gorm.DB) *gorm.DB { return db.Where("id = ?", strings.ReplaceAll(c, "-", "")) }, false},
+		{"bytes", func(db *gorm.DB) *gorm.DB { return db.Where("id = ?", u[:]) }, false},
+	} {
+		var got []Token
+		stmt := tc.query(db.Model(&Token{})).Find(&got).Statement
+		names, ok := p.keyedReadNames(stmt, "tokens")
+		if ok != tc.keyed || ok && !slices.Contains(names, key) {
+			t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", tc.name, stmt.SQL.String(), names, ok, tc.keyed, key)
+		}
+	}
+
+	write := func(what string, tx *gorm.DB, want bool) {
+		t.Helper()
+		if tx.Error != nil {
+			t.Fatal(tx.Error)
+		}
+		kw, ok := p.keyable(tx, "tokens")
+		if !ok || !kw.fromSQL {
+			t.Fatalf("%s: keyable = %+v, %v", what, kw, ok)
+		}
+		names, ok := p.builtWriteNames(tx.Statement, kw)
+		if ok != want || ok && !slices.Contains(names, key) {
+			t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", what, tx.Statement.SQL.String(), names, ok, want, key)
+		}
+	}
+	write("Update", db.Model(&Token{ID: u}).Update("name", "x"), true)
+	write("Delete", db.Delete(&Token{ID: u}), true)
+	write("Create", db.Create(&Token{ID: u, Name: "x"}), true)
+	write("Create of a zero key", db.Create(&Token{Name: "x"}), false)
+	write("Create omitting the key", db.Omit("id").Create(&Token{ID: u, Name: "x"}), false)
+	write("Update of the key", db.Model(&Token{ID: u}).Update("id", uuid.New()), false)
+	write("Update without a key", db.Model(&Token{}).Where("name = ?", "x").Update("name", "y"), false)
 }
