@@ -16,8 +16,9 @@ import (
 // key when it starts, with the dependency graph, every
 // dependentsLearnInterval after, and after each schema change run through
 // it (relearnAfterDDL), so that raw SQL and GORM statements without a
-// model (db.Table) are keyed from their first statement. Only
-// single-column integer and uuid primary keys count (catalogKeyDef). A model's integer primary key,
+// model (db.Table) are keyed from their first statement. Primary keys
+// whose columns are integers or uuids count (catalogKeyDef), composite
+// ones too. A model's integer primary key,
 // once seen, takes precedence (tableKeyNames.pk): GORM statements with the
 // model are keyed by it, and one process keys a table by one signature.
 
@@ -34,32 +35,38 @@ type catalogKeys struct {
 	failing            bool // the last learning failed (warned once a spell)
 }
 
-// pkColumn is one column of a primary key as the catalog lists it.
+// pkColumn is one column of a primary key as the catalog lists it, in
+// the key's order.
 type pkColumn struct {
 	schema, table, column, dataType string
 }
 
-// pgPrimaryKeysQuery lists the primary key columns of every user table
-// (an INCLUDE column of the key's index is listed too: the key then
-// counts as composite).
+// pgPrimaryKeysQuery lists the primary key columns of every user table,
+// in the key's order (not its index's INCLUDE columns: indnkeyatts, read
+// through to_jsonb so that a server older than PostgreSQL 11, which has
+// no INCLUDE, answers too).
 const pgPrimaryKeysQuery = `
 SELECT n.nspname, c.relname, a.attname, t.typname
 FROM pg_index i
+CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_class c ON c.oid = i.indrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
 JOIN pg_type t ON t.oid = a.atttypid
 WHERE i.indisprimary
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'`
+  AND k.ord <= COALESCE((to_jsonb(i)->>'indnkeyatts')::int, i.indnatts)
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+ORDER BY n.nspname, c.relname, k.ord`
 
 // mysqlPrimaryKeysQuery lists the primary key columns of the current
-// database's tables (MariaDB and MySQL).
+// database's tables (MariaDB and MySQL), in the key's order.
 const mysqlPrimaryKeysQuery = `
 SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.COLUMN_NAME, c.DATA_TYPE
 FROM information_schema.KEY_COLUMN_USAGE k
 JOIN information_schema.COLUMNS c
   ON c.TABLE_SCHEMA = k.TABLE_SCHEMA AND c.TABLE_NAME = k.TABLE_NAME AND c.COLUMN_NAME = k.COLUMN_NAME
-WHERE k.TABLE_SCHEMA = DATABASE() AND k.CONSTRAINT_NAME = 'PRIMARY'`
+WHERE k.TABLE_SCHEMA = DATABASE() AND k.CONSTRAINT_NAME = 'PRIMARY'
+ORDER BY k.TABLE_SCHEMA, k.TABLE_NAME, k.ORDINAL_POSITION`
 
 // integerTypes are the catalog's names of integer column types: pg_type's
 // on PostgreSQL, DATA_TYPE on MariaDB and MySQL.
@@ -95,8 +102,8 @@ func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[s
 }
 
 // catalogKeyDefs maps each table (normalized as lsnstore.TableKey names
-// it) to its primary key when that key is one column of a type keys are
-// named by (columnKeyType). Column names are kept as the catalog spells
+// it) to its primary key (cols lists each key's columns in its order)
+// when every column is of a type keys are named by (columnKeyType). Column names are kept as the catalog spells
 // them on PostgreSQL (as a model's and the classifier's are) and
 // lower-cased on MariaDB and MySQL, whose column names ignore case. A
 // name that several tables share (in several schemas, or differing in
@@ -131,11 +138,12 @@ func catalogKeyDefs(cols []pkColumn, d classify.Dialect) map[string]*keyDef {
 	return keys
 }
 
-// catalogKeyDef is the key of one table's primary key columns, or ok
-// false when they are not one column whose type keys are named by, or a
-// column's name has a character that names use as a separator.
+// catalogKeyDef is the key of one table's primary key columns (several:
+// a composite key, keyed only where every column is pinned), or ok false
+// when a column's type is not one keys are named by, or its name has a
+// character that names use as a separator.
 func catalogKeyDef(cols []pkColumn, d classify.Dialect) (*keyDef, bool) {
-	if len(cols) != 1 {
+	if len(cols) == 0 || len(cols) > maxKeyColumns {
 		return nil, false
 	}
 	names := make([]string, len(cols))

@@ -13,13 +13,17 @@ import (
 )
 
 // TestCatalogKeyDefs: the catalog's primary keys that keys are named by:
-// one integer or uuid column.
+// integer or uuid columns, one or several (composite, in the key's order).
 func TestCatalogKeyDefs(t *testing.T) {
 	pg := []pkColumn{
 		{"public", "items", "id", "int8"},
 		{"public", "parts", "id", "int4"},
-		{"public", "pairs", "a", "int4"}, // composite
-		{"public", "pairs", "b", "int4"},
+		{"public", "pairs", "b", "int4"}, // composite, in the key's order
+		{"public", "pairs", "a", "int4"},
+		{"public", "lines", "order_id", "uuid"},
+		{"public", "lines", "n", "int2"},
+		{"public", "tagged", "id", "int8"}, // one column is not keyable
+		{"public", "tagged", "tag", "text"},
 		{"public", "codes", "code", "text"}, // not an integer
 		{"public", "Quoted", "ID", "int2"},  // normalized name, column as spelt
 		{"public", "dup", "id", "int8"},     // the same key in two schemas
@@ -34,7 +38,8 @@ func TestCatalogKeyDefs(t *testing.T) {
 		{"audit", "typed", "id", "int8"},
 		{"public", "odd", "a,b", "int8"}, // a separator in the name
 	}
-	want := map[string]string{"items": "id", "parts": "id", "quoted": "ID", "dup": "id", "tokens": "id:uuid"}
+	want := map[string]string{"items": "id", "parts": "id", "quoted": "ID", "dup": "id", "tokens": "id:uuid",
+		"pairs": "b:int,a:int", "lines": "order_id:uuid,n:int"}
 	if got := keySigs(catalogKeyDefs(pg, classify.Postgres)); !maps.Equal(got, want) {
 		t.Errorf("PostgreSQL: %v, want %v", got, want)
 	}

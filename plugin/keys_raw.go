@@ -111,12 +111,25 @@ func (p *Plugin) sameRawColumn(sqlName, col string) bool {
 }
 
 // rawPinnedKeys returns the canonical forms of the values of key k that
-// pn pins.
+// pn pins. A composite key is pinned only when each of its columns is
+// pinned to exactly one value: its one key is their forms joined by ","
+// in the key's order.
 func (p *Plugin) rawPinnedKeys(pn *classify.Pinned, k *keyDef, vars []any) ([]string, bool) {
 	if col, ok := k.single(); ok {
 		return p.rawPinnedColumn(pn, col, k.types[0], vars)
 	}
-	return nil, false
+	var key strings.Builder
+	for i, col := range k.cols {
+		v, ok := p.rawPinnedColumn(pn, col, k.types[i], vars)
+		if !ok || len(v) != 1 {
+			return nil, false
+		}
+		if i > 0 {
+			key.WriteByte(',')
+		}
+		key.WriteString(v[0])
+	}
+	return []string{key.String()}, true
 }
 
 // rawPinnedColumn returns the canonical forms, as values of type t, of

@@ -168,6 +168,9 @@ type keyDef struct {
 	sig string
 }
 
+// maxKeyColumns bounds the columns of a composite key.
+const maxKeyColumns = 8
+
 // newKeyDef is the key of cols, typed types (one each).
 func newKeyDef(cols []string, types []keyType) *keyDef {
 	k := &keyDef{cols: cols, types: types, name: strings.Join(cols, ",")}

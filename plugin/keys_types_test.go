@@ -144,17 +144,7 @@ func TestUUIDKeyedStatements(t *testing.T) {
 
 	write := func(what string, tx *gorm.DB, want bool) {
 		t.Helper()
-		if tx.Error != nil {
-			t.Fatal(tx.Error)
-		}
-		kw, ok := p.keyable(tx, "tokens")
-		if !ok || !kw.fromSQL {
-			t.Fatalf("%s: keyable = %+v, %v", what, kw, ok)
-		}
-		names, ok := p.builtWriteNames(tx.Statement, kw)
-		if ok != want || ok && !slices.Contains(names, key) {
-			t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", what, tx.Statement.SQL.String(), names, ok, want, key)
-		}
+		checkBuiltWrite(t, p, "tokens", key, what, tx, want)
 	}
 	write("Update", db.Model(&Token{ID: u}).Update("name", "x"), true)
 	write("Delete", db.Delete(&Token{ID: u}), true)
@@ -163,4 +153,72 @@ func TestUUIDKeyedStatements(t *testing.T) {
 	write("Create omitting the key", db.Omit("id").Create(&Token{ID: u, Name: "x"}), false)
 	write("Update of the key", db.Model(&Token{ID: u}).Update("id", uuid.New()), false)
 	write("Update without a key", db.Model(&Token{}).Where("name = ?", "x").Update("name", "y"), false)
+}
+
+// Line is a model with a composite primary key: an integer and a uuid.
+type Line struct {
+	N       int       `gorm:"primaryKey;autoIncrement:false"`
+	OrderID uuid.UUID `gorm:"primaryKey"`
+	Name    string
+}
+
+// TestCompositeKeyedStatements: a composite primary key from the catalog
+// keys a statement only when every column is pinned to one value, named
+// by all columns in the catalog's order.
+func TestCompositeKeyedStatements(t *testing.T) {
+	const c = "550e8400-e29b-41d4-a716-446655440000"
+	u := uuid.MustParse(c)
+	// The catalog's order: order_id first.
+	p := catalogKeysPlugin(map[string]*keyDef{"lines": newKeyDef([]string{"order_id", "n"}, []keyType{keyUUID, keyInt})}, classify.Postgres)
+	key := lsnstore.KeyNameText("lines", "order_id,n", c+",3")
+	db := dryDB(t).Session(&gorm.Session{SkipDefaultTransaction: true})
+	for _, tc := range []struct {
+		name  string
+		query func(*gorm.DB) *gorm.DB
+		keyed bool
+	}{
+		{"both columns", func(db *gorm.DB) *gorm.DB { return db.Where("n = ? AND order_id = ?", 3, u) }, true},
+		{"struct condition", func(db *gorm.DB) *gorm.DB { return db.Where(&Line{N: 3, OrderID: u}) }, true},
+		{"one column", func(db *gorm.DB) *gorm.DB { return db.Where("order_id = ?", u) }, false},
+		{"two values of one column", func(db *gorm.DB) *gorm.DB { return db.Where("n IN ? AND order_id = ?", []int{3, 4}, u) }, false},
+		{"a value that is not a uuid", func(db *gorm.DB) *gorm.DB { return db.Where("n = ? AND order_id = ?", 3, "x") }, false},
+	} {
+		var got []Line
+		stmt := tc.query(db.Model(&Line{})).Find(&got).Statement
+		names, ok := p.keyedReadNames(stmt, "lines")
+		if ok != tc.keyed || ok && !slices.Contains(names, key) {
+			t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", tc.name, stmt.SQL.String(), names, ok, tc.keyed, key)
+		}
+		if ok && !slices.Contains(names, lsnstore.UnkeyedColumnName("lines", "order_id,n")) {
+			t.Errorf("%s: names %v lack the key's unkeyed column position", tc.name, names)
+		}
+	}
+
+	write := func(what string, tx *gorm.DB, want bool) {
+		t.Helper()
+		checkBuiltWrite(t, p, "lines", key, what, tx, want)
+	}
+	write("Update of the model", db.Model(&Line{N: 3, OrderID: u}).Update("name", "x"), true)
+	write("Delete of the model", db.Delete(&Line{N: 3, OrderID: u}), true)
+	write("Create", db.Create(&Line{N: 3, OrderID: u, Name: "x"}), true)
+	write("Update by one column", db.Model(&Line{}).Where("order_id = ?", u).Update("name", "y"), false)
+	write("Update of a key column", db.Model(&Line{N: 3, OrderID: u}).Update("n", 4), false)
+	write("Delete of two rows", db.Delete(&[]Line{{N: 3, OrderID: u}, {N: 4, OrderID: u}}), false)
+}
+
+// checkBuiltWrite checks that a write of table by a model the plugin keys
+// by the catalog's key proves key (want) or nothing.
+func checkBuiltWrite(t *testing.T, p *Plugin, table, key, what string, tx *gorm.DB, want bool) {
+	t.Helper()
+	if tx.Error != nil {
+		t.Fatal(tx.Error)
+	}
+	kw, ok := p.keyable(tx, table)
+	if !ok || !kw.fromSQL {
+		t.Fatalf("%s: keyable = %+v, %v", what, kw, ok)
+	}
+	names, ok := p.builtWriteNames(tx.Statement, kw)
+	if ok != want || ok && !slices.Contains(names, key) {
+		t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", what, tx.Statement.SQL.String(), names, ok, want, key)
+	}
 }
