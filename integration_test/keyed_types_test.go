@@ -56,6 +56,33 @@ func (e *env) tokenReads(db *gorm.DB, id uuid.UUID) map[string]served {
 	}
 }
 
+// createDeleteSteps are the steps the tests of every key type share, each
+// once the writes before it are replicated and replay is paused again: a
+// GORM Create of row C (created, which readsC must read fresh), then a
+// GORM Delete of row A (deleted, which whereA must count 0 of); untouched
+// checks row B after each.
+func (e *env) createDeleteSteps(what string, created any, readsC func() map[string]served, deleted any, whereA *gorm.DB, untouched func(after string)) {
+	e.t.Helper()
+	e.step("the writes so far replicated")
+	e.t.Logf("step: GORM creates %s C", what)
+	if err := e.db.Create(created).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	e.mustRead(readsC(), "created", "a GORM create of "+what+" C")
+	untouched("a GORM create of " + what + " C")
+
+	e.step("the writes so far replicated")
+	e.t.Logf("step: GORM deletes %s A", what)
+	if err := e.db.Delete(deleted).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	var n int64
+	if err := whereA.Count(&n).Error; err != nil || n != 0 {
+		e.t.Fatalf("STALE READ of %s A after its delete: %d rows, %v", what, n, err)
+	}
+	untouched("a GORM delete of " + what + " A")
+}
+
 // checkKeyedUUID: a table with a uuid primary key (created through the
 // plugin, which reads its key from the catalog) is keyed by it: GORM
 // Update, Create and Delete and a raw UPDATE of row A, while replay is
@@ -88,6 +115,7 @@ func checkKeyedUUID(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	e.mustRead(e.tokenReads(e.db, a), "new", "a GORM update of token A")
 	untouched("a GORM update of token A")
 
+	e.step("the writes so far replicated")
 	e.t.Log("step: raw SQL updates token A by its upper-case string")
 	if err := e.db.Exec("UPDATE tokens SET name = ? WHERE id = ?", "newer", strings.ToUpper(a.String())).Error; err != nil {
 		t.Fatal(err)
@@ -95,23 +123,10 @@ func checkKeyedUUID(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	e.mustRead(e.tokenReads(e.db, a), "newer", "a raw update of token A")
 	untouched("a raw update of token A")
 
-	e.t.Log("step: GORM creates token C")
-	if err := e.db.Create(&Token{ID: c, Name: "created"}).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.mustRead(e.tokenReads(e.db, c), "created", "a GORM create of token C")
-	untouched("a GORM create of token C")
+	e.createDeleteSteps("token", &Token{ID: c, Name: "created"}, func() map[string]served { return e.tokenReads(e.db, c) },
+		&Token{ID: a}, e.db.Model(&Token{}).Where("id = ?", a), untouched)
 
-	e.t.Log("step: GORM deletes token A")
-	if err := e.db.Delete(&Token{ID: a}).Error; err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := e.db.Model(&Token{}).Where("id = ?", a).Count(&n).Error; err != nil || n != 0 {
-		t.Fatalf("STALE READ of token A after its delete: %d rows, %v", n, err)
-	}
-	untouched("a GORM delete of token A")
-
+	e.step("the writes so far replicated")
 	e.t.Log("step: an update without a key")
 	if err := e.db.Model(&Token{}).Where("name = ?", "old").Update("version", 7).Error; err != nil {
 		t.Fatal(err)
@@ -196,6 +211,7 @@ func checkKeyedComposite(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) 
 	byOrder("new", "a GORM update of line A")
 	untouched("a GORM update of line A")
 
+	e.step("the writes so far replicated")
 	e.t.Log("step: raw SQL updates line A")
 	if err := e.db.Exec("UPDATE order_lines SET name = ? WHERE order_id = ? AND n = ?", "newer", o.String(), 1).Error; err != nil {
 		t.Fatal(err)
@@ -204,23 +220,10 @@ func checkKeyedComposite(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) 
 	byOrder("newer", "a raw update of line A")
 	untouched("a raw update of line A")
 
-	e.t.Log("step: GORM creates line C")
-	if err := e.db.Create(&OrderLine{OrderID: o, N: 3, Name: "created"}).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.mustRead(e.lineReads(e.db, o, 3), "created", "a GORM create of line C")
-	untouched("a GORM create of line C")
+	e.createDeleteSteps("line", &OrderLine{OrderID: o, N: 3, Name: "created"}, func() map[string]served { return e.lineReads(e.db, o, 3) },
+		&OrderLine{OrderID: o, N: 1}, e.db.Model(&OrderLine{}).Where(&OrderLine{OrderID: o, N: 1}), untouched)
 
-	e.t.Log("step: GORM deletes line A")
-	if err := e.db.Delete(&OrderLine{OrderID: o, N: 1}).Error; err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := e.db.Model(&OrderLine{}).Where(&OrderLine{OrderID: o, N: 1}).Count(&n).Error; err != nil || n != 0 {
-		t.Fatalf("STALE READ of line A after its delete: %d rows, %v", n, err)
-	}
-	untouched("a GORM delete of line A")
-
+	e.step("the writes so far replicated")
 	e.t.Log("step: an update pinned by order_id alone")
 	if err := e.db.Model(&OrderLine{}).Where("order_id = ?", o).Update("version", 7).Error; err != nil {
 		t.Fatal(err)
@@ -235,3 +238,125 @@ func checkKeyedComposite(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) 
 
 func TestKeyedComposite(t *testing.T)        { checkKeyedComposite(t, newEnv) }
 func TestMariaDBKeyedComposite(t *testing.T) { checkKeyedComposite(t, newMariaEnv) }
+
+// Code is a model whose primary key is text.
+type Code struct {
+	Code    string `gorm:"primaryKey"`
+	Name    string
+	Version int
+}
+
+// codeReads are the ways a test reads code c of table: the model (for
+// codes), raw SQL, db.Table.
+func (e *env) codeReads(db *gorm.DB, table, c string) map[string]served {
+	e.t.Helper()
+	sel := "name, version, " + e.c.portExpr() + " AS port"
+	reads := map[string]served{
+		"raw SQL": e.readRow(db, "a code", func(db *gorm.DB, s *served) error {
+			return db.Raw("SELECT "+sel+" FROM "+table+" WHERE code = ?", c).Scan(s).Error
+		}),
+		"db.Table": e.readRow(db, "a code", func(db *gorm.DB, s *served) error {
+			return db.Table(table).Select(sel).Where("code = ?", c).Scan(s).Error
+		}),
+	}
+	if table == "codes" {
+		reads["the model"] = e.readRow(db, "a code", func(db *gorm.DB, s *served) error {
+			return db.Model(&Code{}).Select(sel).Where(&Code{Code: c}).Scan(s).Error
+		})
+	}
+	return reads
+}
+
+// textKeyTables are the DDL of a table whose text key compares byte-wise
+// (codes) and of one whose key ignores case (folded), per engine.
+var textKeyTables = map[string][2]string{
+	"postgres": {
+		"CREATE TABLE codes (code VARCHAR(40) PRIMARY KEY, name VARCHAR(40), version INT)",
+		"CREATE TABLE folded (code VARCHAR(40) COLLATE folding PRIMARY KEY, name VARCHAR(40), version INT)",
+	},
+	"mariadb": {
+		"CREATE TABLE codes (code VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY, name VARCHAR(40), version INT)",
+		"CREATE TABLE folded (code VARCHAR(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci PRIMARY KEY, name VARCHAR(40), version INT)",
+	},
+}
+
+// checkKeyedText: a text primary key whose equality is byte-wise is
+// keyed by its value; one whose collation ignores case is not (reads by
+// table). With replay paused, GORM Update, Create and Delete and raw
+// UPDATEs of code A (with the characters names escape) leave reads of
+// code B on a replica, and A is never read stale; on MariaDB, whose
+// utf8mb4_bin ignores trailing spaces, nor after a write by A with
+// trailing spaces.
+func checkKeyedText(t *testing.T, engine string) {
+	e := newEngineEnv(t, engine, keyed)
+	if engine == "postgres" {
+		if err := e.db.Exec("CREATE COLLATION folding (provider = icu, locale = 'und-u-ks-level2', deterministic = false)").Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ddl := range textKeyTables[engine] {
+		if err := e.db.Exec(ddl).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	const a, b, c = "alpha #1, 100%", "beta", "gamma"
+	for _, code := range []string{a, b} {
+		if err := e.db.Create(&Code{Code: code, Name: "old", Version: 1}).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.Exec("INSERT INTO folded (code, name, version) VALUES (?, 'old', 1)", code).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.step("codes A and B written and replicated")
+	untouched := func(after string) {
+		e.t.Helper()
+		reads := e.codeReads(e.db, "codes", b)
+		e.mustRead(reads, "old", after)
+		e.mustReplicas(reads, after)
+	}
+
+	e.t.Log("step: GORM updates code A")
+	if err := e.db.Model(&Code{Code: a}).Update("name", "new").Error; err != nil {
+		t.Fatal(err)
+	}
+	e.mustRead(e.codeReads(e.db, "codes", a), "new", "a GORM update of code A")
+	untouched("a GORM update of code A")
+
+	e.step("the writes so far replicated")
+	e.t.Log("step: raw SQL updates code A")
+	if err := e.db.Exec("UPDATE codes SET name = ? WHERE code = ?", "newer", a).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.mustRead(e.codeReads(e.db, "codes", a), "newer", "a raw update of code A")
+	untouched("a raw update of code A")
+
+	if engine == "mariadb" {
+		e.step("the writes so far replicated")
+		e.t.Log("step: raw SQL updates code A by A with trailing spaces (utf8mb4_bin is PAD SPACE)")
+		res := e.db.Exec("UPDATE codes SET name = ? WHERE code = ?", "padded", a+"   ")
+		if res.Error != nil || res.RowsAffected != 1 {
+			t.Fatalf("an update by A with trailing spaces: %d rows, %v; want row A", res.RowsAffected, res.Error)
+		}
+		e.mustRead(e.codeReads(e.db, "codes", a), "padded", "a raw update of code A with trailing spaces")
+		untouched("a raw update of code A with trailing spaces")
+	}
+
+	e.createDeleteSteps("code", &Code{Code: c, Name: "created"}, func() map[string]served { return e.codeReads(e.db, "codes", c) },
+		&Code{Code: a}, e.db.Model(&Code{}).Where("code = ?", a), untouched)
+
+	e.step("the writes so far replicated")
+	e.t.Log("step: a table whose key ignores case: raw SQL updates code A by its upper-case spelling")
+	res := e.db.Exec("UPDATE folded SET name = ? WHERE code = ?", "new", strings.ToUpper(a))
+	if res.Error != nil || res.RowsAffected != 1 {
+		t.Fatalf("an update of folded by A's upper-case spelling: %d rows, %v; want row A", res.RowsAffected, res.Error)
+	}
+	e.mustRead(e.codeReads(e.db, "folded", a), "new", "an update of a case-insensitive key by another case")
+	for what, got := range e.codeReads(e.db, "folded", b) {
+		e.mustPrimary(got, "a read of code B of folded through "+what+" after a write of the table (its key is not keyed)")
+	}
+	e.resumeAll()
+}
+
+func TestKeyedText(t *testing.T)        { checkKeyedText(t, "postgres") }
+func TestMariaDBKeyedText(t *testing.T) { checkKeyedText(t, "mariadb") }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,20 +40,36 @@ type catalogKeys struct {
 // the key's order.
 type pkColumn struct {
 	schema, table, column, dataType string
+	// For text: the collation and character set (MariaDB and MySQL),
+	// whether the collation is deterministic (PostgreSQL), the longest
+	// value in characters (0: no limit), and whether the connection
+	// reading the catalog sends UTF-8 (PostgreSQL's client_encoding,
+	// MariaDB's and MySQL's character_set_client and _connection).
+	collation, charset string
+	deterministic      bool
+	maxLen             int64
+	utf8Client         bool
 }
 
 // pgPrimaryKeysQuery lists the primary key columns of every user table,
 // in the key's order (not its index's INCLUDE columns: indnkeyatts, read
 // through to_jsonb so that a server older than PostgreSQL 11, which has
 // no INCLUDE, answers too).
+// A collation's collisdeterministic is read through to_jsonb too: a
+// server older than PostgreSQL 12 has only deterministic collations.
 const pgPrimaryKeysQuery = `
-SELECT n.nspname, c.relname, a.attname, t.typname
+SELECT n.nspname, c.relname, a.attname, t.typname,
+  COALESCE(co.collname, ''), '',
+  COALESCE((to_jsonb(co)->>'collisdeterministic')::bool, true),
+  CASE WHEN t.typname = 'varchar' AND a.atttypmod > 4 THEN a.atttypmod - 4 ELSE 0 END,
+  current_setting('client_encoding') = 'UTF8'
 FROM pg_index i
 CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
 JOIN pg_class c ON c.oid = i.indrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
 JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_collation co ON co.oid = a.attcollation
 WHERE i.indisprimary
   AND k.ord <= COALESCE((to_jsonb(i)->>'indnkeyatts')::int, i.indnatts)
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
@@ -61,7 +78,10 @@ ORDER BY n.nspname, c.relname, k.ord`
 // mysqlPrimaryKeysQuery lists the primary key columns of the current
 // database's tables (MariaDB and MySQL), in the key's order.
 const mysqlPrimaryKeysQuery = `
-SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.COLUMN_NAME, c.DATA_TYPE
+SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.COLUMN_NAME, c.DATA_TYPE,
+  COALESCE(c.COLLATION_NAME, ''), COALESCE(c.CHARACTER_SET_NAME, ''),
+  TRUE, COALESCE(c.CHARACTER_MAXIMUM_LENGTH, 0),
+  @@character_set_client = 'utf8mb4' AND @@character_set_connection = 'utf8mb4'
 FROM information_schema.KEY_COLUMN_USAGE k
 JOIN information_schema.COLUMNS c
   ON c.TABLE_SCHEMA = k.TABLE_SCHEMA AND c.TABLE_NAME = k.TABLE_NAME AND c.COLUMN_NAME = k.COLUMN_NAME
@@ -90,7 +110,8 @@ func readPrimaryKeys(ctx context.Context, db *sql.DB, d classify.Dialect) (map[s
 	var cols []pkColumn
 	for rows.Next() {
 		var c pkColumn
-		if err := rows.Scan(&c.schema, &c.table, &c.column, &c.dataType); err != nil {
+		if err := rows.Scan(&c.schema, &c.table, &c.column, &c.dataType,
+			&c.collation, &c.charset, &c.deterministic, &c.maxLen, &c.utf8Client); err != nil {
 			return nil, fmt.Errorf("plugin: read the tables' primary keys: %w", err)
 		}
 		cols = append(cols, c)
@@ -162,7 +183,8 @@ func catalogKeyDef(cols []pkColumn, d classify.Dialect) (*keyDef, bool) {
 }
 
 // columnKeyType is how a key column of c's type is keyed: integers; uuid
-// (PostgreSQL's uuid, MariaDB's UUID).
+// (PostgreSQL's uuid, MariaDB's UUID); text whose equality is byte-wise
+// (textKeyType).
 func columnKeyType(d classify.Dialect, c pkColumn) (keyType, bool) {
 	switch {
 	case isIntegerType(d, c.dataType):
@@ -170,7 +192,46 @@ func columnKeyType(d classify.Dialect, c pkColumn) (keyType, bool) {
 	case strings.EqualFold(c.dataType, "uuid"):
 		return keyUUID, true
 	}
-	return 0, false
+	return textKeyType(d, c)
+}
+
+// textTypes are the text column types keyed (byteWiseCollations): not
+// PostgreSQL's bpchar (char(n)), whose trailing spaces are insignificant.
+var textTypes = map[classify.Dialect][]string{
+	classify.Postgres: {"text", "varchar"},
+	classify.MySQL:    {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"},
+}
+
+// byteWiseCollations are the MariaDB and MySQL collations of utf8mb4 whose
+// equality is byte-wise, but for trailing spaces in utf8mb4_bin (PAD
+// SPACE); utf8mb4_nopad_bin and MySQL's utf8mb4_0900_bin are NO PAD. All
+// are kindTextPad.
+var byteWiseCollations = []string{"utf8mb4_bin", "utf8mb4_nopad_bin", "utf8mb4_0900_bin"}
+
+// textKeyType is the key type of a text column when its equality is
+// byte-wise, the connection sends UTF-8 (so that a Go string's bytes are
+// the characters compared) and, on MariaDB and MySQL, its character set
+// is utf8mb4: PostgreSQL's text and varchar with a deterministic
+// collation (the bytes), MariaDB's and MySQL's text types with a
+// byteWiseCollations collation (the bytes without trailing spaces). A
+// case- or accent-insensitive collation, or any other, is not keyed.
+func textKeyType(d classify.Dialect, c pkColumn) (keyType, bool) {
+	if !c.utf8Client || !slices.ContainsFunc(textTypes[d], func(t string) bool { return strings.EqualFold(t, c.dataType) }) {
+		return keyType{}, false
+	}
+	t := keyType{kind: kindText}
+	if d == classify.MySQL {
+		if !strings.EqualFold(c.charset, "utf8mb4") || !slices.Contains(byteWiseCollations, strings.ToLower(c.collation)) {
+			return keyType{}, false
+		}
+		t.kind = kindTextPad
+	} else if !c.deterministic {
+		return keyType{}, false
+	}
+	if c.maxLen > 0 && c.maxLen < maxTextKey {
+		t.maxLen = int(c.maxLen) // in characters: a value of as many bytes has no more
+	}
+	return t, true
 }
 
 func isIntegerType(d classify.Dialect, typ string) bool {

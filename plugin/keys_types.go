@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -18,30 +19,122 @@ import (
 
 // keyType is how a key column's values compare in the database, which
 // decides their canonical form.
-type keyType uint8
+type keyType struct {
+	kind keyKind
+	// maxLen is, for text, the longest value in bytes the column stores
+	// as it is given (0: no limit but maxTextKey): PostgreSQL truncates
+	// a varchar(n) value whose excess is spaces, and MariaDB and MySQL
+	// outside strict mode truncate any, so a longer value in a Create
+	// could name another row than the one stored.
+	maxLen int
+}
+
+// keyKind is a kind of key column.
+type keyKind uint8
 
 const (
-	keyInt  keyType = iota // an integer column: the value in decimal
-	keyUUID                // a uuid column: lower-case, hyphenated (8-4-4-4-12)
+	kindInt  keyKind = iota // an integer column: the value in decimal
+	kindUUID                // a uuid column: lower-case, hyphenated (8-4-4-4-12)
+	// kindText is text compared byte for byte (PostgreSQL text and
+	// varchar with a deterministic collation): the bytes, escaped.
+	kindText
+	// kindTextPad is text compared byte for byte but for trailing
+	// spaces (MariaDB and MySQL _bin collations of utf8mb4: utf8mb4_bin
+	// is PAD SPACE, 'a' = 'a '): the bytes without trailing spaces,
+	// escaped. Right for NO PAD collations too: it only names two
+	// values one way that the database tells apart, which makes reads
+	// of one wait for writes of the other.
+	kindTextPad
 )
 
-// keyTypeTags name key types in signatures.
-var keyTypeTags = [...]string{keyInt: "int", keyUUID: "uuid"}
+var (
+	keyInt  = keyType{kind: kindInt}
+	keyUUID = keyType{kind: kindUUID}
+)
+
+// kindTags name key kinds in signatures.
+var kindTags = [...]string{kindInt: "int", kindUUID: "uuid", kindText: "text", kindTextPad: "text-pad"}
+
+// tag names t in signatures.
+func (t keyType) tag() string { return kindTags[t.kind] }
 
 // canon is v's canonical form as a value of a column of type t, or ok
 // false when it is not certain.
 func (t keyType) canon(v any) (string, bool) {
-	switch t {
-	case keyInt:
+	switch t.kind {
+	case kindInt:
 		n, ok := integerValue(v)
 		if !ok {
 			return "", false
 		}
 		return strconv.FormatInt(n, 10), true
-	case keyUUID:
+	case kindUUID:
 		return uuidValue(v)
+	case kindText, kindTextPad:
+		return t.textValue(v)
 	}
 	return "", false
+}
+
+// maxTextKey bounds the text keys named (in bytes): a longer value reads
+// and writes by table.
+const maxTextKey = 256
+
+// textValue is the canonical form of v as a value of a text column of
+// type t: a Go string (of any string type without a Value method, or
+// whose Value is that string), valid UTF-8 (an invalid sequence may
+// compare as another string), no longer than maxTextKey and t.maxLen;
+// without its trailing spaces for kindTextPad; with '%', '#' and ','
+// written as %25, %23 and %2c, so that a value never splits a name
+// ('#') or a composite key (',').
+func (t keyType) textValue(v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok {
+		if s, ok = stringKind(v); !ok {
+			return "", false
+		}
+	}
+	if len(s) > maxTextKey || t.maxLen > 0 && len(s) > t.maxLen || !utf8.ValidString(s) {
+		return "", false
+	}
+	if t.kind == kindTextPad {
+		s = strings.TrimRight(s, " ")
+	}
+	if !strings.ContainsAny(s, "%#,") {
+		return s, true
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '#':
+			b.WriteString("%23")
+		case ',':
+			b.WriteString("%2c")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// stringKind reads a value of a named string type: one without a Value
+// method (drivers send the string), or whose Value is the same string.
+func stringKind(v any) (string, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.String {
+		return "", false
+	}
+	s := rv.String()
+	if vr, ok := v.(driver.Valuer); ok {
+		dv, err := vr.Value()
+		if ds, isString := dv.(string); err != nil || !isString || ds != s {
+			return "", false
+		}
+	}
+	return s, true
 }
 
 // uuidValue is the canonical form of v as a value of a uuid column
@@ -180,7 +273,7 @@ func newKeyDef(cols []string, types []keyType) *keyDef {
 	}
 	parts := make([]string, len(cols))
 	for i, c := range cols {
-		parts[i] = c + ":" + keyTypeTags[types[i]]
+		parts[i] = c + ":" + types[i].tag()
 	}
 	k.sig = strings.Join(parts, ",")
 	return k

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"database/sql"
 	"database/sql/driver"
 	"math"
 	"slices"
@@ -135,11 +136,7 @@ func TestUUIDKeyedStatements(t *testing.T) {
 		{"bytes", func(db *gorm.DB) *gorm.DB { return db.Where("id = ?", u[:]) }, false},
 	} {
 		var got []Token
-		stmt := tc.query(db.Model(&Token{})).Find(&got).Statement
-		names, ok := p.keyedReadNames(stmt, "tokens")
-		if ok != tc.keyed || ok && !slices.Contains(names, key) {
-			t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", tc.name, stmt.SQL.String(), names, ok, tc.keyed, key)
-		}
+		checkKeyedRead(t, p, "tokens", key, tc.name, tc.query(db.Model(&Token{})).Find(&got).Statement, tc.keyed)
 	}
 
 	write := func(what string, tx *gorm.DB, want bool) {
@@ -184,11 +181,7 @@ func TestCompositeKeyedStatements(t *testing.T) {
 		{"a value that is not a uuid", func(db *gorm.DB) *gorm.DB { return db.Where("n = ? AND order_id = ?", 3, "x") }, false},
 	} {
 		var got []Line
-		stmt := tc.query(db.Model(&Line{})).Find(&got).Statement
-		names, ok := p.keyedReadNames(stmt, "lines")
-		if ok != tc.keyed || ok && !slices.Contains(names, key) {
-			t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", tc.name, stmt.SQL.String(), names, ok, tc.keyed, key)
-		}
+		names, ok := checkKeyedRead(t, p, "lines", key, tc.name, tc.query(db.Model(&Line{})).Find(&got).Statement, tc.keyed)
 		if ok && !slices.Contains(names, lsnstore.UnkeyedColumnName("lines", "order_id,n")) {
 			t.Errorf("%s: names %v lack the key's unkeyed column position", tc.name, names)
 		}
@@ -221,4 +214,106 @@ func checkBuiltWrite(t *testing.T, p *Plugin, table, key, what string, tx *gorm.
 	if ok != want || ok && !slices.Contains(names, key) {
 		t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", what, tx.Statement.SQL.String(), names, ok, want, key)
 	}
+}
+
+// codeText is a named string type; codeValuer one whose Value is not its
+// string.
+type (
+	codeText   string
+	codeValuer string
+)
+
+func (c codeValuer) Value() (driver.Value, error) { return strings.ToLower(string(c)), nil }
+
+func TestTextValues(t *testing.T) {
+	text, pad := keyType{kind: kindText}, keyType{kind: kindTextPad}
+	short := keyType{kind: kindText, maxLen: 4}
+	for _, tc := range []struct {
+		t    keyType
+		v    any
+		want string // "": not keyed
+	}{
+		{text, "abc", "abc"},
+		{text, "a b  ", "a b  "}, // PostgreSQL: trailing spaces count
+		{pad, "a b  ", "a b"},    // MariaDB's PAD SPACE: they do not
+		{pad, "  a", "  a"},
+		{pad, "  ", ""}, // the empty string, a value too
+		{text, "#1, 100%", "%231%2c 100%25"},
+		{text, "é", "é"},
+		{text, "ab\xff", ""}, // not UTF-8
+		{text, strings.Repeat("x", maxTextKey), strings.Repeat("x", maxTextKey)},
+		{text, strings.Repeat("x", maxTextKey+1), ""},
+		{short, "abcd", "abcd"},
+		{short, "abcd ", ""}, // longer than the column: it may be stored truncated
+		{text, codeText("x"), "x"},
+		{text, codeValuer("X"), ""},
+		{text, codeValuer("x"), "x"},
+		{text, []byte("x"), ""},
+		{text, 5, ""},
+		{text, sql.NullString{String: "x", Valid: true}, ""},
+		{text, nil, ""},
+	} {
+		got, ok := tc.t.canon(tc.v)
+		if tc.want == "" && tc.v != "  " {
+			if ok {
+				t.Errorf("%s %T %q: keyed as %q, want not keyed", tc.t.tag(), tc.v, tc.v, got)
+			}
+			continue
+		}
+		if !ok || got != tc.want {
+			t.Errorf("%s %T %q: %q, %v; want %q", tc.t.tag(), tc.v, tc.v, got, ok, tc.want)
+		}
+	}
+	// Escaping keeps distinct values apart, and a value from splitting a
+	// composite key or a name.
+	a, _ := text.canon("a,b")
+	b, _ := text.canon("a%2cb")
+	if a == b || strings.ContainsAny(a, ",#") {
+		t.Errorf("a,b is %q and a%%2cb is %q", a, b)
+	}
+}
+
+// Code is a model with a text primary key.
+type Code struct {
+	Code string `gorm:"primaryKey"`
+	Name string
+}
+
+// TestTextKeyedStatements: a text primary key from the catalog keys
+// reads and writes by strings only.
+func TestTextKeyedStatements(t *testing.T) {
+	p := catalogKeysPlugin(map[string]*keyDef{"codes": newKeyDef([]string{"code"}, []keyType{{kind: kindTextPad}})}, classify.Postgres)
+	key := lsnstore.KeyNameText("codes", "code", "a%2cb")
+	db := dryDB(t).Session(&gorm.Session{SkipDefaultTransaction: true})
+	for _, tc := range []struct {
+		name  string
+		query func(*gorm.DB) *gorm.DB
+		keyed bool
+	}{
+		{"a string", func(db *gorm.DB) *gorm.DB { return db.Where("code = ?", "a,b") }, true},
+		{"trailing spaces", func(db *gorm.DB) *gorm.DB { return db.Where("code = ?", "a,b  ") }, true},
+		{"an integer", func(db *gorm.DB) *gorm.DB { return db.Where("code = ?", 5) }, false},
+		{"a literal", func(db *gorm.DB) *gorm.DB { return db.Where("code = 'a,b'") }, false},
+	} {
+		var got []Code
+		checkKeyedRead(t, p, "codes", key, tc.name, tc.query(db.Model(&Code{})).Find(&got).Statement, tc.keyed)
+	}
+	write := func(what string, tx *gorm.DB, want bool) {
+		t.Helper()
+		checkBuiltWrite(t, p, "codes", key, what, tx, want)
+	}
+	write("Update", db.Model(&Code{Code: "a,b"}).Update("name", "x"), true)
+	write("Create", db.Create(&Code{Code: "a,b "}), true)
+	write("Update by an integer", db.Model(&Code{}).Where("code = ?", 5).Update("name", "y"), false)
+}
+
+// checkKeyedRead checks that a read of table by stmt is keyed by key
+// (want) or by table, and returns its names.
+func checkKeyedRead(t *testing.T, p *Plugin, table, key, what string, stmt *gorm.Statement, want bool) ([]string, bool) {
+	t.Helper()
+	names, ok := p.keyedReadNames(stmt, table)
+	if ok != want || ok && !slices.Contains(names, key) {
+		t.Errorf("%s: %s: names %v, %v; want keyed %v by %s", what, stmt.SQL.String(), names, ok, want, key)
+	}
+	return names, ok
 }
