@@ -34,24 +34,30 @@ func (e *env) readRow(db *gorm.DB, what string, read keyedRow) served {
 	return s
 }
 
-// tokenReads are the ways a test reads token id: the model with a
-// uuid.UUID, the model with the upper-case string, raw SQL with the
-// string, db.Table with the uuid.UUID.
+// tokenReads are the ways a test reads token id (uuidReads).
 func (e *env) tokenReads(db *gorm.DB, id uuid.UUID) map[string]served {
+	e.t.Helper()
+	return e.uuidReads(db, &Token{}, "tokens", id)
+}
+
+// uuidReads are the ways a test reads row id of table, keyed by a uuid:
+// model with a uuid.UUID, model with the upper-case string, raw SQL
+// with the string, db.Table with the uuid.UUID.
+func (e *env) uuidReads(db *gorm.DB, model any, table string, id uuid.UUID) map[string]served {
 	e.t.Helper()
 	sel := "name, version, " + e.c.portExpr() + " AS port"
 	return map[string]served{
-		"the model": e.readRow(db, "a token", func(db *gorm.DB, s *served) error {
-			return db.Model(&Token{}).Select(sel).Where("id = ?", id).Scan(s).Error
+		"the model": e.readRow(db, table, func(db *gorm.DB, s *served) error {
+			return db.Model(model).Select(sel).Where("id = ?", id).Scan(s).Error
 		}),
-		"the model, an upper-case string": e.readRow(db, "a token", func(db *gorm.DB, s *served) error {
-			return db.Model(&Token{}).Select(sel).Where("id = ?", strings.ToUpper(id.String())).Scan(s).Error
+		"the model, an upper-case string": e.readRow(db, table, func(db *gorm.DB, s *served) error {
+			return db.Model(model).Select(sel).Where("id = ?", strings.ToUpper(id.String())).Scan(s).Error
 		}),
-		"raw SQL": e.readRow(db, "a token", func(db *gorm.DB, s *served) error {
-			return db.Raw("SELECT "+sel+" FROM tokens WHERE id = ?", id.String()).Scan(s).Error
+		"raw SQL": e.readRow(db, table, func(db *gorm.DB, s *served) error {
+			return db.Raw("SELECT "+sel+" FROM "+table+" WHERE id = ?", id.String()).Scan(s).Error
 		}),
-		"db.Table": e.readRow(db, "a token", func(db *gorm.DB, s *served) error {
-			return db.Table("tokens").Select(sel).Where("id = ?", id).Scan(s).Error
+		"db.Table": e.readRow(db, table, func(db *gorm.DB, s *served) error {
+			return db.Table(table).Select(sel).Where("id = ?", id).Scan(s).Error
 		}),
 	}
 }
@@ -370,20 +376,6 @@ type Ticket struct {
 	Version int
 }
 
-// ticketReads are the ways a test reads ticket id: the model, raw SQL.
-func (e *env) ticketReads(db *gorm.DB, id uuid.UUID) map[string]served {
-	e.t.Helper()
-	sel := "name, version, " + e.c.portExpr() + " AS port"
-	return map[string]served{
-		"the model": e.readRow(db, "a ticket", func(db *gorm.DB, s *served) error {
-			return db.Model(&Ticket{}).Select(sel).Where("id = ?", id).Scan(s).Error
-		}),
-		"raw SQL": e.readRow(db, "a ticket", func(db *gorm.DB, s *served) error {
-			return db.Raw("SELECT "+sel+" FROM tickets WHERE id = ?", id.String()).Scan(s).Error
-		}),
-	}
-}
-
 // checkKeyedReturning: a GORM Create whose key the database assigns
 // proves it from what GORM's RETURNING reads back into the model: with
 // replay paused, reads of another ticket stay on a replica, and the new
@@ -403,8 +395,8 @@ func checkKeyedReturning(t *testing.T, engine string) {
 	if err := e.db.Create(&c).Error; err != nil || c.ID == uuid.Nil {
 		t.Fatalf("create ticket C: %v, id %v", err, c.ID)
 	}
-	e.mustRead(e.ticketReads(e.db, c.ID), "created", "a GORM create of ticket C with a key the database assigned")
-	reads := e.ticketReads(e.db, b.ID)
+	e.mustRead(e.uuidReads(e.db, &Ticket{}, "tickets", c.ID), "created", "a GORM create of ticket C with a key the database assigned")
+	reads := e.uuidReads(e.db, &Ticket{}, "tickets", b.ID)
 	e.mustRead(reads, "old", "a GORM create of ticket C")
 	e.mustReplicas(reads, "a GORM create of ticket C with a key the database assigned")
 	e.resumeAll()
