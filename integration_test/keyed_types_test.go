@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -292,9 +293,15 @@ var textKeyTables = map[string][2]string{
 // UPDATEs of code A (with the characters names escape) leave reads of
 // code B on a replica, and A is never read stale; on MariaDB, whose
 // utf8mb4_bin ignores trailing spaces, nor after a write by A with
-// trailing spaces.
-func checkKeyedText(t *testing.T, engine string) {
-	e := newEngineEnv(t, engine, keyed)
+// trailing spaces. With redis, on the Redis store (names with spaces and
+// escapes as Redis keys).
+func checkKeyedText(t *testing.T, engine string, redis bool) {
+	opts := []envOpt{keyed}
+	if redis {
+		s, _ := newRedisStore(t, t.Name())
+		opts = append(opts, withStore(s))
+	}
+	e := newEngineEnv(t, engine, opts...)
 	if engine == "postgres" {
 		if err := e.db.Exec("CREATE COLLATION folding (provider = icu, locale = 'und-u-ks-level2', deterministic = false)").Error; err != nil {
 			t.Fatal(err)
@@ -364,8 +371,17 @@ func checkKeyedText(t *testing.T, engine string) {
 	e.resumeAll()
 }
 
-func TestKeyedText(t *testing.T)        { checkKeyedText(t, "postgres") }
-func TestMariaDBKeyedText(t *testing.T) { checkKeyedText(t, "mariadb") }
+func TestKeyedText(t *testing.T) {
+	for _, redis := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redis=%v", redis), func(t *testing.T) { checkKeyedText(t, "postgres", redis) })
+	}
+}
+
+func TestMariaDBKeyedText(t *testing.T) {
+	for _, redis := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redis=%v", redis), func(t *testing.T) { checkKeyedText(t, "mariadb", redis) })
+	}
+}
 
 // Ticket is a model whose uuid primary key the database assigns: GORM
 // leaves a zero ID out of its INSERT and reads the key back with
