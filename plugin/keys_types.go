@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -121,11 +123,15 @@ func (t keyType) textValue(v any) (string, bool) {
 }
 
 // stringKind reads a value of a named string type: one without a Value
-// method (drivers send the string), or whose Value is the same string.
+// method (drivers send the string), or whose Value is the same string;
+// not one with pgx's TextValue method, which pgx sends instead.
 func stringKind(v any) (string, bool) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.String {
 		return "", false
+	}
+	if _, ok := v.(pgtype.TextValuer); ok {
+		return "", false // pgx sends what its method says
 	}
 	s := rv.String()
 	if vr, ok := v.(driver.Valuer); ok {
@@ -142,7 +148,8 @@ func stringKind(v any) (string, bool) {
 // either case, a [16]byte (or an array type of 16 bytes), or a
 // driver.Valuer whose Value is such a string (github.com/google/uuid's
 // UUID is one) and, when its own kind is a string or 16 bytes (which a
-// driver may send instead), that value too. Both servers accept other
+// driver may send instead), that value too; not a value with pgx's
+// UUIDValue or TextValue methods, which pgx sends instead. Both servers accept other
 // spellings (no hyphens, braces, hyphens elsewhere): those read and
 // write by table, as does anything else.
 func uuidValue(v any) (string, bool) {
@@ -151,6 +158,8 @@ func uuidValue(v any) (string, bool) {
 		return canonUUID(x)
 	case [16]byte:
 		return formatUUID(x), true
+	case pgtype.UUIDValuer, pgtype.TextValuer:
+		return "", false // pgx sends what these methods say
 	case driver.Valuer:
 		return valuerUUID(x)
 	}

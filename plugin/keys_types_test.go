@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/classify"
@@ -40,6 +41,13 @@ type textUUID string
 
 func (u textUUID) Value() (driver.Value, error) { return strings.ToUpper(string(u)) + "0", nil }
 
+// pgtypeText is a string type with pgx's TextValue method.
+type pgtypeText string
+
+func (s pgtypeText) TextValue() (pgtype.Text, error) {
+	return pgtype.Text{String: string(s), Valid: true}, nil
+}
+
 // byteUUID is a named array of 16 bytes without a Value method (pgx
 // sends its bytes).
 type byteUUID [16]byte
@@ -67,6 +75,8 @@ func TestUUIDValues(t *testing.T) {
 		{uuid.NullUUID{UUID: u, Valid: true}, c},
 		{uuid.NullUUID{}, ""},
 		{textUUID(c), ""},
+		{pgtype.UUID{Bytes: u, Valid: true}, ""}, // pgx's own types: by table
+		{pgtypeText(c), ""},
 		{[]byte(c), ""},
 		{u[:], ""},
 		{5, ""},
@@ -248,6 +258,7 @@ func TestTextValues(t *testing.T) {
 		{text, codeText("x"), "x"},
 		{text, codeValuer("X"), ""},
 		{text, codeValuer("x"), "x"},
+		{text, pgtypeText("x"), ""},
 		{text, []byte("x"), ""},
 		{text, 5, ""},
 		{text, sql.NullString{String: "x", Valid: true}, ""},
