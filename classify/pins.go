@@ -266,7 +266,11 @@ func (p *pinParser) where(i int) ([]Pin, bool) {
 		if c > end {
 			c = end
 		}
-		if pin, ok := p.pin(i, c); ok {
+		if p.tok(i).op("(") {
+			if tp, ok := p.tuplePins(i, c); ok {
+				pins = append(pins, tp...)
+			}
+		} else if pin, ok := p.pin(i, c); ok {
 			pins = append(pins, pin)
 		}
 		i = c + 1
@@ -308,6 +312,87 @@ func (p *pinParser) pin(i, end int) (Pin, bool) {
 		}
 	}
 	return Pin{}, false
+}
+
+// tuplePins reads `(c1, c2, ...) IN ((v, v, ...), ...)` or `(c1, c2, ...)
+// = (v, v, ...)` filling st[i:end] (GORM's condition on a composite
+// primary key): one Pin per column, with the column's value in each
+// tuple, in order.
+func (p *pinParser) tuplePins(i, end int) ([]Pin, bool) {
+	var pins []Pin
+	j := i + 1
+	for {
+		col, next, ok := p.column(j)
+		if !ok {
+			return nil, false
+		}
+		pins = append(pins, Pin{Column: col})
+		j = next
+		if p.tok(j).op(",") {
+			j++
+			continue
+		}
+		if !p.tok(j).op(")") {
+			return nil, false
+		}
+		j++
+		break
+	}
+	switch t := p.tok(j); {
+	case t.op("="):
+		next, ok := p.tuple(pins, j+1, end)
+		return pins, ok && next == end
+	case t.is("in"):
+		if !p.tok(j+1).op("(") || !p.tok(end-1).op(")") {
+			return nil, false
+		}
+		j += 2
+		for {
+			next, ok := p.tuple(pins, j, end-1)
+			if !ok {
+				return nil, false
+			}
+			if next == end-1 {
+				return pins, true
+			}
+			if !p.tok(next).op(",") {
+				return nil, false
+			}
+			j = next + 1
+		}
+	}
+	return nil, false
+}
+
+// tuple reads `(v, v, ...)` from i (before end), one value for each of
+// pins, appending it; it returns the index after the tuple.
+func (p *pinParser) tuple(pins []Pin, i, end int) (int, bool) {
+	if !p.tok(i).op("(") {
+		return i, false
+	}
+	j := i + 1
+	for n := range pins {
+		k := j
+		for k < end && !p.tok(k).op(",") && !p.tok(k).op(")") {
+			k++
+		}
+		v, ok := p.value(j, k)
+		if !ok || k == end {
+			return i, false
+		}
+		pins[n].Values = append(pins[n].Values, v)
+		if n == len(pins)-1 {
+			if !p.tok(k).op(")") {
+				return i, false
+			}
+			return k + 1, true
+		}
+		if !p.tok(k).op(",") {
+			return i, false
+		}
+		j = k + 1
+	}
+	return i, false
 }
 
 // inList reads ( v, v, ... ) filling st[i:end].

@@ -46,6 +46,16 @@ func TestPinned(t *testing.T) {
 		{Postgres, `UPDATE users SET age = 1 FROM orders WHERE users.id = 5`, nil},
 		{Postgres, `UPDATE users SET (a, b) = (1, 2) WHERE id = 5`, nil},
 		{Postgres, `DELETE FROM users WHERE id IN ($1,$2)`, &Pinned{Table: "users", Pins: []Pin{p("id", par(1), par(2))}}},
+		{Postgres, `DELETE FROM "pairs" WHERE ("pairs"."a","pairs"."b") IN (($1,$2))`,
+			&Pinned{Table: "pairs", Pins: []Pin{p("a", par(1)), p("b", par(2))}}},
+		{Postgres, `SELECT * FROM pairs WHERE (a, b) IN ((1, $1), (3, -4)) AND c = 5`,
+			&Pinned{Table: "pairs", Pins: []Pin{p("a", lit(1), lit(3)), p("b", par(1), lit(-4)), p("c", lit(5))}}},
+		{Postgres, `SELECT * FROM pairs WHERE (a, b) = (1, 2)`, &Pinned{Table: "pairs", Pins: []Pin{p("a", lit(1)), p("b", lit(2))}}},
+		{Postgres, `SELECT * FROM pairs WHERE (a, b) IN ((1, 2, 3))`, &Pinned{Table: "pairs"}},
+		{Postgres, `SELECT * FROM pairs WHERE (a, b) IN ((1, 2), (3))`, &Pinned{Table: "pairs"}},
+		{Postgres, `SELECT * FROM pairs WHERE (a, b) IN ((1, 2)) AND (a + 1, b) = (2, 2)`, &Pinned{Table: "pairs", Pins: []Pin{p("a", lit(1)), p("b", lit(2))}}},
+		{Postgres, `SELECT * FROM pairs WHERE (a, b) > (1, 2)`, &Pinned{Table: "pairs"}},
+		{Postgres, `SELECT * FROM pairs WHERE (a = 1) AND b = 2`, &Pinned{Table: "pairs", Pins: []Pin{p("b", lit(2))}}},
 		{Postgres, `DELETE FROM users USING orders WHERE users.id = 5`, nil},
 		{Postgres, `DELETE FROM users`, nil},
 		{Postgres, `INSERT INTO users (id) VALUES (5)`, nil},
@@ -57,6 +67,8 @@ func TestPinned(t *testing.T) {
 		{MySQL, "DELETE users FROM users JOIN orders WHERE users.id = 5", nil},
 		{MySQL, "SELECT * FROM users WHERE id = 5 || id = 6", nil},
 		{MySQL, "SELECT * FROM users WHERE id = 5 && name = 'x'", &Pinned{Table: "users", Pins: []Pin{p("id", lit(5))}}},
+		{MySQL, "UPDATE `pairs` SET `n`=? WHERE (`pairs`.`a`,`pairs`.`b`) IN ((?,?))",
+			&Pinned{Table: "pairs", Pins: []Pin{p("a", par(2)), p("b", par(3))}, Sets: []Set{{Column: "n", Value: par(1), Known: true}}}},
 	}
 	for _, tt := range tests {
 		c := New(Config{Dialect: tt.d, CacheSize: -1})

@@ -100,9 +100,18 @@ func UnkeyedColumnName(table, col string) string { return table + unkeyedColumnI
 func KeyedTable(table string) string { return table + keyedSuffix }
 
 // KeyName is the name of the position of table's rows whose column col
-// holds the integer v.
+// holds the integer v: KeyNameText(table, col, v in decimal).
 func KeyName(table, col string, v int64) string {
 	return table + keyInfix + col + "=" + strconv.FormatInt(v, 10)
+}
+
+// KeyNameText is the name of the position of table's rows whose key
+// column, or columns, cols (joined by ",") hold the value whose canonical
+// text form is v: an integer in decimal (KeyName), or another form the
+// writer and the reader agree on through the table's key signature. v
+// must not contain '#', which separates the parts of names.
+func KeyNameText(table, cols, v string) string {
+	return table + keyInfix + cols + "=" + v
 }
 
 // BaseTable is the table a KeyedTable name is of; any other name (a

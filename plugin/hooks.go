@@ -114,8 +114,9 @@ type keyedKey struct{ stmt *gorm.Statement }
 // primary key (db.Table, a map), so its keys are read from the SQL GORM
 // built (keys_table.go), pk being the key the signature was made with.
 type keyedWriteOf struct {
-	table, sig, pk string
-	fromSQL        bool
+	table, sig string
+	pk         *keyDef
+	fromSQL    bool
 }
 
 // keyable returns how a write is keyed, when its keys can be recorded
@@ -128,8 +129,7 @@ func (p *Plugin) keyable(db *gorm.DB, table string) (keyedWriteOf, bool) {
 	tn := p.tableNames(table)
 	kw := keyedWriteOf{table: table}
 	if pk, ok := integerKey(db.Statement); ok {
-		kw.pk = pk.DBName
-		p.learnModelColumn(tn, table, kw.pk)
+		kw.pk = p.modelKey(tn, table, pk.DBName)
 	} else if pk, ok := p.knownKey(tn, table); ok {
 		kw.pk, kw.fromSQL = pk, true
 	} else if len(p.cfg.KeyColumns[table]) == 0 {

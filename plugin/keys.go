@@ -19,7 +19,8 @@ import (
 // GORM write that proves which rows of its table it touched raises those
 // rows' key positions instead of the table's unkeyed position, and a GORM
 // read pinned to key values waits only for those keys and the unkeyed
-// position. Integer primary keys only.
+// position. A model's integer primary key, else the catalog's
+// (keys_catalog.go); values by their canonical forms (keys_types.go).
 
 // maxKeys caps the keys of one statement: a write touching more raises the
 // unkeyed position, a read pinned to more uses the table position.
@@ -34,24 +35,31 @@ const maxKeys = 256
 // raises its unkeyed position too).
 func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table, sig string) (names []string, ok bool) {
 	var kw keyedWrite
-	pk, hasPK := integerKey(stmt)
-	if hasPK {
+	pkCol := ""
+	if pk, ok := integerKey(stmt); ok {
+		pkCol = pk.DBName
 		keys, ok := writtenKeys(stmt, pk, true)
-		kw.add(table, pk.DBName, keys, ok)
+		kw.add(table, pkCol, keys, ok)
 	}
+	p.addModelKeyColumns(&kw, stmt, table, pkCol)
+	return kw.result(p.signedTable(table, sig))
+}
+
+// addModelKeyColumns adds to kw the keys a model's Create, Update or
+// Delete proves of table's KeyColumns other than pkCol.
+func (p *Plugin) addModelKeyColumns(kw *keyedWrite, stmt *gorm.Statement, table, pkCol string) {
 	for _, col := range p.cfg.KeyColumns[table] {
-		if hasPK && strings.EqualFold(col, pk.DBName) {
+		if strings.EqualFold(col, pkCol) {
 			continue
 		}
 		f := integerField(stmt, col)
-		var keys []int64
+		var keys []string
 		ok := false
 		if f != nil {
 			keys, ok = writtenKeys(stmt, f, false)
 		}
 		kw.add(table, col, keys, ok)
 	}
-	return kw.result(p.signedTable(table, sig))
 }
 
 // keyedWrite accumulates the names of a keyed write.
@@ -61,14 +69,15 @@ type keyedWrite struct {
 	proved bool
 }
 
-// add records col's proven keys, or its unkeyed position when ok is false.
-func (w *keyedWrite) add(table, col string, keys []int64, ok bool) {
+// add records the proven keys (canonical forms) of col (a key's columns
+// joined by ","), or its unkeyed position when ok is false.
+func (w *keyedWrite) add(table, col string, keys []string, ok bool) {
 	if !ok || len(keys) == 0 || w.nkeys+len(keys) > maxKeys {
 		w.names = append(w.names, lsnstore.UnkeyedColumnName(table, col))
 		return
 	}
 	for _, k := range keys {
-		w.names = append(w.names, lsnstore.KeyName(table, col, k))
+		w.names = append(w.names, lsnstore.KeyNameText(table, col, k))
 	}
 	w.nkeys += len(keys)
 	w.proved = true
@@ -83,15 +92,15 @@ func (w *keyedWrite) result(signed string) ([]string, bool) {
 	return append([]string{signed}, w.names...), true
 }
 
-// writtenKeys returns the values of f's column in the rows a Create,
-// Update or Delete touched, when it proves them.
-func writtenKeys(stmt *gorm.Statement, f *schema.Field, pk bool) ([]int64, bool) {
+// writtenKeys returns the values of f's integer column in the rows a
+// Create, Update or Delete touched, when it proves them.
+func writtenKeys(stmt *gorm.Statement, f *schema.Field, pk bool) ([]string, bool) {
 	switch {
 	case hasClause(stmt, "INSERT"):
 		if hasClause(stmt, "ON CONFLICT") {
 			return nil, false // an upsert may update a row under another key
 		}
-		return modelKeys(stmt, f)
+		return modelKeys(stmt, []*schema.Field{f}, []keyType{keyInt})
 	case hasClause(stmt, "UPDATE"):
 		old, ok := pinnedKeys(stmt, f.DBName, pk)
 		if !ok {
@@ -128,11 +137,12 @@ func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []str
 	}
 	tn := p.tableNames(table) // one lookup per read
 	pkName := ""
+	var pkKey *keyDef
 	if pk, ok := integerKey(stmt); ok {
 		pkName = pk.DBName
-		p.learnModelColumn(tn, table, pkName)
+		pkKey = p.modelKey(tn, table, pkName)
 		if keys, ok := pinnedKeys(stmt, pkName, true); ok {
-			return p.agreedReadNames(stmt.Context, tn, table, pkName, pkName, keys)
+			return p.agreedReadNames(stmt.Context, tn, table, pkKey, pkName, keys)
 		}
 	} else if _, ok := p.knownKey(tn, table); ok {
 		// No model names the key (db.Table, a map or a scalar
@@ -141,30 +151,31 @@ func (p *Plugin) keyedReadNames(stmt *gorm.Statement, table string) (names []str
 	}
 	for _, col := range p.cfg.KeyColumns[table] {
 		if keys, ok := pinnedKeys(stmt, col, false); ok {
-			return p.agreedReadNames(stmt.Context, tn, table, pkName, col, keys)
+			return p.agreedReadNames(stmt.Context, tn, table, pkKey, col, keys)
 		}
 	}
 	return nil, false
 }
 
 // agreedReadNames is readNames when this process's key signature of the
-// table, which knows pk as its integer primary key, is the one in force
-// (keysAgreed).
-func (p *Plugin) agreedReadNames(ctx context.Context, tn *tableKeyNames, table, pk, col string, keys []int64) ([]string, bool) {
+// table, which knows pk as its primary key (nil: none), is the one in
+// force (keysAgreed).
+func (p *Plugin) agreedReadNames(ctx context.Context, tn *tableKeyNames, table string, pk *keyDef, col string, keys []string) ([]string, bool) {
 	if len(keys) == 0 || len(keys) > maxKeys || !p.keysAgreed(ctx, tn, table, p.signatureOf(tn, table, pk)) {
 		return nil, false
 	}
 	return tn.readNames(table, col, keys)
 }
 
-// readNames are the names a read pinned to keys of table's col needs.
-func (tn *tableKeyNames) readNames(table, col string, keys []int64) ([]string, bool) {
+// readNames are the names a read pinned to keys (canonical forms) of
+// table's col (a key's columns joined by ",") needs.
+func (tn *tableKeyNames) readNames(table, col string, keys []string) ([]string, bool) {
 	if len(keys) == 0 || len(keys) > maxKeys {
 		return nil, false
 	}
 	names := make([]string, 0, len(keys)+2)
 	for _, k := range keys {
-		names = append(names, lsnstore.KeyName(table, col, k))
+		names = append(names, lsnstore.KeyNameText(table, col, k))
 	}
 	return append(names, tn.unkeyed, tn.unkeyedColumn(table, col)), true
 }
@@ -176,8 +187,8 @@ func (tn *tableKeyNames) readNames(table, col string, keys []int64) ([]string, b
 type tableKeyNames struct {
 	unkeyed string
 	columns atomic.Pointer[map[string]string] // column -> UnkeyedColumnName
-	pk      atomic.Pointer[string]
-	claim   atomic.Pointer[signatureClaim] // the store's answer (keys_signature.go)
+	pk      atomic.Pointer[keyDef]            // one integer column
+	claim   atomic.Pointer[signatureClaim]    // the store's answer (keys_signature.go)
 	sig     atomic.Pointer[tableSignature]
 }
 
@@ -214,30 +225,32 @@ func (tn *tableKeyNames) unkeyedColumn(table, col string) string {
 
 // learnKey records table's integer primary key column as its models name
 // it, for raw SQL and db.Table.
-func (p *Plugin) learnKey(table, col string) { p.learnModelColumn(p.tableNames(table), table, col) }
+func (p *Plugin) learnKey(table, col string) { p.modelKey(p.tableNames(table), table, col) }
 
-// learnModelColumn records col as the integer primary key of table's
-// model, and warns when the catalog names another (the process keys the
-// table by the model's from now on: keys_catalog.go).
-func (p *Plugin) learnModelColumn(tn *tableKeyNames, table, col string) {
-	if !tn.learn(col) {
-		return
+// modelKey records col as the integer primary key of table's model, and
+// warns when the catalog names another key (the process keys the table
+// by the model's from now on: keys_catalog.go). It returns the key.
+func (p *Plugin) modelKey(tn *tableKeyNames, table, col string) *keyDef {
+	k, changed := tn.learn(col)
+	if !changed {
+		return k
 	}
-	if k, ok := p.catalogKey(table); ok && k != col {
+	if c, ok := p.catalogKey(table); ok && !c.same(k) {
 		p.cfg.Logger.Warn("freshread: a model's primary key is not the table's primary key in the catalog; statements without the model key the table by the model's from now on, and processes that have not seen the model by the catalog's (they disagree: one of them reads and writes the table by table position)",
-			"table", table, "model", col, "catalog", k)
+			"table", table, "model", col, "catalog", c.sig)
 	}
+	return k
 }
 
 // learn records the table's integer primary key column and reports
 // whether it changed.
-func (tn *tableKeyNames) learn(col string) bool {
-	if k := tn.pk.Load(); k == nil || *k != col {
-		c := col // only a change allocates
-		tn.pk.Store(&c)
-		return true
+func (tn *tableKeyNames) learn(col string) (*keyDef, bool) {
+	if k := tn.pk.Load(); k != nil && k.cols[0] == col {
+		return k, false
 	}
-	return false
+	k := intKey(col) // only a change allocates
+	tn.pk.Store(k)
+	return k, true
 }
 
 // learnModelKey records the integer primary key of a GORM statement's
@@ -264,32 +277,32 @@ func integerField(stmt *gorm.Statement, col string) *schema.Field {
 
 // assigned reports whether an Update assigns f's column (judged, like
 // setsKey, from what it was given) and, when the value is a known
-// integer, which.
-func assigned(stmt *gorm.Statement, f *schema.Field) (v int64, sets, known bool) {
+// integer, which (its canonical form).
+func assigned(stmt *gorm.Statement, f *schema.Field) (v string, sets, known bool) {
 	switch d := stmt.Dest.(type) {
 	case map[string]any:
 		for col, val := range d {
 			if strings.EqualFold(col, f.DBName) || col == f.Name {
-				v, known = integerValue(val)
+				v, known = keyInt.canon(val)
 				return v, true, known
 			}
 		}
-		return 0, false, false
+		return "", false, false
 	case nil:
-		return 0, true, false
+		return "", true, false
 	}
 	rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
 	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType {
-		return 0, true, false
+		return "", true, false
 	}
 	val, zero := f.ValueOf(stmt.Context, rv)
 	if zero {
 		if stmt.Dest == stmt.Model {
-			return 0, true, false // Save writes zero values too
+			return "", true, false // Save writes zero values too
 		}
-		return 0, false, false // Updates skips zero fields
+		return "", false, false // Updates skips zero fields
 	}
-	v, known = integerValue(val)
+	v, known = keyInt.canon(val)
 	return v, true, known
 }
 
@@ -337,19 +350,30 @@ func setsKey(stmt *gorm.Statement, pk *schema.Field) bool {
 	return !zero
 }
 
-// modelKeys reads the primary keys of the rows a Create inserted from its
-// model (GORM sets keys the database assigned). A zero key: not known.
-func modelKeys(stmt *gorm.Statement, pk *schema.Field) ([]int64, bool) {
+// modelKeys reads the keys of the rows a Create inserted from its model
+// (GORM sets keys the database assigned): the canonical forms of fields'
+// values, typed types, joined by "," (keyDef). A zero value: not known.
+func modelKeys(stmt *gorm.Statement, fields []*schema.Field, types []keyType) ([]string, bool) {
 	rv := reflect.Indirect(stmt.ReflectValue)
-	var keys []int64
+	var keys []string
 	add := func(row reflect.Value) bool {
-		v, zero := pk.ValueOf(stmt.Context, row)
-		if zero {
-			return false
+		key := ""
+		for i, f := range fields {
+			v, zero := f.ValueOf(stmt.Context, row)
+			if zero {
+				return false
+			}
+			k, ok := types[i].canon(v)
+			if !ok {
+				return false
+			}
+			if i > 0 {
+				key += ","
+			}
+			key += k
 		}
-		k, ok := integerValue(v)
-		keys = append(keys, k)
-		return ok
+		keys = append(keys, key)
+		return true
 	}
 	switch rv.Kind() {
 	case reflect.Struct:
@@ -375,7 +399,7 @@ func modelKeys(stmt *gorm.Statement, pk *schema.Field) ([]int64, bool) {
 // top level (an equality or IN ANDed with the rest): every row the
 // statement touches has one of them. ok is false when the WHERE pins
 // nothing or has a top-level OR.
-func pinnedKeys(stmt *gorm.Statement, col string, pk bool) ([]int64, bool) {
+func pinnedKeys(stmt *gorm.Statement, col string, pk bool) ([]string, bool) {
 	c, ok := stmt.Clauses["WHERE"]
 	if !ok {
 		return nil, false
@@ -384,7 +408,7 @@ func pinnedKeys(stmt *gorm.Statement, col string, pk bool) ([]int64, bool) {
 	if !ok {
 		return nil, false
 	}
-	var keys []int64
+	var keys []string
 	found := false
 	if !walkPins(where.Exprs, col, stmt.Table, pk, &keys, &found) || !found {
 		return nil, false
@@ -394,7 +418,7 @@ func pinnedKeys(stmt *gorm.Statement, col string, pk bool) ([]int64, bool) {
 
 // walkPins looks for the first pinning expression among exprs and the
 // conjunctions in them; false on a top-level OR.
-func walkPins(exprs []clause.Expression, col, table string, pk bool, keys *[]int64, found *bool) bool {
+func walkPins(exprs []clause.Expression, col, table string, pk bool, keys *[]string, found *bool) bool {
 	for _, e := range exprs {
 		switch e := e.(type) {
 		case clause.OrConditions:
@@ -416,8 +440,8 @@ func walkPins(exprs []clause.Expression, col, table string, pk bool, keys *[]int
 }
 
 // pinningExpr reports whether e is `col = v` or `col IN (...)` with integer
-// values, and returns them.
-func pinningExpr(e clause.Expression, col, table string, pk bool) ([]int64, bool) {
+// values, and returns their canonical forms.
+func pinningExpr(e clause.Expression, col, table string, pk bool) ([]string, bool) {
 	switch e := e.(type) {
 	case clause.Eq:
 		if !namesColumn(e.Column, col, table, pk) {
@@ -437,7 +461,7 @@ func pinningExpr(e clause.Expression, col, table string, pk bool) ([]int64, bool
 
 // pinningSQL reads "<col> = ?", "<col> IN ?" and "<col> IN (?, ...)", with
 // the column optionally quoted and qualified by the table.
-func pinningSQL(sql string, vars []any, col, table string) ([]int64, bool) {
+func pinningSQL(sql string, vars []any, col, table string) ([]string, bool) {
 	s := strings.TrimSpace(sql)
 	i := strings.IndexAny(s, " =")
 	if i <= 0 {
@@ -536,8 +560,8 @@ func flatten(v any) []any {
 	if rv.Kind() != reflect.Slice && rv.Kind() != reflect.Array {
 		return []any{v}
 	}
-	if rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.Uint8 {
-		return []any{v} // []byte: one value
+	if rv.Type().Elem().Kind() == reflect.Uint8 {
+		return []any{v} // []byte, [16]byte: one value, as GORM binds it
 	}
 	out := make([]any, rv.Len())
 	for i := range out {
@@ -546,13 +570,18 @@ func flatten(v any) []any {
 	return out
 }
 
-func integerValues(vs []any) ([]int64, bool) {
+// integerValues are the canonical forms of integers vs.
+func integerValues(vs []any) ([]string, bool) { return keyValues(keyInt, vs) }
+
+// keyValues are the canonical forms of vs as values of a column of type
+// t, or ok false when one is not certain.
+func keyValues(t keyType, vs []any) ([]string, bool) {
 	if len(vs) == 0 || len(vs) > maxKeys {
 		return nil, false
 	}
-	out := make([]int64, len(vs))
+	out := make([]string, len(vs))
 	for i, v := range vs {
-		k, ok := integerValue(v)
+		k, ok := t.canon(v)
 		if !ok {
 			return nil, false
 		}

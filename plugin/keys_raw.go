@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -33,10 +34,10 @@ func (p *Plugin) rawKeyedReadNames(ctx context.Context, pn *classify.Pinned, tab
 		return nil, false
 	}
 	if keys, ok := p.rawPinnedKeys(pn, pk, vars); ok {
-		return p.agreedReadNames(ctx, tn, table, pk, pk, keys)
+		return p.agreedReadNames(ctx, tn, table, pk, pk.name, keys)
 	}
 	for _, col := range p.cfg.KeyColumns[table] {
-		if keys, ok := p.rawPinnedKeys(pn, col, vars); ok {
+		if keys, ok := p.rawPinnedColumn(pn, col, keyInt, vars); ok {
 			return p.agreedReadNames(ctx, tn, table, pk, col, keys)
 		}
 	}
@@ -70,24 +71,27 @@ func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []st
 
 // pinnedWriteNames returns the names a single-table UPDATE or DELETE of
 // table whose WHERE pins pn raises, by a process keying table by
-// signature sig with integer primary key pk, or ok false when it proves
-// no key column (the caller raises the table).
-func (p *Plugin) pinnedWriteNames(pn *classify.Pinned, table, pk, sig string, vars []any) ([]string, bool) {
+// signature sig with primary key pk, or ok false when it proves no key
+// column (the caller raises the table).
+func (p *Plugin) pinnedWriteNames(pn *classify.Pinned, table string, pk *keyDef, sig string, vars []any) ([]string, bool) {
 	vars = placeholderArgs(vars)
 	var kw keyedWrite
 	keys, ok := p.rawPinnedKeys(pn, pk, vars)
-	if ok && p.rawAssigns(pn, pk) {
-		ok = false // the row moves to another key
+	for _, col := range pk.cols {
+		if ok && p.rawAssigns(pn, col) {
+			ok = false // the row moves to another key
+		}
 	}
-	kw.add(table, pk, keys, ok)
+	kw.add(table, pk.name, keys, ok)
+	pkCol, _ := pk.single()
 	for _, col := range p.cfg.KeyColumns[table] {
-		if strings.EqualFold(col, pk) {
+		if strings.EqualFold(col, pkCol) {
 			continue
 		}
-		keys, ok := p.rawPinnedKeys(pn, col, vars)
+		keys, ok := p.rawPinnedColumn(pn, col, keyInt, vars)
 		if ok && p.rawAssigns(pn, col) {
-			var v int64
-			if v, ok = p.rawAssigned(pn, col, vars); ok {
+			var v string
+			if v, ok = p.rawAssigned(pn, col, keyInt, vars); ok {
 				keys = append(keys, v)
 			}
 		}
@@ -106,26 +110,49 @@ func (p *Plugin) sameRawColumn(sqlName, col string) bool {
 	return sqlName == col
 }
 
-// rawPinnedKeys returns the values the first pin of col holds.
-func (p *Plugin) rawPinnedKeys(pn *classify.Pinned, col string, vars []any) ([]int64, bool) {
+// rawPinnedKeys returns the canonical forms of the values of key k that
+// pn pins. A composite key is pinned only when each of its columns is
+// pinned to exactly one value: its one key is their forms joined by ","
+// in the key's order.
+func (p *Plugin) rawPinnedKeys(pn *classify.Pinned, k *keyDef, vars []any) ([]string, bool) {
+	if col, ok := k.single(); ok {
+		return p.rawPinnedColumn(pn, col, k.types[0], vars)
+	}
+	var key strings.Builder
+	for i, col := range k.cols {
+		v, ok := p.rawPinnedColumn(pn, col, k.types[i], vars)
+		if !ok || len(v) != 1 {
+			return nil, false
+		}
+		if i > 0 {
+			key.WriteByte(',')
+		}
+		key.WriteString(v[0])
+	}
+	return []string{key.String()}, true
+}
+
+// rawPinnedColumn returns the canonical forms, as values of type t, of
+// the values the first pin of col holds.
+func (p *Plugin) rawPinnedColumn(pn *classify.Pinned, col string, t keyType, vars []any) ([]string, bool) {
 	for _, pin := range pn.Pins {
 		if !p.sameRawColumn(pin.Column, col) {
 			continue
 		}
-		var keys []int64
+		var keys []string
 		for _, v := range pin.Values {
 			if v.Array {
 				if v.Param > len(vars) {
 					return nil, false
 				}
-				ks, ok := integerValues(flatten(vars[v.Param-1]))
+				ks, ok := keyValues(t, flatten(vars[v.Param-1]))
 				if !ok {
 					return nil, false
 				}
 				keys = append(keys, ks...)
 				continue
 			}
-			k, ok := rawValue(v, vars)
+			k, ok := rawValue(v, t, vars)
 			if !ok {
 				return nil, false
 			}
@@ -146,28 +173,33 @@ func (p *Plugin) rawAssigns(pn *classify.Pinned, col string) bool {
 	return false
 }
 
-// rawAssigned is the integer an UPDATE assigns to col, when known.
-func (p *Plugin) rawAssigned(pn *classify.Pinned, col string, vars []any) (int64, bool) {
+// rawAssigned is the canonical form of the value of type t an UPDATE
+// assigns to col, when known.
+func (p *Plugin) rawAssigned(pn *classify.Pinned, col string, t keyType, vars []any) (string, bool) {
 	for _, s := range pn.Sets {
 		if p.sameRawColumn(s.Column, col) {
 			if !s.Known || s.Value.Array {
-				return 0, false
+				return "", false
 			}
-			return rawValue(s.Value, vars)
+			return rawValue(s.Value, t, vars)
 		}
 	}
-	return 0, false
+	return "", false
 }
 
-// rawValue resolves a literal or a placeholder against the arguments.
-func rawValue(v classify.Value, vars []any) (int64, bool) {
+// rawValue resolves a literal or a placeholder against the arguments, as
+// a value of type t (its canonical form). A literal is an integer.
+func rawValue(v classify.Value, t keyType, vars []any) (string, bool) {
 	if v.Param == 0 {
-		return v.Int, true
+		if t != keyInt {
+			return "", false
+		}
+		return strconv.FormatInt(v.Int, 10), true
 	}
 	if v.Param > len(vars) {
-		return 0, false
+		return "", false
 	}
-	return integerValue(vars[v.Param-1])
+	return t.canon(vars[v.Param-1])
 }
 
 // placeholderArgs are a statement's arguments as its placeholders number

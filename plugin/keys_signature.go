@@ -13,39 +13,61 @@ import (
 // processes sharing a store agree, per table, on the columns they key it
 // by. A table's signature here is "v1:<pk>;<col>,<col>...": the integer
 // primary key the plugin knows ("" for a model without one) and the
-// table's KeyColumns, sorted. The first process that keys the table
+// table's KeyColumns, sorted, as every version signs it; or, for a
+// primary key of another type, "v2:<col>:<type>;<col>,<col>...", so that
+// processes that type a key column differently (and so name its values
+// differently), and earlier versions, which key only integers, never
+// share a signature: the store's signature in force decides between
+// them. The first process that keys the table
 // records its signature; a process whose signature is another writes the
 // table plainly (the store raises its unkeyed position, which every keyed
 // read waits for) and reads it by table position.
 
-const signatureVersion = "v1:"
+const (
+	signatureVersion      = "v1:"
+	typedSignatureVersion = "v2:"
+)
 
 // signatureOf is keySignature, cached in tn for the last pk asked (a
 // table's primary key does not change: reads allocate nothing).
-func (p *Plugin) signatureOf(tn *tableKeyNames, table, pk string) string {
-	if c := tn.sig.Load(); c != nil && c.pk == pk {
+func (p *Plugin) signatureOf(tn *tableKeyNames, table string, pk *keyDef) string {
+	pkSig := ""
+	if pk != nil {
+		pkSig = pk.sig
+	}
+	if c := tn.sig.Load(); c != nil && c.pk == pkSig {
 		return c.sig
 	}
-	c := &tableSignature{pk: pk, sig: p.keySignature(table, pk)}
+	c := &tableSignature{pk: pkSig, sig: p.keySignature(table, pk)}
 	tn.sig.Store(c)
 	return c.sig
 }
 
-// tableSignature is a table's key signature for a primary key.
+// tableSignature is a table's key signature for a primary key (its
+// keyDef.sig).
 type tableSignature struct{ pk, sig string }
 
 // keySignature is the signature of table for a process that knows its
-// integer primary key pk ("": the model has none).
-func (p *Plugin) keySignature(table, pk string) string {
+// primary key pk (nil: none).
+func (p *Plugin) keySignature(table string, pk *keyDef) string {
+	pkSig, pkCol := "", ""
+	if pk != nil {
+		pkSig = pk.sig
+		pkCol, _ = pk.single()
+	}
 	cols := make([]string, 0, len(p.cfg.KeyColumns[table]))
 	for _, c := range p.cfg.KeyColumns[table] {
-		if !strings.EqualFold(c, pk) {
+		if !strings.EqualFold(c, pkCol) {
 			cols = append(cols, c)
 		}
 	}
 	slices.Sort(cols)
 	cols = slices.Compact(cols)
-	return signatureVersion + pk + ";" + strings.Join(cols, ",")
+	version := signatureVersion
+	if pk != nil && !pk.integer() {
+		version = typedSignatureVersion
+	}
+	return version + pkSig + ";" + strings.Join(cols, ",")
 }
 
 // signatureClaim is what the store answered a claim of sig: whether it is

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -41,11 +42,51 @@ func (p *Plugin) builtKeyedReadNames(stmt *gorm.Statement, table string) ([]stri
 // column), or ok false when it proves no key (the caller raises the
 // table).
 func (p *Plugin) builtWriteNames(stmt *gorm.Statement, kw keyedWriteOf) ([]string, bool) {
+	if hasClause(stmt, "INSERT") {
+		return p.createdWriteNames(stmt, kw)
+	}
 	c := p.classify(stmt.SQL.String())
 	if c.kind != kindWrite || c.pinned == nil || len(c.writes) != 1 || c.writes[0] != kw.table {
 		return nil, false
 	}
 	return p.pinnedWriteNames(c.pinned, kw.table, kw.pk, kw.sig, stmt.Vars)
+}
+
+// createdWriteNames returns the names a Create of a model whose table's
+// key the plugin knows (a uuid or composite primary key) raises: the keys
+// of the rows it inserted, read from the model after the insert (modelKeys:
+// what GORM sent, or what the database returned), or ok false. Every key
+// column must be a field GORM writes (one it may not write, or that
+// Select or Omit leaves out, holds the caller's value, not the row's).
+// KeyColumns as a model's Create.
+func (p *Plugin) createdWriteNames(stmt *gorm.Statement, kw keyedWriteOf) ([]string, bool) {
+	if stmt.Schema == nil || hasClause(stmt, "ON CONFLICT") {
+		return nil, false // an upsert may update a row under another key
+	}
+	var w keyedWrite
+	fields := make([]*schema.Field, len(kw.pk.cols))
+	selected, restricted := stmt.SelectAndOmitColumns(true, false)
+	ok := true
+	for i, col := range kw.pk.cols {
+		f := stmt.Schema.LookUpField(col)
+		if f == nil || !f.Creatable {
+			ok = false
+			break
+		}
+		if sel, named := selected[f.DBName]; named && !sel || !named && restricted {
+			ok = false // not inserted: the database chose the value
+			break
+		}
+		fields[i] = f
+	}
+	var keys []string
+	if ok {
+		keys, ok = modelKeys(stmt, fields, kw.pk.types)
+	}
+	w.add(kw.table, kw.pk.name, keys, ok)
+	pkCol, _ := kw.pk.single()
+	p.addModelKeyColumns(&w, stmt, kw.table, pkCol)
+	return w.result(p.signedTable(kw.table, kw.sig))
 }
 
 // whereSQL builds `SELECT * FROM <table> WHERE <the statement's WHERE>`

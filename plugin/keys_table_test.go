@@ -16,8 +16,17 @@ import (
 // keys from the catalog, with a memory store and the PostgreSQL
 // classifier.
 func catalogPlugin(keys map[string]string) *Plugin {
+	defs := make(map[string]*keyDef, len(keys))
+	for t, col := range keys {
+		defs[t] = intKey(col)
+	}
+	return catalogKeysPlugin(defs, classify.Postgres)
+}
+
+// catalogKeysPlugin is catalogPlugin with keys of any type, for dialect d.
+func catalogKeysPlugin(keys map[string]*keyDef, d classify.Dialect) *Plugin {
 	p := New(Config{Store: lsnstore.NewMemory(), KeyColumns: map[string][]string{"parts": {"item_id"}}})
-	p.classifier = classify.New(classify.Config{Dialect: classify.Postgres})
+	p.classifier = classify.New(classify.Config{Dialect: d})
 	p.catalog.keys.Store(&keys)
 	return p
 }
@@ -114,7 +123,7 @@ func TestTableKeyedWrites(t *testing.T) {
 				t.Fatal(tx.Error)
 			}
 			kw, ok := p.keyable(tx, "items")
-			if !ok || !kw.fromSQL || kw.pk != "id" {
+			if !ok || !kw.fromSQL || kw.pk.name != "id" {
 				t.Fatalf("keyable = %+v, %v", kw, ok)
 			}
 			names, ok := p.builtWriteNames(tx.Statement, kw)
@@ -167,8 +176,8 @@ func TestKeysAfterQueryExecMode(t *testing.T) {
 	p := catalogPlugin(map[string]string{"items": "id"})
 	c := p.classify("UPDATE items SET version = $1 WHERE id = $2")
 	tn := p.tableNames("items")
-	sig := p.signatureOf(tn, "items", "id")
-	names, ok := p.pinnedWriteNames(c.pinned, "items", "id", sig, []any{pgx.QueryExecModeSimpleProtocol, 7, 5})
+	sig := p.signatureOf(tn, "items", intKey("id"))
+	names, ok := p.pinnedWriteNames(c.pinned, "items", intKey("id"), sig, []any{pgx.QueryExecModeSimpleProtocol, 7, 5})
 	if !ok || !slices.Contains(names, lsnstore.KeyName("items", "id", 5)) || slices.Contains(names, lsnstore.KeyName("items", "id", 7)) {
 		t.Fatalf("write names %v, %v; want key 5", names, ok)
 	}

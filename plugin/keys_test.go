@@ -14,15 +14,15 @@ func TestPinningSQL(t *testing.T) {
 	for _, tc := range []struct {
 		sql  string
 		vars []any
-		want []int64 // nil: does not pin
+		want []string // nil: does not pin
 	}{
-		{"id = ?", []any{5}, []int64{5}},
-		{"`items`.`id` = ?", []any{uint(7)}, []int64{7}},
-		{`"items"."id"=?`, []any{int64(8)}, []int64{8}},
-		{"ID = ?", []any{9}, []int64{9}},
-		{"id IN ?", []any{[]int{1, 2}}, []int64{1, 2}},
-		{"id IN (?)", []any{[]uint{3}}, []int64{3}},
-		{"id IN (?, ?)", []any{4, 5}, []int64{4, 5}},
+		{"id = ?", []any{5}, []string{"5"}},
+		{"`items`.`id` = ?", []any{uint(7)}, []string{"7"}},
+		{`"items"."id"=?`, []any{int64(8)}, []string{"8"}},
+		{"ID = ?", []any{9}, []string{"9"}},
+		{"id IN ?", []any{[]int{1, 2}}, []string{"1", "2"}},
+		{"id IN (?)", []any{[]uint{3}}, []string{"3"}},
+		{"id IN (?, ?)", []any{4, 5}, []string{"4", "5"}},
 		{"id = ?", []any{"5"}, nil},                     // a string: the collation decides
 		{"id = ?", []any{5.0}, nil},                     // a float
 		{"other.id = ?", []any{5}, nil},                 // another table's id
