@@ -127,12 +127,12 @@ type movingTable struct {
 	// positions of the primary key's columns in cols.
 	cols  []string
 	pkIdx []int
-	sql   tableSQL
+	ops   tableOps
 }
 
 // pair checks that src and dst describe the same table and builds the
 // statements.
-func pair(t Table, src, dst *tableSide, nb int) (*movingTable, error) {
+func pair(eng engine, t Table, src, dst *tableSide, nb int) (*movingTable, error) {
 	names := func(cs []column) []string {
 		out := make([]string, len(cs))
 		for i, c := range cs {
@@ -154,6 +154,6 @@ func pair(t Table, src, dst *tableSide, nb int) (*movingTable, error) {
 	for _, p := range dst.pk {
 		mt.pkIdx = append(mt.pkIdx, slices.Index(dc, p.name))
 	}
-	mt.sql = buildSQL(mt, nb)
+	mt.ops = eng.ops(mt, nb)
 	return mt, nil
 }

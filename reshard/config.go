@@ -76,6 +76,9 @@ type Config struct {
 	Progress func(Progress)
 	// Logger receives one line per phase. Default slog.Default().
 	Logger *slog.Logger
+
+	// eng is the shards' engine (withDefaults).
+	eng engine
 }
 
 // Shard is one shard's primary.
@@ -152,8 +155,11 @@ type Progress struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.eng == nil {
+		c.eng = pgEngine{}
+	}
 	if c.Schema == "" {
-		c.Schema = "public"
+		c.Schema = c.eng.defaultSchema()
 	}
 	if c.ChunkRows <= 0 {
 		c.ChunkRows = 1000
