@@ -157,6 +157,9 @@ type Progress struct {
 func (c Config) withDefaults() Config {
 	if c.eng == nil {
 		c.eng = pgEngine{}
+		if len(c.Shards) > 0 {
+			c.eng = engineOf(c.Shards[0].DB)
+		}
 	}
 	if c.Schema == "" {
 		c.Schema = c.eng.defaultSchema()
@@ -205,6 +208,12 @@ func (c Config) validate() error {
 			return fmt.Errorf("%w: shard %q has no DB", ErrConfig, s.Name)
 		}
 		seen[s.Name] = true
+		if e := engineOf(s.DB); e.name() != c.eng.name() {
+			return fmt.Errorf("%w: shard %q is %s, shard %q %s: every shard must be of one kind", ErrConfig, s.Name, e.name(), c.Shards[0].Name, c.eng.name())
+		}
+	}
+	if _, ok := c.eng.(mariaEngine); ok && !allowMariaDB {
+		return fmt.Errorf("%w: moves between MariaDB shards are not supported yet (docs/design/sharding-and-moves.md, \"MariaDB (in progress)\")", ErrConfig)
 	}
 	if len(c.Tables) == 0 {
 		return fmt.Errorf("%w: no Tables", ErrConfig)
@@ -214,7 +223,7 @@ func (c Config) validate() error {
 			return fmt.Errorf("%w: table %q needs a Name and a Key", ErrConfig, t.Name)
 		}
 	}
-	if !identRE.MatchString(c.Schema) {
+	if c.Schema != "" && !identRE.MatchString(c.Schema) {
 		return fmt.Errorf("%w: Schema %q is not a plain identifier", ErrConfig, c.Schema)
 	}
 	return nil

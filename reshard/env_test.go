@@ -65,6 +65,7 @@ var testTables = []Table{{Name: "orders", Key: "user_id"}, {Name: "order_items",
 type env struct {
 	t      *testing.T
 	pg     *testcluster.Postgres
+	maria  *testcluster.MariaDB
 	shards []string
 	dbName map[string]string
 	db     map[string]*sql.DB
