@@ -111,6 +111,12 @@ type Shard struct {
 	// move, whichever of their calls failed or never happened (a mover
 	// that died between a commit and its call).
 	RecordWrite func(ctx context.Context, tables ...string) error
+	// BinlogDSN is, for a MariaDB shard (work in progress: see
+	// docs/design/sharding-and-moves.md, "MariaDB (in progress)"), a
+	// go-sql-driver/mysql DSN of the shard's primary over TCP for the
+	// catch-up's binlog reader, as a user with REPLICATION SLAVE and
+	// BINLOG MONITOR. Unused on PostgreSQL.
+	BinlogDSN string
 }
 
 // Table is a sharded table.

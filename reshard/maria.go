@@ -121,9 +121,15 @@ func discardConn(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
+// withTx runs fn in a mover transaction, READ COMMITTED: its locking
+// reads and writes lock the rows they find, not the gaps around them
+// (REPEATABLE READ's next-key locks), so they hold back the
+// application's writes of other buckets on the same shard as little as
+// possible. The catch-up's reads of the source are consistent snapshots
+// (mariaSnapshot), not these.
 func (mariaEngine) withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return mariaSession(ctx, db, func(conn *sql.Conn) error {
-		tx, err := conn.BeginTx(ctx, nil)
+		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			return err
 		}
@@ -240,7 +246,7 @@ func mariaGuardBody(schema string, rel relName, key string, nb int, op string) s
 	k := mquote(key)
 	check := func(row string) string {
 		b := fmt.Sprintf("(%s.%s %% %d)", row, k, nb)
-		return fmt.Sprintf(`    SELECT MAX(f.state), MAX(f.move_id) INTO st, mid FROM %s f WHERE f.bucket = %s;
+		return fmt.Sprintf(`    SELECT MAX(state), MAX(move_id) INTO st, mid FROM %s WHERE bucket = %s;
     IF st IS NOT NULL THEN
       SET msg = %s;
       SIGNAL SQLSTATE 'FRB01' SET MESSAGE_TEXT = msg;
@@ -288,23 +294,61 @@ func (mariaEngine) installGuard(ctx context.Context, db *sql.DB, schema string, 
 		return err
 	}
 	for _, t := range tables {
-		for _, g := range mariaGuardOps {
-			name := mariaGuardName(t.rel, g.op)
-			body := mariaGuardBody(schema, t.rel, t.key.name, nb, g.op)
+		var missing []int
+		for i, g := range mariaGuardOps {
 			var have string
 			err := db.QueryRowContext(ctx, `SELECT ACTION_STATEMENT FROM information_schema.TRIGGERS
  WHERE TRIGGER_SCHEMA = ? AND TRIGGER_NAME = ? AND EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? AND ACTION_TIMING = 'BEFORE' AND EVENT_MANIPULATION = ?`,
-				t.rel.schema, name, t.rel.schema, t.rel.name, g.event).Scan(&have)
+				t.rel.schema, mariaGuardName(t.rel, g.op), t.rel.schema, t.rel.name, g.event).Scan(&have)
 			if err != nil && err != sql.ErrNoRows {
 				return err
 			}
-			if err == nil && have == body {
-				continue
+			if err != nil || have != mariaGuardBody(schema, t.rel, t.key.name, nb, g.op) {
+				missing = append(missing, i)
 			}
-			if _, err := db.ExecContext(ctx, `CREATE OR REPLACE TRIGGER `+mquote(t.rel.schema)+"."+mquote(name)+` BEFORE `+g.event+` ON `+t.qname+
-				` FOR EACH ROW `+body); err != nil {
-				return fmt.Errorf("guard trigger of %s: %w", t.qname, err)
-			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		if err := mariaCreateTriggers(ctx, db, schema, t, nb, missing); err != nil {
+			return fmt.Errorf("guard triggers of %s: %w", t.qname, err)
+		}
+	}
+	return nil
+}
+
+// mariaCreateTriggers creates (or replaces) the guard triggers ops of t
+// while holding t's write lock (LOCK TABLES, as pt-online-schema-change
+// changes triggers). MariaDB 10.11 can fail an application's statement
+// on the table that runs while a trigger is created with "table doesn't
+// exist" for a table the trigger reads (error 1146, here the fence table:
+// MDEV-26048, open); under the lock the application's statements wait
+// instead, which makes it rare, not impossible. An application
+// transaction that holds another table's lock and waits for this one can
+// also be chosen as a deadlock's victim (error 1213), which MariaDB
+// applications retry. Both only while the triggers are created, once per
+// shard (and when the number of buckets changes).
+func mariaCreateTriggers(ctx context.Context, db *sql.DB, schema string, t *tableSide, nb int, ops []int) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `LOCK TABLES `+t.qname+` WRITE`); err != nil {
+		return err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mariaRestoreTimeout)
+		defer cancel()
+		if _, err := conn.ExecContext(uctx, `UNLOCK TABLES`); err != nil {
+			discardConn(conn)
+		}
+	}()
+	for _, i := range ops {
+		g := mariaGuardOps[i]
+		if _, err := conn.ExecContext(ctx, `CREATE OR REPLACE TRIGGER `+mquote(t.rel.schema)+"."+mquote(mariaGuardName(t.rel, g.op))+
+			` BEFORE `+g.event+` ON `+t.qname+` FOR EACH ROW `+mariaGuardBody(schema, t.rel, t.key.name, nb, g.op)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -391,77 +435,7 @@ func errMariaDBUnfinished(what string) error {
 // Not written for MariaDB yet (docs/design/sharding-and-moves.md,
 // "MariaDB (in progress)").
 
-func (mariaEngine) createStateTables(context.Context, *sql.DB, string) error {
-	return errMariaDBUnfinished("the move's state")
-}
-func (mariaEngine) readState(context.Context, *sql.DB, string, string) (moveState, error) {
-	return moveState{}, errMariaDBUnfinished("the move's state")
-}
-func (mariaEngine) resetState(context.Context, *sql.Tx, string, Move, int, string, string, []string) error {
-	return errMariaDBUnfinished("the move's state")
-}
-func (mariaEngine) setPhase(context.Context, querier, string, string, string) error {
-	return errMariaDBUnfinished("the move's state")
-}
-func (mariaEngine) setStart(context.Context, querier, string, string, string, string) error {
-	return errMariaDBUnfinished("the move's state")
-}
-func (mariaEngine) setApplied(context.Context, querier, string, string, string) error {
-	return errMariaDBUnfinished("the move's state")
-}
-func (mariaEngine) setVersion(context.Context, querier, string, string, int64) error {
-	return errMariaDBUnfinished("the move's state")
-}
-func (mariaEngine) copyProgress(context.Context, querier, string, string, string) ([]sql.NullString, int64, bool, error) {
-	return nil, 0, false, errMariaDBUnfinished("the copy")
-}
-func (mariaEngine) saveCopyProgress(context.Context, *sql.Tx, string, string, string, []sql.NullString, int, bool) error {
-	return errMariaDBUnfinished("the copy")
-}
-func (mariaEngine) newFeed(*Mover) feed { return mariaNoFeed{} }
+func (mariaEngine) newFeed(m *Mover) feed { return &mariaFeed{m: m} }
 func (mariaEngine) drain(context.Context, Config, Shard, time.Time) error {
 	return errMariaDBUnfinished("the switch")
-}
-
-type mariaNoFeed struct{}
-
-func (mariaNoFeed) create(context.Context, bool) (string, error) {
-	return "", errMariaDBUnfinished("the catch-up")
-}
-func (mariaNoFeed) check(context.Context) error  { return errMariaDBUnfinished("the catch-up") }
-func (mariaNoFeed) resume(context.Context) error { return errMariaDBUnfinished("the catch-up") }
-func (mariaNoFeed) round(context.Context) (roundResult, error) {
-	return roundResult{}, errMariaDBUnfinished("the catch-up")
-}
-func (mariaNoFeed) last(context.Context) (int64, error) {
-	return 0, errMariaDBUnfinished("the catch-up")
-}
-func (mariaNoFeed) lagBytes(context.Context, roundResult) (int64, error) {
-	return 0, errMariaDBUnfinished("the catch-up")
-}
-func (mariaNoFeed) drop(context.Context) error { return nil }
-func (mariaNoFeed) close()                     {}
-
-type mariaOps struct {
-	mt *movingTable
-	nb int
-}
-
-func (*mariaOps) readChunk(context.Context, querier, []int, []sql.NullString, int) ([][]*string, error) {
-	return nil, errMariaDBUnfinished("the copy")
-}
-func (*mariaOps) readByKey(context.Context, querier, [][]string, []int) ([][]*string, []bool, error) {
-	return nil, nil, errMariaDBUnfinished("the catch-up")
-}
-func (*mariaOps) upsert(context.Context, *sql.Tx, string, [][]*string, []int) error {
-	return errMariaDBUnfinished("the copy")
-}
-func (*mariaOps) keys(context.Context, querier, bool, []int, []*string, int) ([][]*string, error) {
-	return nil, errMariaDBUnfinished("the cleanup")
-}
-func (*mariaOps) deleteKeys(context.Context, querier, bool, [][]*string, []int) error {
-	return errMariaDBUnfinished("the cleanup")
-}
-func (*mariaOps) sums(context.Context, querier, bool, []int) (map[int]bucketSum, error) {
-	return nil, errMariaDBUnfinished("the verification")
 }

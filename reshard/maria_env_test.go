@@ -3,10 +3,15 @@ package reshard
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
 )
@@ -117,4 +122,64 @@ func (e *env) mariaExec(shard string, stmts ...string) error {
 		}
 	}
 	return tx.Commit()
+}
+
+var dollarParam = regexp.MustCompile(`\$(\d+)`)
+
+// execTx runs a statement of the tests in tx: pg on PostgreSQL; on
+// MariaDB maria, or pg when maria is "", with its $n turned into ? and
+// the arguments put in their order.
+func (e *env) execTx(ctx context.Context, tx *sql.Tx, pg, maria string, args ...any) (sql.Result, error) {
+	if e.maria == nil {
+		return tx.ExecContext(ctx, pg, args...)
+	}
+	if maria == "" {
+		maria = pg
+	}
+	var ordered []any
+	q := dollarParam.ReplaceAllStringFunc(maria, func(p string) string {
+		n, _ := strconv.Atoi(p[1:])
+		ordered = append(ordered, args[n-1])
+		return "?"
+	})
+	res, err := tx.ExecContext(ctx, q, ordered...)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", q, err)
+	}
+	return res, nil
+}
+
+// isDeadlock reports whether err is MariaDB's deadlock (1213) or lock
+// wait timeout (1205), after which InnoDB rolled the transaction (1213)
+// or the statement (1205; the writer's transaction is then rolled back
+// by its caller) back.
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+// isInstallRace reports whether err is MariaDB's "table
+// freshread_bucket_fence doesn't exist" (1146), which MDEV-26048 makes a
+// statement fail with while the guard's triggers are created.
+func isInstallRace(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1146 && strings.Contains(me.Message, "freshread_bucket_fence")
+}
+
+// installRaces checks that the writers met MDEV-26048 only before
+// installed, and returns how many did.
+func (ws *writers) installRaces(t *testing.T, installed time.Time) int {
+	t.Helper()
+	n := 0
+	for _, w := range ws.ws {
+		at := w.installRace.Load()
+		if at == 0 {
+			continue
+		}
+		n++
+		if at > installed.UnixNano() {
+			t.Errorf("%s: MariaDB refused a write with \"freshread_bucket_fence doesn't exist\" %v after the guard was installed", w.id, time.Unix(0, at).Sub(installed))
+		}
+	}
+	return n
 }

@@ -3,8 +3,6 @@ package reshard
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -97,32 +95,15 @@ func (pgEngine) createStateTables(ctx context.Context, db *sql.DB, schema string
 }
 
 func (pgEngine) readState(ctx context.Context, db *sql.DB, schema, move string) (moveState, error) {
-	var (
-		st             moveState
-		buckets        string
-		start, applied sql.NullString
-		regclass       sql.NullString
-	)
+	var regclass sql.NullString
 	if err := db.QueryRowContext(ctx, `SELECT to_regclass($1)::text`, pgStateTable(schema)).Scan(&regclass); err != nil {
-		return st, err
+		return moveState{}, err
 	}
 	if !regclass.Valid {
-		return st, nil
-	}
-	err := db.QueryRowContext(ctx, `SELECT phase, source, target, array_to_json(buckets)::text, nbuckets, slot, start_lsn::text, applied_lsn::text, map_version
- FROM `+pgStateTable(schema)+` WHERE move_id = $1`, move).Scan(&st.phase, &st.source, &st.target, &buckets, &st.nbuckets, &st.slot, &start, &applied, &st.version)
-	if err == sql.ErrNoRows {
 		return moveState{}, nil
 	}
-	if err != nil {
-		return st, err
-	}
-	st.exists = true
-	if err := json.Unmarshal([]byte(buckets), &st.buckets); err != nil {
-		return st, fmt.Errorf("state buckets %q: %w", buckets, err)
-	}
-	st.startPos, st.appliedPos = start.String, applied.String
-	return st, nil
+	return scanState(db.QueryRowContext(ctx, `SELECT phase, source, target, array_to_json(buckets)::text, nbuckets, slot, start_lsn::text, applied_lsn::text, map_version
+ FROM `+pgStateTable(schema)+` WHERE move_id = $1`, move))
 }
 
 func (pgEngine) resetState(ctx context.Context, tx *sql.Tx, schema string, mv Move, nb int, phase, slot string, tables []string) error {

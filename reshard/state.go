@@ -2,6 +2,8 @@ package reshard
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -74,4 +76,28 @@ func (m *Mover) report(ctx context.Context, phase string, caughtUp time.Duration
 		return fmt.Errorf("reshard: move %s: save status %s: %w", m.mv.ID, phase, err)
 	}
 	return nil
+}
+
+// scanState reads a move's state row: phase, source, target, buckets (a
+// JSON array), nbuckets, slot, the start and applied positions, the map
+// version (exists false for no row).
+func scanState(row *sql.Row) (moveState, error) {
+	var (
+		st             moveState
+		buckets        string
+		start, applied sql.NullString
+	)
+	err := row.Scan(&st.phase, &st.source, &st.target, &buckets, &st.nbuckets, &st.slot, &start, &applied, &st.version)
+	if err == sql.ErrNoRows {
+		return moveState{}, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	st.exists = true
+	if err := json.Unmarshal([]byte(buckets), &st.buckets); err != nil {
+		return st, fmt.Errorf("state buckets %q: %w", buckets, err)
+	}
+	st.startPos, st.appliedPos = start.String, applied.String
+	return st, nil
 }

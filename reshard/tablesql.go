@@ -240,19 +240,5 @@ func (o *pgOps) sums(ctx context.Context, q querier, onSource bool, buckets []in
 	if onSource {
 		query = o.sql.srcVerify
 	}
-	rows, err := q.QueryContext(ctx, query, int32s(buckets))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[int]bucketSum{}
-	for rows.Next() {
-		var b int
-		var s bucketSum
-		if err := rows.Scan(&b, &s.rows, &s.sum); err != nil {
-			return nil, err
-		}
-		out[b] = s
-	}
-	return out, rows.Err()
+	return scanSums(q.QueryContext(ctx, query, int32s(buckets)))
 }

@@ -65,6 +65,24 @@ type bucketSum struct {
 	sum  string
 }
 
+// scanSums reads rows of (bucket, row count, checksum as text).
+func scanSums(rows *sql.Rows, err error) (map[int]bucketSum, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int]bucketSum{}
+	for rows.Next() {
+		var b int
+		var s bucketSum
+		if err := rows.Scan(&b, &s.rows, &s.sum); err != nil {
+			return nil, err
+		}
+		out[b] = s
+	}
+	return out, rows.Err()
+}
+
 // sums reads the per-bucket counts and checksums of t on one side.
 func (m *Mover) sums(ctx context.Context, t *movingTable, onSource bool, buckets []int) (map[int]bucketSum, error) {
 	db := m.dst.DB
