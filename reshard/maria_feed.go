@@ -494,7 +494,7 @@ func binlogText(v any, c column) (string, error) {
 	case []byte:
 		return string(x), nil
 	case float32:
-		return strconv.FormatFloat(float64(x), 'g', -1, 32), nil
+		return strconv.FormatFloat(float64(x), 'g', -1, 64), nil // as mariaText
 	case float64:
 		return strconv.FormatFloat(x, 'g', -1, 64), nil
 	case fmt.Stringer: // decimal.Decimal

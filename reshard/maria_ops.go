@@ -13,8 +13,9 @@ import (
 
 // mariaOps runs a moving table's statements on MariaDB. Values cross as
 // text, like on PostgreSQL: each is read with the driver's binary
-// protocol and written as its text (integers in decimal, floats in the
-// shortest form that reads back to the same value, DATETIME and TIMESTAMP
+// protocol and written as its text (integers in decimal, doubles in the
+// shortest form that reads back to the same value, FLOATs as the double
+// they equal, DATETIME and TIMESTAMP
 // as 'YYYY-MM-DD hh:mm:ss.ffffff' under the mover's time_zone of UTC,
 // everything else as the server sends it), and the target converts the
 // text to the column's type on assignment, which is exact. Key values in
@@ -89,7 +90,11 @@ func mariaText(v any, c column) (*string, error) {
 	case float64:
 		s = strconv.FormatFloat(x, 'g', -1, 64)
 	case float32:
-		s = strconv.FormatFloat(float64(x), 'g', -1, 32)
+		// The double it equals, not float32's shortest text: the server
+		// reads the text as a double and checks FLOAT's range before it
+		// rounds, so FLOAT's largest value, 3.4028235e38 in its shortest
+		// text, would be out of range.
+		s = strconv.FormatFloat(float64(x), 'g', -1, 64)
 	case time.Time: // a DSN with parseTime=true
 		switch {
 		case strings.EqualFold(c.base, "date"):

@@ -82,7 +82,7 @@ func TestBinlogText(t *testing.T) {
 		{[]byte{0, 0xff}, col("varbinary", "varbinary(4)"), "\x00\xff"},
 		{decimal.RequireFromString("12.50"), col("decimal", "decimal(12,2)"), "12.5"},
 		{0.1, col("double", "double"), "0.1"},
-		{float32(0.1), col("float", "float"), "0.1"},
+		{float32(0.1), col("float", "float"), "0.10000000149011612"},
 	} {
 		got, err := binlogText(c.v, c.c)
 		if err != nil || got != c.want {
