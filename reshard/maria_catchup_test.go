@@ -413,7 +413,7 @@ func TestMariaDBTypesExact(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	edge(800001, 9, "edge")                                                                                          // bucket 1
+	edge(800001, 9, "edge")                                                                                                       // bucket 1
 	e.mariaExec("s0", `INSERT INTO orders (id, user_id) VALUES (800002, 17)`, `UPDATE orders SET price = -0.0 WHERE id = 800002`) // all NULL but -0
 	cfg := e.config()
 	cfg.ChunkRows = 7
@@ -426,8 +426,8 @@ func TestMariaDBTypesExact(t *testing.T) {
 	for _, stmts := range [][]string{
 		{`UPDATE orders SET price = 5e-324, ratio = 1.17549435e-38, amount = 0.01, attrs = JSON_SET(attrs, '$.v', 'x'), stamped = NULL WHERE id = 800001`},
 		{`DELETE FROM order_items WHERE order_id = 800003`, `UPDATE orders SET id = 800004 WHERE id = 800003`}, // a key change
-		{`UPDATE orders SET user_id = 10 WHERE id = 800002`},                                                  // out of the bucket
-		{`UPDATE orders SET user_id = 33 WHERE user_id = 2`},                                                  // into it
+		{`UPDATE orders SET user_id = 10 WHERE id = 800002`},                                                   // out of the bucket
+		{`UPDATE orders SET user_id = 33 WHERE user_id = 2`},                                                   // into it
 		{`DELETE FROM order_items WHERE order_id = (SELECT MIN(id) FROM orders WHERE user_id = 41)`},
 		{`TRUNCATE TABLE order_items`},
 		{`INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES (800001, 2, 9, 'after the truncate', 1)`},
