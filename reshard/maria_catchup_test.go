@@ -413,8 +413,10 @@ func TestMariaDBTypesExact(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	edge(800001, 9, "edge")                                                                                                       // bucket 1
-	e.mariaExec("s0", `INSERT INTO orders (id, user_id) VALUES (800002, 17)`, `UPDATE orders SET price = -0.0 WHERE id = 800002`) // all NULL but -0
+	edge(800001, 9, "edge")                                                                                        // bucket 1
+	if err := e.mariaExec("s0", `INSERT INTO orders (id, user_id, price) VALUES (800002, 17, -0e0)`); err != nil { // NULLs but the price
+		t.Fatal(err)
+	}
 	cfg := e.config()
 	cfg.ChunkRows = 7
 	buckets := []int{1}
@@ -448,5 +450,105 @@ func TestMariaDBTypesExact(t *testing.T) {
 	var n int
 	if err := e.db["s1"].QueryRow(`SELECT COUNT(*) FROM order_items WHERE user_id % 8 = 1`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d items of bucket 1 on the target after the TRUNCATE and one insert (%v), want 1", n, err)
+	}
+}
+
+// TestMariaDBForeignRow: a target row outside the moving buckets with a
+// moving row's primary key fails the copy with ErrForeignRow naming it,
+// and is left as it was.
+func TestMariaDBForeignRow(t *testing.T) {
+	ctx := context.Background()
+	e := newMariaEnv(t, []string{"s0", "s1"}, evenOwners("s0", "s1"))
+	e.mariaSeed(newLedger(), 1, 40)
+	var id int64
+	if err := e.db["s0"].QueryRow(`SELECT MAX(id) FROM orders WHERE user_id % 8 = 1`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db["s1"].Exec(`INSERT INTO orders (id, user_id, status) VALUES (?, 4, 'foreign')`, id); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Copy(ctx)
+	if !errors.Is(err, ErrForeignRow) || !strings.Contains(err.Error(), fmt.Sprintf("(id)=(%d) with user_id 4", id)) {
+		t.Fatalf("copy: %v, want ErrForeignRow naming (id)=(%d) with user_id 4", err, id)
+	}
+	var status string
+	var user int64
+	if err := e.db["s1"].QueryRow(`SELECT status, user_id FROM orders WHERE id = ?`, id).Scan(&status, &user); err != nil || status != "foreign" || user != 4 {
+		t.Fatalf("the target's row: %s, user %d (%v); want it untouched", status, user, err)
+	}
+}
+
+// TestMariaDBBinlogPurged: binlogs purged past the position the target
+// recorded are ErrSlotLost, as a dropped slot on PostgreSQL; the move then
+// rolls back (the copies deleted, the fence removed).
+func TestMariaDBBinlogPurged(t *testing.T) {
+	ctx := context.Background()
+	e := newMariaEnv(t, []string{"s0", "s1"}, evenOwners("s0", "s1"))
+	e.mariaSeed(newLedger(), 1, 20)
+	m := e.copiedMove(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
+	if err := e.mariaExec("s0", `UPDATE orders SET status = 'later' WHERE user_id % 8 = 1`); err != nil {
+		t.Fatal(err)
+	}
+	// Purge every binlog but a new one, once the replica has read them.
+	if _, err := e.db["s0"].Exec(`FLUSH BINARY LOGS`); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.maria.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, at, err := binlogPosition(ctx, e.db["s0"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A binlog is kept until its binlog checkpoint is written, a moment
+	// after the rotation: purge until the current one is the oldest.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := e.db["s0"].Exec(`PURGE BINARY LOGS TO '` + at.file + `'`); err != nil {
+			t.Fatal(err)
+		}
+		var first string
+		rows, err := e.db["s0"].Query(`SHOW BINARY LOGS`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows.Next() {
+			var size any
+			rows.Scan(&first, &size)
+		}
+		rows.Close()
+		if first == at.file {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the oldest binlog is still %s, not %s", first, at.file)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := m.CatchUp(ctx); !errors.Is(err, ErrSlotLost) {
+		t.Fatalf("catch-up after the purge: %v, want ErrSlotLost", err)
+	}
+	// Rolled back, the target holds nothing of the bucket and fences
+	// nothing.
+	if err := m.Rollback(ctx); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	for _, table := range []string{"orders", "order_items"} {
+		var n int
+		if err := e.db["s1"].QueryRow(`SELECT COUNT(*) FROM ` + table + ` WHERE user_id % 8 = 1`).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%d %s of bucket 1 left on the target after the rollback (%v)", n, table, err)
+		}
+	}
+	if f := e.fences("s1"); len(f) != 0 {
+		t.Errorf("fences left on the target: %v", f)
+	}
+	if st, err := m.Status(ctx); err != nil || st != sharding.MoveRolledBack {
+		t.Errorf("status %q (%v), want rolled back", st, err)
 	}
 }
