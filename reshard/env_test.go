@@ -136,6 +136,21 @@ func (e *env) copiedMove(cfg Config, mv Move) *Mover {
 	return m
 }
 
+// copyError makes the mover of mv with cfg, prepares the move (which
+// must succeed) and returns the mover and the copy's error.
+func (e *env) copyError(cfg Config, mv Move) (*Mover, error) {
+	e.t.Helper()
+	m, err := New(cfg, mv)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := m.Prepare(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	_, err = m.Copy(context.Background())
+	return m, err
+}
+
 func (e *env) config() Config {
 	c := Config{Tables: testTables, Store: e.store, ChunkRows: 100, PollInterval: 2 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}

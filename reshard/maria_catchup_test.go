@@ -455,7 +455,7 @@ func TestMariaDBTypesExact(t *testing.T) {
 
 // TestMariaDBForeignRow: a target row outside the moving buckets with a
 // moving row's primary key fails the copy with ErrForeignRow naming it,
-// and is left as it was.
+// and is left as it was, also by the rollback.
 func TestMariaDBForeignRow(t *testing.T) {
 	ctx := context.Background()
 	e := newMariaEnv(t, []string{"s0", "s1"}, evenOwners("s0", "s1"))
@@ -467,21 +467,19 @@ func TestMariaDBForeignRow(t *testing.T) {
 	if _, err := e.db["s1"].Exec(`INSERT INTO orders (id, user_id, status) VALUES (?, 4, 'foreign')`, id); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, err = m.Copy(ctx)
+	m, err := e.copyError(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
 	if !errors.Is(err, ErrForeignRow) || !strings.Contains(err.Error(), fmt.Sprintf("(id)=(%d) with user_id 4", id)) {
 		t.Fatalf("copy: %v, want ErrForeignRow naming (id)=(%d) with user_id 4", err, id)
 	}
 	var status string
 	var user int64
-	if err := e.db["s1"].QueryRow(`SELECT status, user_id FROM orders WHERE id = ?`, id).Scan(&status, &user); err != nil || status != "foreign" || user != 4 {
-		t.Fatalf("the target's row: %s, user %d (%v); want it untouched", status, user, err)
+	for _, when := range []string{"after the copy", "after the rollback"} {
+		if err := e.db["s1"].QueryRow(`SELECT status, user_id FROM orders WHERE id = ?`, id).Scan(&status, &user); err != nil || status != "foreign" || user != 4 {
+			t.Fatalf("the target's row %s: %s, user %d (%v); want it untouched", when, status, user, err)
+		}
+		if err := m.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
