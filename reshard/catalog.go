@@ -11,7 +11,9 @@ import (
 // column is one column of a table on one shard.
 type column struct {
 	name string // unquoted
-	typ  string // format_type(atttypid, atttypmod)
+	typ  string // PostgreSQL: format_type(atttypid, atttypmod); MariaDB: COLUMN_TYPE
+	base string // MariaDB: DATA_TYPE (bigint, varchar, ...)
+	pos  int    // MariaDB: the column's index among all the table's columns, generated ones included (the binlog's)
 }
 
 // tableSide is a sharded table as one shard's catalog describes it.
@@ -22,6 +24,7 @@ type tableSide struct {
 	pk     []column
 	key    column
 	always bool // a GENERATED ALWAYS identity column: inserts say OVERRIDING SYSTEM VALUE
+	ncols  int  // MariaDB: the number of columns, generated ones included
 }
 
 func (t *tableSide) col(name string) (column, bool) {
@@ -31,6 +34,35 @@ func (t *tableSide) col(name string) (column, bool) {
 		}
 	}
 	return column{}, false
+}
+
+// readPrimaryKey sets ts.pk from query, which returns the primary key's
+// column names in order; no primary key, or a generated column in it, is
+// ErrSchema.
+func (ts *tableSide) readPrimaryKey(ctx context.Context, db *sql.DB, shard string, t Table, query string, args ...any) error {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("reshard: shard %s: primary key of %s: %w", shard, t.Name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return err
+		}
+		c, ok := ts.col(n)
+		if !ok {
+			return fmt.Errorf("%w: %s on shard %s: primary key column %s is generated", ErrSchema, t.Name, shard, n)
+		}
+		ts.pk = append(ts.pk, c)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ts.pk) == 0 {
+		return fmt.Errorf("%w: %s on shard %s has no primary key", ErrSchema, t.Name, shard)
+	}
+	return nil
 }
 
 // describe reads t from db's catalog.
@@ -77,32 +109,12 @@ func describe(ctx context.Context, db *sql.DB, shard string, t Table) (*tableSid
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = db.QueryContext(ctx, `SELECT a.attname FROM pg_index i
+	err = ts.readPrimaryKey(ctx, db, shard, t, `SELECT a.attname FROM pg_index i
  CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
  JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
  WHERE i.indrelid = $1::oid AND i.indisprimary ORDER BY k.ord`, oid.Int64)
 	if err != nil {
-		return nil, fmt.Errorf("reshard: shard %s: primary key of %s: %w", shard, t.Name, err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c, ok := ts.col(n)
-		if !ok {
-			rows.Close()
-			return nil, fmt.Errorf("%w: %s on shard %s: primary key column %s is generated", ErrSchema, t.Name, shard, n)
-		}
-		ts.pk = append(ts.pk, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
-	}
-	if len(ts.pk) == 0 {
-		return nil, fmt.Errorf("%w: %s on shard %s has no primary key", ErrSchema, t.Name, shard)
 	}
 	if replica != "d" && replica != "f" {
 		return nil, fmt.Errorf("%w: %s on shard %s: REPLICA IDENTITY must be DEFAULT (the primary key) or FULL, so that deletes carry the key", ErrSchema, t.Name, shard)
@@ -127,12 +139,12 @@ type movingTable struct {
 	// positions of the primary key's columns in cols.
 	cols  []string
 	pkIdx []int
-	sql   tableSQL
+	ops   tableOps
 }
 
 // pair checks that src and dst describe the same table and builds the
 // statements.
-func pair(t Table, src, dst *tableSide, nb int) (*movingTable, error) {
+func pair(eng engine, t Table, src, dst *tableSide, nb int) (*movingTable, error) {
 	names := func(cs []column) []string {
 		out := make([]string, len(cs))
 		for i, c := range cs {
@@ -154,6 +166,6 @@ func pair(t Table, src, dst *tableSide, nb int) (*movingTable, error) {
 	for _, p := range dst.pk {
 		mt.pkIdx = append(mt.pkIdx, slices.Index(dc, p.name))
 	}
-	mt.sql = buildSQL(mt, nb)
+	mt.ops = eng.ops(mt, nb)
 	return mt, nil
 }

@@ -14,33 +14,20 @@ import (
 // cleanup) or the target (a rollback, a TRUNCATE applied) in keyset
 // chunks, each its own mover transaction, and returns how many.
 func (m *Mover) deleteMoving(ctx context.Context, sh Shard, t *movingTable, onSource bool, progress func(int64)) (int64, error) {
-	first, after, del, side := t.sql.dstKeysFirst, t.sql.dstKeysAfter, t.sql.deleteKeys, t.dst
-	if onSource {
-		first, after, del, side = t.sql.srcKeysFirst, t.sql.srcKeysAfter, t.sql.srcDelete, t.src
-	}
-	nk := len(side.pk)
 	var (
 		last  []*string
 		total int64
 	)
 	for {
 		var n int
-		err := withTx(ctx, sh.DB, func(tx *sql.Tx) error {
-			q, args := first, []any{int32s(m.mv.Buckets), m.cfg.ChunkRows}
-			if last != nil {
-				q = after
-				for _, l := range last {
-					args = append(args, l)
-				}
-			}
-			keys, err := textRows(ctx, tx, nk, q, args...)
+		err := m.eng.withTx(ctx, sh.DB, func(tx *sql.Tx) error {
+			keys, err := t.ops.keys(ctx, tx, onSource, m.mv.Buckets, last, m.cfg.ChunkRows)
 			if err != nil || len(keys) == 0 {
 				return err
 			}
 			n = len(keys)
 			last = keys[len(keys)-1]
-			_, err = tx.ExecContext(ctx, del, append(columns(keys, seq(nk)), int32s(m.mv.Buckets))...)
-			return err
+			return t.ops.deleteKeys(ctx, tx, onSource, keys, m.mv.Buckets)
 		})
 		if err != nil {
 			return total, err
@@ -100,8 +87,8 @@ func (m *Mover) cleanup(ctx context.Context) (CleanupReport, error) {
 	if err := m.report(ctx, sharding.MoveCleaning, sharding.NotCaughtUp); err != nil {
 		return rep, err
 	}
-	if err := dropSlot(ctx, m.src.DB, m.slot); err != nil {
-		return rep, fmt.Errorf("reshard: move %s: drop slot %s on %s: %w", m.mv.ID, m.slot, m.src.Name, err)
+	if err := m.feed.drop(ctx); err != nil {
+		return rep, err
 	}
 	for _, t := range slices.Backward(m.tables) { // children first, for foreign keys
 		n, err := m.deleteMoving(ctx, m.src, t, true, func(n int64) {
@@ -153,8 +140,8 @@ func (m *Mover) rollback(ctx context.Context) error {
 	if published || (st.exists && (st.phase == sharding.MoveSwitched || st.phase == sharding.MoveCleaning || st.phase == sharding.MoveDone)) {
 		return fmt.Errorf("%w: move %s published map version with %s owning its buckets: it can only go forward", ErrPhase, m.mv.ID, m.mv.To)
 	}
-	if err := dropSlot(ctx, m.src.DB, m.slot); err != nil {
-		return fmt.Errorf("reshard: move %s: drop slot %s on %s: %w", m.mv.ID, m.slot, m.src.Name, err)
+	if err := m.feed.drop(ctx); err != nil {
+		return err
 	}
 	if st.exists {
 		if err := m.setPhase(ctx, m.dst.DB, sharding.MoveRolledBack); err != nil {
@@ -184,14 +171,11 @@ func (m *Mover) rollback(ctx context.Context) error {
 // unfenceAll removes the move's fences of state on a shard (no fence table
 // yet: nothing to do).
 func (m *Mover) unfenceAll(ctx context.Context, sh Shard, state string) error {
-	var reg sql.NullString
-	if err := sh.DB.QueryRowContext(ctx, `SELECT to_regclass($1)::text`, quoteIdent(m.cfg.Schema)+".freshread_bucket_fence").Scan(&reg); err != nil {
+	ok, err := m.eng.hasFenceTable(ctx, sh.DB, m.cfg.Schema)
+	if err != nil || !ok {
 		return err
 	}
-	if !reg.Valid {
-		return nil
-	}
-	if err := unfence(ctx, sh.DB, m.cfg.Schema, m.mv.Buckets, state, m.mv.ID); err != nil {
+	if err := m.eng.unfence(ctx, sh.DB, m.cfg.Schema, m.mv.Buckets, state, m.mv.ID); err != nil {
 		return fmt.Errorf("reshard: move %s: unfence %s on %s: %w", m.mv.ID, state, sh.Name, err)
 	}
 	return nil

@@ -76,6 +76,9 @@ type Config struct {
 	Progress func(Progress)
 	// Logger receives one line per phase. Default slog.Default().
 	Logger *slog.Logger
+
+	// eng is the shards' engine (withDefaults).
+	eng engine
 }
 
 // Shard is one shard's primary.
@@ -108,6 +111,12 @@ type Shard struct {
 	// move, whichever of their calls failed or never happened (a mover
 	// that died between a commit and its call).
 	RecordWrite func(ctx context.Context, tables ...string) error
+	// BinlogDSN is, for a MariaDB shard (work in progress: see
+	// docs/design/sharding-and-moves.md, "MariaDB (in progress)"), a
+	// go-sql-driver/mysql DSN of the shard's primary over TCP for the
+	// catch-up's binlog reader, as a user with REPLICATION SLAVE and
+	// BINLOG MONITOR. Unused on PostgreSQL.
+	BinlogDSN string
 }
 
 // Table is a sharded table.
@@ -152,8 +161,14 @@ type Progress struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.eng == nil {
+		c.eng = pgEngine{}
+		if len(c.Shards) > 0 {
+			c.eng = engineOf(c.Shards[0].DB)
+		}
+	}
 	if c.Schema == "" {
-		c.Schema = "public"
+		c.Schema = c.eng.defaultSchema()
 	}
 	if c.ChunkRows <= 0 {
 		c.ChunkRows = 1000
@@ -199,6 +214,12 @@ func (c Config) validate() error {
 			return fmt.Errorf("%w: shard %q has no DB", ErrConfig, s.Name)
 		}
 		seen[s.Name] = true
+		if e := engineOf(s.DB); e.name() != c.eng.name() {
+			return fmt.Errorf("%w: shard %q is %s, shard %q %s: every shard must be of one kind", ErrConfig, s.Name, e.name(), c.Shards[0].Name, c.eng.name())
+		}
+	}
+	if _, ok := c.eng.(mariaEngine); ok && !allowMariaDB {
+		return fmt.Errorf("%w: moves between MariaDB shards are not supported yet (docs/design/sharding-and-moves.md, \"MariaDB (in progress)\")", ErrConfig)
 	}
 	if len(c.Tables) == 0 {
 		return fmt.Errorf("%w: no Tables", ErrConfig)
@@ -208,7 +229,7 @@ func (c Config) validate() error {
 			return fmt.Errorf("%w: table %q needs a Name and a Key", ErrConfig, t.Name)
 		}
 	}
-	if !identRE.MatchString(c.Schema) {
+	if c.Schema != "" && !identRE.MatchString(c.Schema) {
 		return fmt.Errorf("%w: Schema %q is not a plain identifier", ErrConfig, c.Schema)
 	}
 	return nil

@@ -49,7 +49,7 @@ func (m *Mover) copy(ctx context.Context) (CopyReport, error) {
 	case st.phase != sharding.MoveCopying:
 		return rep, nil // copied
 	}
-	if err := m.checkSlot(ctx); err != nil {
+	if err := m.feed.check(ctx); err != nil {
 		return rep, err
 	}
 	if err := m.report(ctx, sharding.MoveCopying, sharding.NotCaughtUp); err != nil {
@@ -61,17 +61,7 @@ func (m *Mover) copy(ctx context.Context) (CopyReport, error) {
 	start := time.Now()
 	m.cfg.Logger.InfoContext(ctx, "reshard: copying", "move", m.mv.ID)
 	for _, t := range m.tables {
-		var (
-			lastJSON string
-			total    int64
-			fin      bool
-			last     []sql.NullString
-		)
-		err := m.dst.DB.QueryRowContext(ctx, `SELECT coalesce(array_to_json(last_key)::text, '[]'), rows, done FROM `+m.copyTable()+` WHERE move_id = $1 AND tbl = $2`,
-			m.mv.ID, t.cfg.Name).Scan(&lastJSON, &total, &fin)
-		if err == nil {
-			last, err = jsonStrings(lastJSON)
-		}
+		last, total, fin, err := m.eng.copyProgress(ctx, m.dst.DB, m.cfg.Schema, m.mv.ID, t.cfg.Name)
 		if err != nil {
 			return rep, fmt.Errorf("reshard: move %s: copy progress of %s: %w", m.mv.ID, t.cfg.Name, err)
 		}
@@ -90,15 +80,13 @@ func (m *Mover) copy(ctx context.Context) (CopyReport, error) {
 					}
 				}
 			}
-			err = withTx(ctx, m.dst.DB, func(tx *sql.Tx) error {
+			err = m.eng.withTx(ctx, m.dst.DB, func(tx *sql.Tx) error {
 				if len(rows) > 0 {
-					if err := m.upsert(ctx, tx, t, rows); err != nil {
+					if err := t.ops.upsert(ctx, tx, m.dst.Name, rows, m.mv.Buckets); err != nil {
 						return err
 					}
 				}
-				_, err := tx.ExecContext(ctx, `UPDATE `+m.copyTable()+` SET last_key = $3, rows = rows + $4, done = $5 WHERE move_id = $1 AND tbl = $2`,
-					m.mv.ID, t.cfg.Name, nullStrings(last), len(rows), fin)
-				return err
+				return m.eng.saveCopyProgress(ctx, tx, m.cfg.Schema, m.mv.ID, t.cfg.Name, last, len(rows), fin)
 			})
 			if err != nil {
 				return rep, fmt.Errorf("reshard: move %s: copy %s to %s: %w", m.mv.ID, t.cfg.Name, m.dst.Name, err)
@@ -130,33 +118,13 @@ func (m *Mover) copy(ctx context.Context) (CopyReport, error) {
 	return rep, m.report(ctx, sharding.MoveCatchingUp, sharding.NotCaughtUp)
 }
 
-// checkSlot fails with ErrSlotLost when the move's slot is gone.
-func (m *Mover) checkSlot(ctx context.Context) error {
-	si, err := slotStatus(ctx, m.src.DB, m.slot)
-	if err != nil {
-		return fmt.Errorf("reshard: move %s: slot on %s: %w", m.mv.ID, m.src.Name, err)
-	}
-	if !si.exists {
-		return fmt.Errorf("%w: %s on %s (move %s): roll the move back and start again", ErrSlotLost, m.slot, m.src.Name, m.mv.ID)
-	}
-	return nil
-}
-
 // readChunk reads the next chunk of the moving buckets' rows of t from the
 // source after the key last (none: from the start), as text.
 func (m *Mover) readChunk(ctx context.Context, t *movingTable, last []sql.NullString) ([][]*string, error) {
 	var out [][]*string
-	err := withTx(ctx, m.src.DB, func(tx *sql.Tx) error {
-		args := []any{int32s(m.mv.Buckets), m.cfg.ChunkRows}
-		q := t.sql.chunkFirst
-		if len(last) > 0 {
-			q = t.sql.chunkAfter
-			for _, l := range last {
-				args = append(args, l)
-			}
-		}
+	err := m.eng.withTx(ctx, m.src.DB, func(tx *sql.Tx) error {
 		var err error
-		out, err = textRows(ctx, tx, len(t.cols), q, args...)
+		out, err = t.ops.readChunk(ctx, tx, m.mv.Buckets, last, m.cfg.ChunkRows)
 		return err
 	})
 	return out, err
@@ -212,30 +180,10 @@ func seq(n int) []int {
 	return out
 }
 
-// upsert writes rows (the table's columns as text) to the target in tx:
-// inserted, or overwriting a row of a moving bucket. A row whose key the
-// target uses outside the moving buckets is ErrForeignRow.
-func (m *Mover) upsert(ctx context.Context, tx *sql.Tx, t *movingTable, rows [][]*string) error {
-	args := append(columns(rows, seq(len(t.cols))), int32s(m.mv.Buckets))
-	res, err := tx.ExecContext(ctx, t.sql.upsert, args...)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == int64(len(rows)) {
-		return nil
-	}
-	args = append(columns(rows, t.pkIdx), int32s(m.mv.Buckets))
-	foreign, err := textRows(ctx, tx, len(t.pkIdx)+1, t.sql.foreign, args...)
-	if err != nil {
-		return err
-	}
-	if len(foreign) == 0 {
-		return fmt.Errorf("reshard: %s: %d of %d rows written on %s and no conflicting row found", t.cfg.Name, n, len(rows), m.dst.Name)
-	}
+// foreignRowError is ErrForeignRow for the target's rows foreign (their
+// primary key, then their shard key, as text) that use the keys of rows
+// being moved outside the moving buckets.
+func foreignRowError(t *movingTable, dst string, foreign [][]*string) error {
 	var keys []string
 	for _, f := range foreign {
 		key := make([]string, len(t.pkIdx))
@@ -244,7 +192,7 @@ func (m *Mover) upsert(ctx context.Context, tx *sql.Tx, t *movingTable, rows [][
 		}
 		keys = append(keys, fmt.Sprintf("(%s)=(%s) with %s %s", strings.Join(pkNames(t), ", "), strings.Join(key, ", "), t.dst.key.name, deref(f[len(t.pkIdx)])))
 	}
-	return fmt.Errorf("%w: %s on %s: %s", ErrForeignRow, t.cfg.Name, m.dst.Name, strings.Join(keys, "; "))
+	return fmt.Errorf("%w: %s on %s: %s", ErrForeignRow, t.cfg.Name, dst, strings.Join(keys, "; "))
 }
 
 func pkNames(t *movingTable) []string {

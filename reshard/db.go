@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -116,11 +117,16 @@ func scanLSN(ns sql.NullString) (walPos, error) {
 	return parseLSN(ns.String)
 }
 
-// sqlState returns err's SQLSTATE, or "".
+// sqlState returns err's SQLSTATE (PostgreSQL's, or MariaDB's and
+// MySQL's), or "".
 func sqlState(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return pe.Code
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.SQLState != [5]byte{} {
+		return string(me.SQLState[:])
 	}
 	return ""
 }

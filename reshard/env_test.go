@@ -65,6 +65,7 @@ var testTables = []Table{{Name: "orders", Key: "user_id"}, {Name: "order_items",
 type env struct {
 	t      *testing.T
 	pg     *testcluster.Postgres
+	maria  *testcluster.MariaDB
 	shards []string
 	dbName map[string]string
 	db     map[string]*sql.DB
@@ -135,11 +136,30 @@ func (e *env) copiedMove(cfg Config, mv Move) *Mover {
 	return m
 }
 
+// copyError makes the mover of mv with cfg, prepares the move (which
+// must succeed) and returns the mover and the copy's error.
+func (e *env) copyError(cfg Config, mv Move) (*Mover, error) {
+	e.t.Helper()
+	m, err := New(cfg, mv)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := m.Prepare(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	_, err = m.Copy(context.Background())
+	return m, err
+}
+
 func (e *env) config() Config {
 	c := Config{Tables: testTables, Store: e.store, ChunkRows: 100, PollInterval: 2 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	for _, s := range e.shards {
-		c.Shards = append(c.Shards, Shard{Name: s, DB: e.db[s]})
+		sh := Shard{Name: s, DB: e.db[s]}
+		if e.maria != nil {
+			sh.BinlogDSN = e.maria.PrimaryDSN(e.dbName[s])
+		}
+		c.Shards = append(c.Shards, sh)
 	}
 	return c
 }
@@ -229,7 +249,11 @@ type writer struct {
 	version   int64
 	refreshed time.Time
 	guarded   atomic.Int64 // writes refused with FRB01
-	ops       atomic.Int64
+	deadlocks atomic.Int64 // MariaDB transactions rolled back by a deadlock, run again
+	// installRace is when MariaDB last failed a write with "table
+	// freshread_bucket_fence doesn't exist" (isInstallRace), 0 for never.
+	installRace atomic.Int64
+	ops         atomic.Int64
 }
 
 func (e *env) newWriter(l *ledger, n int, refresh, lease time.Duration) *writer {
@@ -281,6 +305,19 @@ func (w *writer) do(ctx context.Context, user int64, fn func(tx *sql.Tx) error) 
 			w.ops.Add(1)
 			return nil
 		}
+		if isDeadlock(err) {
+			// MariaDB rolled the transaction back (InnoDB's deadlocks
+			// between writers, or one with the guard's installation): an
+			// application runs it again.
+			w.deadlocks.Add(1)
+			continue
+		}
+		if isInstallRace(err) {
+			// MDEV-26048, while the guard's triggers are created
+			// (mariaCreateTriggers): the test checks when it happened.
+			w.installRace.Store(time.Now().UnixNano())
+			continue
+		}
 		if sqlState(err) != sharding.GuardSQLState {
 			return err
 		}
@@ -303,10 +340,11 @@ func (w *writer) insert(ctx context.Context, user int64) error {
 	id := w.nextID
 	w.nextID++
 	err := w.do(ctx, user, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, user_id, status, amount, attrs, tags, created_at) VALUES ($1, $2, 'v1', 1.25, '{"v": 1}', '{x}', now())`, id, user); err != nil {
+		if _, err := w.e.execTx(ctx, tx, `INSERT INTO orders (id, user_id, status, amount, attrs, tags, created_at) VALUES ($1, $2, 'v1', 1.25, '{"v": 1}', '{x}', now())`,
+			`INSERT INTO orders (id, user_id, status, amount, attrs, tags, created_at) VALUES ($1, $2, 'v1', 1.25, '{"v": 1}', 'x', NOW(6))`, id, user); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES ($1, 1, $2, 'new', 1)`, id, user)
+		_, err := w.e.execTx(ctx, tx, `INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES ($1, 1, $2, 'new', 1)`, "", id, user)
 		return err
 	})
 	if err != nil {
@@ -336,14 +374,15 @@ func (w *writer) step(ctx context.Context) error {
 	switch {
 	case r < 8: // update the order and its first item
 		err := w.do(ctx, o.user, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, `UPDATE orders SET status = $2, amount = amount + 1, attrs = jsonb_set(coalesce(attrs, '{}'), '{v}', to_jsonb($3::int)) WHERE id = $1`, id, fmt.Sprintf("v%d", o.ver+1), o.ver+1); err != nil {
+			if _, err := w.e.execTx(ctx, tx, `UPDATE orders SET status = $2, amount = amount + 1, attrs = jsonb_set(coalesce(attrs, '{}'), '{v}', to_jsonb($3::int)) WHERE id = $1`,
+				`UPDATE orders SET status = $2, amount = amount + 1, attrs = JSON_SET(COALESCE(attrs, '{}'), '$.v', $3) WHERE id = $1`, id, fmt.Sprintf("v%d", o.ver+1), o.ver+1); err != nil {
 				return err
 			}
 			if it.deleted || it.user == 0 {
-				_, err := tx.ExecContext(ctx, `INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES ($1, 1, $2, 'again', $3)`, id, o.user, it.qty+1)
+				_, err := w.e.execTx(ctx, tx, `INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES ($1, 1, $2, 'again', $3)`, "", id, o.user, it.qty+1)
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `UPDATE order_items SET qty = $2 WHERE order_id = $1 AND line = 1`, id, it.qty+1)
+			_, err := w.e.execTx(ctx, tx, `UPDATE order_items SET qty = $2 WHERE order_id = $1 AND line = 1`, "", id, it.qty+1)
 			return err
 		})
 		if err != nil {
@@ -356,10 +395,10 @@ func (w *writer) step(ctx context.Context) error {
 		l.mu.Unlock()
 	default: // delete the order and its items
 		err := w.do(ctx, o.user, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM order_items WHERE order_id = $1`, id); err != nil {
+			if _, err := w.e.execTx(ctx, tx, `DELETE FROM order_items WHERE order_id = $1`, "", id); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `DELETE FROM orders WHERE id = $1`, id)
+			_, err := w.e.execTx(ctx, tx, `DELETE FROM orders WHERE id = $1`, "", id)
 			return err
 		})
 		if err != nil {

@@ -72,7 +72,7 @@ END
 
 // installGuard creates the fence table and the guard trigger of every
 // table on one shard; it changes nothing already in place.
-func installGuard(ctx context.Context, db *sql.DB, schema string, tables []*tableSide, keys []string, nb int) error {
+func installGuard(ctx context.Context, db *sql.DB, schema string, tables []*tableSide, nb int) error {
 	qs := quoteIdent(schema)
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+qs+`.freshread_bucket_fence (
   bucket int4 PRIMARY KEY,
@@ -81,9 +81,9 @@ func installGuard(ctx context.Context, db *sql.DB, schema string, tables []*tabl
 )`); err != nil {
 		return err
 	}
-	for i, t := range tables {
+	for _, t := range tables {
 		fn := guardFunction(t.rel)
-		body := guardBody(schema, keys[i], nb)
+		body := guardBody(schema, t.key.name, nb)
 		var have bool
 		err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
   JOIN pg_trigger g ON g.tgfoid = p.oid

@@ -24,6 +24,8 @@ type Mover struct {
 	mv       Move
 	src, dst Shard
 	slot     string
+	eng      engine
+	feed     feed
 
 	mu       sync.Mutex // one method at a time
 	nb       int
@@ -50,7 +52,9 @@ func New(cfg Config, mv Move) (*Mover, error) {
 	}
 	src, _ := cfg.shard(mv.From)
 	dst, _ := cfg.shard(mv.To)
-	return &Mover{cfg: cfg, mv: mv, src: src, dst: dst, slot: slotName(mv.ID)}, nil
+	m := &Mover{cfg: cfg, mv: mv, src: src, dst: dst, slot: slotName(mv.ID), eng: cfg.eng}
+	m.feed = m.eng.newFeed(m)
+	return m, nil
 }
 
 // Move returns the move, with its ID and sorted buckets.
@@ -147,27 +151,27 @@ func (m *Mover) init(ctx context.Context) error {
 	nb := len(bm.Owners)
 	var tables []*movingTable
 	for _, t := range m.cfg.Tables {
-		src, err := describe(ctx, m.src.DB, m.src.Name, t)
+		src, err := m.eng.describe(ctx, m.src.DB, m.src.Name, t)
 		if err != nil {
 			return err
 		}
-		dst, err := describe(ctx, m.dst.DB, m.dst.Name, t)
+		dst, err := m.eng.describe(ctx, m.dst.DB, m.dst.Name, t)
 		if err != nil {
 			return err
 		}
-		mt, err := pair(t, src, dst, nb)
+		mt, err := pair(m.eng, t, src, dst, nb)
 		if err != nil {
 			return err
 		}
 		tables = append(tables, mt)
 	}
 	for _, sh := range []Shard{m.src, m.dst} {
-		ok, err := mayReplicate(ctx, sh.DB)
+		warning, err := m.eng.checkShard(ctx, sh)
 		if err != nil {
 			return fmt.Errorf("reshard: shard %s: %w", sh.Name, err)
 		}
-		if !ok {
-			m.cfg.Logger.WarnContext(ctx, "reshard: the role may not set session_replication_role: the mover's writes fire the tables' triggers and check their foreign keys (docs/design/sharding-and-moves.md)", "shard", sh.Name)
+		if warning != "" {
+			m.cfg.Logger.WarnContext(ctx, warning, "shard", sh.Name)
 		}
 	}
 	m.nb, m.tables = nb, tables
@@ -184,8 +188,8 @@ func (m *Mover) lock(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reshard: move %s: connect to %s: %w", m.mv.ID, m.dst.Name, err)
 	}
-	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(hashtext('freshread_reshard'), hashtext($1))`, m.mv.ID).Scan(&ok); err != nil {
+	ok, err := m.eng.tryLock(ctx, conn, m.mv.ID)
+	if err != nil {
 		conn.Close()
 		return fmt.Errorf("reshard: move %s: lock: %w", m.mv.ID, err)
 	}
@@ -206,8 +210,7 @@ func (m *Mover) unlock() {
 	// unlock first, and if that fails, discard the connection.
 	ctx, cancel := context.WithTimeout(context.Background(), lockReleaseTimeout)
 	defer cancel()
-	_, err := m.lockConn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtext('freshread_reshard'), hashtext($1))`, m.mv.ID)
-	if err != nil {
+	if err := m.eng.unlock(ctx, m.lockConn, m.mv.ID); err != nil {
 		_ = m.lockConn.Raw(func(any) error { return driver.ErrBadConn }) // the pool discards it
 	}
 	m.lockConn.Close()
@@ -227,6 +230,7 @@ func (m *Mover) begin(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	return func() {
+		m.feed.close()
 		m.unlock()
 		m.mu.Unlock()
 	}, nil
@@ -260,7 +264,7 @@ func (m *Mover) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := m.createStateTables(ctx); err != nil {
+	if err := m.eng.createStateTables(ctx, m.dst.DB, m.cfg.Schema); err != nil {
 		return fmt.Errorf("reshard: move %s: state tables on %s: %w", m.mv.ID, m.dst.Name, err)
 	}
 	st, err := m.readState(ctx)
@@ -279,26 +283,19 @@ func (m *Mover) prepare(ctx context.Context) error {
 	if err := m.installGuards(ctx); err != nil {
 		return err
 	}
-	// The state, then the fence on the target, then the slot: the copy may
-	// only start once the slot exists (it decodes every change committed
-	// after its creation), and a crash in between leaves a state from which
+	// The state, then the fence on the target, then the feed: the copy may
+	// only start once the feed exists (it finds every change committed
+	// after its start), and a crash in between leaves a state from which
 	// Prepare runs again.
-	err = withTx(ctx, m.dst.DB, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO `+m.stateTable()+` (move_id, source, target, buckets, nbuckets, phase, slot)
- VALUES ($1, $2, $3, $4, $5, $6, $7)
- ON CONFLICT (move_id) DO UPDATE SET phase = EXCLUDED.phase, start_lsn = NULL, applied_lsn = NULL, map_version = 0, updated_at = now()`,
-			m.mv.ID, m.mv.From, m.mv.To, int32s(m.mv.Buckets), m.nb, sharding.MovePlanned, m.slot); err != nil {
+	tables := make([]string, len(m.tables))
+	for i, t := range m.tables {
+		tables[i] = t.cfg.Name
+	}
+	err = m.eng.withTx(ctx, m.dst.DB, func(tx *sql.Tx) error {
+		if err := m.eng.resetState(ctx, tx, m.cfg.Schema, m.mv, m.nb, sharding.MovePlanned, m.slot, tables); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+m.copyTable()+` WHERE move_id = $1`, m.mv.ID); err != nil {
-			return err
-		}
-		for _, t := range m.tables {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO `+m.copyTable()+` (move_id, tbl) VALUES ($1, $2)`, m.mv.ID, t.cfg.Name); err != nil {
-				return err
-			}
-		}
-		return fence(ctx, tx, m.cfg.Schema, m.mv.Buckets, FenceIncoming, m.mv.ID)
+		return m.eng.fence(ctx, tx, m.cfg.Schema, m.mv.Buckets, FenceIncoming, m.mv.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("reshard: move %s: prepare on %s: %w", m.mv.ID, m.dst.Name, err)
@@ -316,41 +313,18 @@ func (m *Mover) prepare(ctx context.Context) error {
 			m.cfg.Logger.InfoContext(ctx, "reshard: deleted leftover rows of the moving buckets on the target", "move", m.mv.ID, "table", t.cfg.Name, "rows", n)
 		}
 	}
-	if st.exists && st.phase == sharding.MoveRolledBack {
-		// A slot left by the earlier attempt may be older than the copy:
-		// harmless (more changes to replay), but drop it to start clean.
-		if err := dropSlot(ctx, m.src.DB, m.slot); err != nil {
-			return fmt.Errorf("reshard: move %s: drop the old slot on %s: %w", m.mv.ID, m.src.Name, err)
-		}
-	}
-	si, err := slotStatus(ctx, m.src.DB, m.slot)
+	// The feed must exist before anything is copied: it finds every
+	// change committed after its start. A rolled-back move's feed may be
+	// older than the copy: harmless (more changes to replay), but it
+	// starts afresh.
+	start, err := m.feed.create(ctx, st.exists && st.phase == sharding.MoveRolledBack)
 	if err != nil {
-		return fmt.Errorf("reshard: move %s: slot on %s: %w", m.mv.ID, m.src.Name, err)
-	}
-	start := si.confirmed
-	if !si.exists {
-		if start, err = createSlot(ctx, m.src.DB, m.slot); err != nil {
-			return fmt.Errorf("reshard: move %s: create slot %s on %s: %w", m.mv.ID, m.slot, m.src.Name, err)
-		}
-	}
-	if err := m.at("prepare:slot"); err != nil {
 		return err
 	}
-	// A transaction that committed in the WAL before the slot's consistent
-	// point is not decoded, and may not be visible yet (visible.go): the
-	// copy must see it, so it waits for what runs now to end.
-	f, err := readInFlight(ctx, m.src.DB)
-	if err == nil {
-		err = awaitEnded(ctx, m.src.DB, f, m.cfg.PollInterval)
+	if err := m.eng.setStart(ctx, m.dst.DB, m.cfg.Schema, m.mv.ID, sharding.MoveCopying, start); err != nil {
+		return fmt.Errorf("reshard: move %s: record the feed's start: %w", m.mv.ID, err)
 	}
-	if err != nil {
-		return fmt.Errorf("reshard: move %s: wait for the transactions running on %s: %w", m.mv.ID, m.src.Name, err)
-	}
-	if _, err := m.dst.DB.ExecContext(ctx, `UPDATE `+m.stateTable()+` SET phase = $2, start_lsn = $3::pg_lsn, updated_at = now() WHERE move_id = $1`,
-		m.mv.ID, sharding.MoveCopying, start.String()); err != nil {
-		return fmt.Errorf("reshard: move %s: record the slot: %w", m.mv.ID, err)
-	}
-	m.cfg.Logger.InfoContext(ctx, "reshard: prepared", "move", m.mv.ID, "slot", m.slot, "start_lsn", start.String())
+	m.cfg.Logger.InfoContext(ctx, "reshard: prepared", "move", m.mv.ID, "engine", m.eng.name(), "start", start)
 	return m.report(ctx, sharding.MoveCopying, sharding.NotCaughtUp)
 }
 
@@ -359,16 +333,14 @@ func (m *Mover) prepare(ctx context.Context) error {
 func (m *Mover) installGuards(ctx context.Context) error {
 	for _, s := range m.cfg.Shards {
 		var sides []*tableSide
-		var keys []string
 		for _, t := range m.cfg.Tables {
-			side, err := describe(ctx, s.DB, s.Name, t)
+			side, err := m.eng.describe(ctx, s.DB, s.Name, t)
 			if err != nil {
 				return err
 			}
 			sides = append(sides, side)
-			keys = append(keys, side.key.name)
 		}
-		if err := installGuard(ctx, s.DB, m.cfg.Schema, sides, keys, m.nb); err != nil {
+		if err := m.eng.installGuard(ctx, s.DB, m.cfg.Schema, sides, m.nb); err != nil {
 			return fmt.Errorf("reshard: install the guard on %s: %w", s.Name, err)
 		}
 	}

@@ -108,7 +108,7 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 		}
 	} else {
 		for _, m := range movers {
-			if err := m.resumeSlot(ctx); err != nil {
+			if err := m.feed.resume(ctx); err != nil {
 				return rep, err
 			}
 			if err := m.setPhase(ctx, m.dst.DB, sharding.MoveSwitching); err != nil {
@@ -123,7 +123,7 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 		for i := 0; i < preSwitchRounds; i++ {
 			var changes int64
 			for _, m := range movers {
-				r, err := m.round(ctx)
+				r, err := m.feed.round(ctx)
 				if err != nil {
 					return rep, err
 				}
@@ -141,7 +141,7 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 		rep.Version = v
 	}
 	for _, m := range movers {
-		if _, err := m.dst.DB.ExecContext(ctx, `UPDATE `+m.stateTable()+` SET map_version = $2, updated_at = now() WHERE move_id = $1`, m.mv.ID, rep.Version); err != nil {
+		if err := m.eng.setVersion(ctx, m.dst.DB, cfg.Schema, m.mv.ID, rep.Version); err != nil {
 			return rep, fmt.Errorf("reshard: move %s: record the published version: %w", m.mv.ID, err)
 		}
 	}
@@ -154,7 +154,7 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 	}
 	rep.Acks = time.Since(t)
 	for _, m := range movers {
-		if err := unfence(ctx, m.dst.DB, cfg.Schema, m.mv.Buckets, FenceIncoming, m.mv.ID); err != nil {
+		if err := m.eng.unfence(ctx, m.dst.DB, cfg.Schema, m.mv.Buckets, FenceIncoming, m.mv.ID); err != nil {
 			return rep, fmt.Errorf("reshard: move %s: unfence %s: %w", m.mv.ID, m.dst.Name, err)
 		}
 	}
@@ -166,10 +166,10 @@ func switchMoves(ctx context.Context, cfg Config, movers []*Mover) (*SwitchRepor
 		if err := m.report(ctx, sharding.MoveSwitched, sharding.NotCaughtUp); err != nil {
 			return rep, err
 		}
-		// The slot is of no more use (the source refuses the moved buckets'
+		// The feed is of no more use (the source refuses the moved buckets'
 		// writes); Cleanup drops it too.
-		if err := dropSlot(ctx, m.src.DB, m.slot); err != nil {
-			cfg.Logger.WarnContext(ctx, "reshard: drop slot after the switch", "move", m.mv.ID, "slot", m.slot, "err", err)
+		if err := m.feed.drop(ctx); err != nil {
+			cfg.Logger.WarnContext(ctx, "reshard: drop the feed after the switch", "move", m.mv.ID, "err", err)
 		}
 		cfg.Logger.InfoContext(ctx, "reshard: switched", "move", m.mv.ID, "version", rep.Version, "hold", rep.Hold, "drain", rep.Drain, "apply", rep.Apply, "verify", rep.Verify, "acks", rep.Acks)
 	}
@@ -192,18 +192,14 @@ func holdAndPublish(ctx context.Context, cfg Config, movers []*Mover, bm shardin
 		}
 		t := time.Now()
 		for _, m := range movers {
-			if err := drain(hctx, cfg, m.src, fencedAt[m.src.Name]); err != nil {
+			if err := m.eng.drain(hctx, cfg, m.src, fencedAt[m.src.Name]); err != nil {
 				return 0, err
 			}
 		}
 		rep.Drain = time.Since(t)
 		t = time.Now()
 		for _, m := range movers {
-			target, err := m.flushBarrier(hctx)
-			if err != nil {
-				return 0, err
-			}
-			n, _, err := m.applyUpTo(hctx, target, false)
+			n, err := m.feed.last(hctx)
 			rep.Changes += n
 			if err != nil {
 				return 0, err
@@ -279,7 +275,7 @@ func holdAndPublish(ctx context.Context, cfg Config, movers []*Mover, bm shardin
 	defer rcancel()
 	var errs []error
 	for _, m := range movers {
-		if e := unfence(rctx, m.src.DB, cfg.Schema, m.mv.Buckets, FenceMoved, m.mv.ID); e != nil {
+		if e := m.eng.unfence(rctx, m.src.DB, cfg.Schema, m.mv.Buckets, FenceMoved, m.mv.ID); e != nil {
 			errs = append(errs, fmt.Errorf("unfence %s: %w", m.src.Name, e))
 		}
 	}
@@ -338,10 +334,10 @@ func fenceSources(ctx context.Context, cfg Config, movers []*Mover) (map[string]
 	at := map[string]time.Time{}
 	for _, name := range order {
 		ms := bySource[name]
-		src := ms[0].src
-		err := withTx(ctx, src.DB, func(tx *sql.Tx) error {
+		src, eng := ms[0].src, ms[0].eng
+		err := eng.withTx(ctx, src.DB, func(tx *sql.Tx) error {
 			for _, m := range ms {
-				if err := fence(ctx, tx, cfg.Schema, m.mv.Buckets, FenceMoved, m.mv.ID); err != nil {
+				if err := eng.fence(ctx, tx, cfg.Schema, m.mv.Buckets, FenceMoved, m.mv.ID); err != nil {
 					return err
 				}
 			}
@@ -350,8 +346,8 @@ func fenceSources(ctx context.Context, cfg Config, movers []*Mover) (map[string]
 		if err != nil {
 			return nil, fmt.Errorf("reshard: fence the moving buckets on %s: %w", name, err)
 		}
-		var t time.Time
-		if err := src.DB.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		t, err := eng.now(ctx, src.DB)
+		if err != nil {
 			return nil, fmt.Errorf("reshard: fence on %s: %w", name, err)
 		}
 		at[name] = t

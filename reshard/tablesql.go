@@ -1,6 +1,8 @@
 package reshard
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -147,4 +149,96 @@ func buildSQL(mt *movingTable, nb int) tableSQL {
 	}
 	s.srcVerify, s.dstVerify = verify(src), verify(dst)
 	return s
+}
+
+// pgOps runs a moving table's statements on PostgreSQL: every key and
+// row crosses as text[] parameters (one per column), unnested.
+type pgOps struct {
+	mt  *movingTable
+	sql tableSQL
+}
+
+func (o *pgOps) readChunk(ctx context.Context, q querier, buckets []int, last []sql.NullString, limit int) ([][]*string, error) {
+	args := []any{int32s(buckets), limit}
+	query := o.sql.chunkFirst
+	if len(last) > 0 {
+		query = o.sql.chunkAfter
+		for _, l := range last {
+			args = append(args, l)
+		}
+	}
+	return textRows(ctx, q, len(o.mt.cols), query, args...)
+}
+
+func (o *pgOps) readByKey(ctx context.Context, q querier, keys [][]string, buckets []int) ([][]*string, []bool, error) {
+	n := len(o.mt.cols)
+	rows, err := textRows(ctx, q, n+1, o.sql.readByKey, append(keyArrays(keys, len(o.mt.pkIdx)), int32s(buckets))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	moving := make([]bool, len(rows))
+	for i, r := range rows {
+		moving[i] = deref(r[n]) == "true"
+		rows[i] = r[:n]
+	}
+	return rows, moving, nil
+}
+
+// upsert writes rows; a conflict with a row outside the moving buckets
+// updates nothing, which the row count shows, and foreign names.
+func (o *pgOps) upsert(ctx context.Context, tx *sql.Tx, dst string, rows [][]*string, buckets []int) error {
+	t := o.mt
+	args := append(columns(rows, seq(len(t.cols))), int32s(buckets))
+	res, err := tx.ExecContext(ctx, o.sql.upsert, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == int64(len(rows)) {
+		return nil
+	}
+	args = append(columns(rows, t.pkIdx), int32s(buckets))
+	foreign, err := textRows(ctx, tx, len(t.pkIdx)+1, o.sql.foreign, args...)
+	if err != nil {
+		return err
+	}
+	if len(foreign) == 0 {
+		return fmt.Errorf("reshard: %s: %d of %d rows written on %s and no conflicting row found", t.cfg.Name, n, len(rows), dst)
+	}
+	return foreignRowError(t, dst, foreign)
+}
+
+func (o *pgOps) keys(ctx context.Context, q querier, onSource bool, buckets []int, last []*string, limit int) ([][]*string, error) {
+	first, after, nk := o.sql.dstKeysFirst, o.sql.dstKeysAfter, len(o.mt.dst.pk)
+	if onSource {
+		first, after = o.sql.srcKeysFirst, o.sql.srcKeysAfter
+	}
+	query, args := first, []any{int32s(buckets), limit}
+	if last != nil {
+		query = after
+		for _, l := range last {
+			args = append(args, l)
+		}
+	}
+	return textRows(ctx, q, nk, query, args...)
+}
+
+func (o *pgOps) deleteKeys(ctx context.Context, q querier, onSource bool, keys [][]*string, buckets []int) error {
+	del := o.sql.deleteKeys
+	if onSource {
+		del = o.sql.srcDelete
+	}
+	_, err := q.ExecContext(ctx, del, append(columns(keys, seq(len(o.mt.pkIdx))), int32s(buckets))...)
+	return err
+}
+
+func (o *pgOps) sums(ctx context.Context, q querier, onSource bool, buckets []int) (map[int]bucketSum, error) {
+	query := o.sql.dstVerify
+	if onSource {
+		query = o.sql.srcVerify
+	}
+	return scanSums(q.QueryContext(ctx, query, int32s(buckets)))
 }

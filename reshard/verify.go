@@ -65,24 +65,35 @@ type bucketSum struct {
 	sum  string
 }
 
-// sums reads the per-bucket counts and checksums of t on one side.
-func sums(ctx context.Context, db *sql.DB, query string, buckets []int) (map[int]bucketSum, error) {
+// scanSums reads rows of (bucket, row count, checksum as text).
+func scanSums(rows *sql.Rows, err error) (map[int]bucketSum, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
 	out := map[int]bucketSum{}
-	err := withTx(ctx, db, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, query, int32s(buckets))
-		if err != nil {
-			return err
+	for rows.Next() {
+		var b int
+		var s bucketSum
+		if err := rows.Scan(&b, &s.rows, &s.sum); err != nil {
+			return nil, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var b int
-			var s bucketSum
-			if err := rows.Scan(&b, &s.rows, &s.sum); err != nil {
-				return err
-			}
-			out[b] = s
-		}
-		return rows.Err()
+		out[b] = s
+	}
+	return out, rows.Err()
+}
+
+// sums reads the per-bucket counts and checksums of t on one side.
+func (m *Mover) sums(ctx context.Context, t *movingTable, onSource bool, buckets []int) (map[int]bucketSum, error) {
+	db := m.dst.DB
+	if onSource {
+		db = m.src.DB
+	}
+	var out map[int]bucketSum
+	err := m.eng.withTx(ctx, db, func(tx *sql.Tx) error {
+		var err error
+		out, err = t.ops.sums(ctx, tx, onSource, buckets)
+		return err
 	})
 	return out, err
 }
@@ -101,9 +112,9 @@ func (m *Mover) compare(ctx context.Context, t *movingTable, buckets []int) (che
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		src, srcErr = sums(ctx, m.src.DB, t.sql.srcVerify, buckets)
+		src, srcErr = m.sums(ctx, t, true, buckets)
 	}()
-	dst, dstErr = sums(ctx, m.dst.DB, t.sql.dstVerify, buckets)
+	dst, dstErr = m.sums(ctx, t, false, buckets)
 	wg.Wait()
 	if srcErr != nil {
 		return nil, 0, fmt.Errorf("reshard: move %s: verify %s on %s: %w", m.mv.ID, t.cfg.Name, m.src.Name, srcErr)
@@ -167,10 +178,10 @@ func (m *Mover) Verify(ctx context.Context) (*VerifyReport, error) {
 	if !st.exists || st.phase != sharding.MoveCatchingUp {
 		return nil, fmt.Errorf("%w: move %s is %q: verify after the copy, before the switch", ErrPhase, m.mv.ID, st.phase)
 	}
-	if err := m.resumeSlot(ctx); err != nil {
+	if err := m.feed.resume(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := m.round(ctx); err != nil {
+	if _, err := m.feed.round(ctx); err != nil {
 		return nil, err
 	}
 	rep, err := m.verify(ctx)
@@ -179,7 +190,7 @@ func (m *Mover) Verify(ctx context.Context) (*VerifyReport, error) {
 	}
 	start := time.Now().Add(-rep.Duration)
 	for try := 0; try < m.cfg.VerifyRetries && !rep.OK(); try++ {
-		if _, err := m.round(ctx); err != nil {
+		if _, err := m.feed.round(ctx); err != nil {
 			return rep, err
 		}
 		var still []BucketCheck

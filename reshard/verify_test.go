@@ -88,14 +88,7 @@ func TestForeignRow(t *testing.T) {
 	if _, err := e.db["s1"].Exec(`INSERT INTO orders (id, user_id, status) VALUES (9, 5, 'mine')`); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Prepare(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, err = m.Copy(ctx)
+	m, err := e.copyError(e.config(), Move{Buckets: []int{1}, From: "s0", To: "s1"})
 	if !errors.Is(err, ErrForeignRow) || !strings.Contains(err.Error(), "orders") || !strings.Contains(err.Error(), "(id)=(9)") {
 		t.Fatalf("Copy = %v, want ErrForeignRow naming orders and (id)=(9)", err)
 	}

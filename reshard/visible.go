@@ -181,7 +181,8 @@ func holderOf(db *sql.DB, x uint64) string {
 // awaitDecoded waits until a snapshot of the source sees every
 // transaction of xids committed (the slot decoded their commits). One
 // query when they all are.
-func (m *Mover) awaitDecoded(ctx context.Context, xids []uint32) error {
+func (f *pgFeed) awaitDecoded(ctx context.Context, xids []uint32) error {
+	m := f.m
 	if len(xids) == 0 {
 		return nil
 	}

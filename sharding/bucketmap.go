@@ -91,6 +91,8 @@ type MapStore interface {
 
 // GuardSQLState is the SQLSTATE the shard guard (package reshard) raises
 // when a statement writes a bucket the shard does not own, or one whose
-// move is switching. The sharding plugin turns it into ErrBucketMoved,
-// refreshes the map and retries where it can.
+// move is switching: a *pgconn.PgError with this Code on PostgreSQL, a
+// *mysql.MySQLError (go-sql-driver/mysql) with this SQLState and Number
+// 1644 on MariaDB and MySQL. The sharding plugin turns it into
+// ErrBucketMoved, refreshes the map and retries where it can.
 const GuardSQLState = "FRB01"

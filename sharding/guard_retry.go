@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
@@ -34,10 +35,16 @@ type attempt struct {
 	done     map[int]bool // rows of a Create inserted by earlier attempts
 }
 
-// isGuardError reports whether err carries the shard guard's SQLSTATE.
+// isGuardError reports whether err carries the shard guard's SQLSTATE:
+// PostgreSQL's error (RAISE ... ERRCODE), or MariaDB's and MySQL's
+// (SIGNAL SQLSTATE, error 1644).
 func isGuardError(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == GuardSQLState
+	if errors.As(err, &pe) {
+		return pe.Code == GuardSQLState
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && string(me.SQLState[:]) == GuardSQLState
 }
 
 // retryGuarded inspects the outcome of an attempt. When a shard refused

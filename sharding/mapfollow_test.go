@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/driver/postgres"
@@ -139,6 +140,8 @@ type mapTest struct {
 	store *fakeStore
 	mu    sync.Mutex
 	ran   []string // shard of every statement that reached a shard's chain
+	// guardErr is the error guardOn's shards return (nil: PostgreSQL's).
+	guardErr func(msg string) error
 }
 
 var mapTestShards = []string{"s0", "s1", "s2", "s3", "s4"}
@@ -653,7 +656,12 @@ func (mt *mapTest) guardOn(name string, refused map[int]bool, refuse func() bool
 		}
 		for _, o := range rv {
 			if refused[int(o.UserID%1024)] {
-				db.AddError(&pgconn.PgError{Severity: "ERROR", Code: GuardSQLState, Message: fmt.Sprintf("bucket %d is not owned by %s", o.UserID%1024, name)})
+				msg := fmt.Sprintf("bucket %d is not owned by %s", o.UserID%1024, name)
+				if mt.guardErr != nil {
+					db.AddError(mt.guardErr(msg))
+				} else {
+					db.AddError(&pgconn.PgError{Severity: "ERROR", Code: GuardSQLState, Message: msg})
+				}
 				return
 			}
 		}
@@ -918,5 +926,66 @@ func TestAllowLag(t *testing.T) {
 	g := read(5, 500*time.Millisecond)
 	if !slices.Equal(g, []string{"s0"}) {
 		t.Errorf("snapshot loaded 1s ago, AllowLag(500ms): %v, want s0", g)
+	}
+}
+
+// mysqlGuardError is the error a MariaDB or MySQL shard's guard returns
+// through go-sql-driver/mysql (SIGNAL SQLSTATE 'FRB01').
+func mysqlGuardError(msg string) error {
+	e := &mysql.MySQLError{Number: 1644, Message: msg}
+	copy(e.SQLState[:], GuardSQLState)
+	return e
+}
+
+func TestIsGuardError(t *testing.T) {
+	other := &mysql.MySQLError{Number: 1644, Message: "an application's SIGNAL"}
+	copy(other.SQLState[:], "45000")
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: GuardSQLState}, true},
+		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: GuardSQLState}), true},
+		{mysqlGuardError("bucket 5 is moved"), true},
+		{fmt.Errorf("wrapped: %w", mysqlGuardError("bucket 5 is moved")), true},
+		{&pgconn.PgError{Code: "23505"}, false},
+		{other, false},
+		{&mysql.MySQLError{Number: 1062, Message: "duplicate"}, false},
+		{errors.New(GuardSQLState), false},
+		{nil, false},
+	} {
+		if got := isGuardError(c.err); got != c.want {
+			t.Errorf("isGuardError(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// A MariaDB shard's guard error (a *mysql.MySQLError with SQLSTATE FRB01)
+// is ErrBucketMoved like PostgreSQL's: a Create is routed again with the
+// refreshed map and lands on the new owner; a pinned one returns
+// ErrBucketMoved with the server's error still in the chain.
+func TestGuardRetryMariaDBError(t *testing.T) {
+	store := &fakeStore{}
+	mt := newMapTest(t, store, func(c *Config) {
+		c.MapRefresh, c.MapLease = time.Hour, 2*time.Hour
+	})
+	mt.guardErr = mysqlGuardError
+	var seen []int64
+	mt.guardOn("s0", map[int]bool{5: true}, func() bool { return true }, &seen)
+	if _, err := store.Publish(context.Background(), 0, movedMap(t, 5, 5, "s1")); err != nil {
+		t.Fatal(err)
+	}
+	o := benchOrder{ID: 77, UserID: 5}
+	if err := mt.db.Create(&o).Error; err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got := mt.shards(); !slices.Equal(got, []string{"s0", "s1"}) {
+		t.Fatalf("create ran on %v, want s0 (refused) then s1", got)
+	}
+	mt.reset()
+	err := mt.db.Clauses(Shard("s0")).Create(&benchOrder{ID: 78, UserID: 5}).Error
+	var me *mysql.MySQLError
+	if !errors.Is(err, ErrBucketMoved) || !errors.As(err, &me) || me.Number != 1644 {
+		t.Fatalf("pinned create: %v, want ErrBucketMoved wrapping the server's error 1644", err)
 	}
 }
