@@ -23,6 +23,7 @@ type Redis struct {
 	// maxTimeout is the ceiling of the per-call timeout, and Verify's.
 	maxTimeout time.Duration
 	rtt        roundTrips
+	alive      answers // when the server last answered (Liveness)
 	ttl        string // TTL in milliseconds, as a script argument
 	// signatureValid is how long a ClaimSignature answer holds: a
 	// quarter of the TTL the signature is refreshed with.
@@ -197,7 +198,7 @@ func (r *Redis) writePosition(ctx context.Context, tables []string, rr *RedisRea
 		}
 	}
 	*buf = args // a grown slice is kept for the next call
-	vals, args, err := r.mget(ctx, args, rr)
+	vals, args, err := r.mget(ctx, args, rr, false)
 	if err != nil {
 		return Position{}, err
 	}
@@ -231,8 +232,15 @@ func positionValue(v, key any) (Position, error) {
 // comes first and is checked, in a script with the server's eviction
 // count when rr guards evictions and its identity while rr's connections
 // are suspect (guardedMget).
-func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader) ([]any, []any, error) {
-	ctx, call := r.withReadTimeout(ctx)
+func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader, batched bool) ([]any, []any, error) {
+	var call *callCtx
+	if batched {
+		// A batch's readers wait ReadBound each and longer only while the
+		// store answers (Liveness): the call itself may take the longest.
+		ctx, call = r.withTimeout(ctx)
+	} else {
+		ctx, call = r.withReadTimeout(ctx)
+	}
 	defer call.release()
 	var vals []any
 	if rr != nil {
@@ -244,6 +252,7 @@ func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader) ([]any, [
 	if err := r.rdb.Process(ctx, cmd); err != nil {
 		return nil, nil, fmt.Errorf("lsnstore: redis MGET: %w", err)
 	}
+	r.alive.answered()
 	vals = cmd.Val()
 	if rr != nil {
 		if len(vals) == 0 {
@@ -295,7 +304,7 @@ func (r *Redis) writePositions(ctx context.Context, sets [][]string, rr *RedisRe
 		}
 		refs[s] = ref
 	}
-	vals, args, err := r.mget(ctx, args, rr)
+	vals, args, err := r.mget(ctx, args, rr, true)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +369,11 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	if err := raiseScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
+	err := raiseScript.Run(ctx, r.rdb, keys, args...).Err()
+	if err == nil {
+		r.alive.answered()
+	}
+	if err != nil {
 		return fmt.Errorf("lsnstore: redis raise: %w", err)
 	}
 	return nil

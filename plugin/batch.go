@@ -20,6 +20,10 @@ import (
 type lookupBatcher struct {
 	p      *Plugin
 	br     lsnstore.BatchReader
+	// live, when the store tells slow from gone, bounds each read's wait
+	// (storeLookup.waitLive); its batched calls take the store's longest
+	// timeout.
+	live lsnstore.Liveness
 	mu     sync.Mutex
 	q      []*storeLookup
 	closed bool          // run has ended: submit answers at once
@@ -27,7 +31,9 @@ type lookupBatcher struct {
 }
 
 func newLookupBatcher(p *Plugin, br lsnstore.BatchReader) *lookupBatcher {
-	return &lookupBatcher{p: p, br: br, wake: make(chan struct{}, 1)}
+	b := &lookupBatcher{p: p, br: br, wake: make(chan struct{}, 1)}
+	b.live, _ = br.(lsnstore.Liveness)
+	return b
 }
 
 // submit queues l (whose ctx and tables are set) for the next ask.

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -29,8 +30,11 @@ import (
 // storeLookup is one asynchronous ask of the store, recycled.
 type storeLookup struct {
 	done chan struct{}
-	pos  lsnstore.Position
-	err  error
+	// sent is when the read asked; timer bounds its wait (waitLive).
+	sent  time.Time
+	timer *time.Timer
+	pos   lsnstore.Position
+	err   error
 	// ctx and tables are the read's, for a batched ask (batch.go).
 	ctx    context.Context
 	tables []string
@@ -45,7 +49,7 @@ var storeLookups = sync.Pool{New: func() any { return &storeLookup{done: make(ch
 func (p *Plugin) startLookup(ctx context.Context, tables []string) *storeLookup {
 	l := storeLookups.Get().(*storeLookup)
 	if p.batcher != nil {
-		l.ctx, l.tables = ctx, tables
+		l.ctx, l.tables, l.sent = ctx, tables, time.Now()
 		p.batcher.submit(l)
 		return l
 	}
@@ -63,9 +67,54 @@ func (l *storeLookup) finish(pos lsnstore.Position, err error) {
 	l.done <- struct{}{}
 }
 
+// errStoreSilent is a read's lookup given up on: past the store's read
+// bound nothing of the store answered (lsnstore.Liveness).
+var errStoreSilent = errors.New("plugin: the position store answered nothing within its read bound")
+
+// waitFor is wait, bounded when the lookup is batched for a store that
+// tells slow from gone (lsnstore.Liveness): past the store's read bound,
+// the read keeps waiting only while the store answers something (another
+// batch, a raise, the poll's verification) within each bound; otherwise it
+// gives up with errStoreSilent, and l, which the batcher will still
+// answer, is left to the garbage collector.
+func (l *storeLookup) waitFor(p *Plugin) (lsnstore.Position, error) {
+	var live lsnstore.Liveness
+	if p.batcher != nil {
+		live = p.batcher.live
+	}
+	if live == nil {
+		return l.wait()
+	}
+	bound := live.ReadBound()
+	if l.timer == nil {
+		l.timer = time.NewTimer(bound)
+	} else {
+		l.timer.Reset(bound)
+	}
+	since := l.sent
+	for {
+		select {
+		case <-l.done:
+			l.timer.Stop()
+			return l.take()
+		case <-l.timer.C:
+			if !live.AnsweredSince(since) {
+				return lsnstore.Position{}, errStoreSilent
+			}
+			since = time.Now()
+			l.timer.Reset(bound)
+		}
+	}
+}
+
 // wait returns the answer and recycles l.
 func (l *storeLookup) wait() (lsnstore.Position, error) {
 	<-l.done
+	return l.take()
+}
+
+// take returns the answer delivered and recycles l.
+func (l *storeLookup) take() (lsnstore.Position, error) {
 	pos, err := l.pos, l.err
 	l.pos, l.err, l.ctx, l.tables = lsnstore.Position{}, nil, nil, nil
 	storeLookups.Put(l)
@@ -195,7 +244,7 @@ func (o *overlapPool) decide() gorm.ConnPool {
 func (o *overlapPool) note() routeNote { return routeNote{keys: o.keys, trips: 1} }
 
 func (o *overlapPool) required() (lsnstore.Position, error) {
-	pos, err := o.lookup.wait()
+	pos, err := o.lookup.waitFor(o.p)
 	if err != nil {
 		return lsnstore.Position{}, err
 	}
