@@ -24,7 +24,7 @@ type Redis struct {
 	maxTimeout time.Duration
 	rtt        roundTrips
 	alive      answers // when the server last answered (Liveness)
-	ttl        string // TTL in milliseconds, as a script argument
+	ttl        string  // TTL in milliseconds, as a script argument
 	// signatureValid is how long a ClaimSignature answer holds: a
 	// quarter of the TTL the signature is refreshed with.
 	signatureValid time.Duration

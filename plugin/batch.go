@@ -18,12 +18,12 @@ import (
 
 // lookupBatcher queues lookups for its goroutine (run).
 type lookupBatcher struct {
-	p      *Plugin
-	br     lsnstore.BatchReader
+	p  *Plugin
+	br lsnstore.BatchReader
 	// live, when the store tells slow from gone, bounds each read's wait
 	// (storeLookup.waitLive); its batched calls take the store's longest
 	// timeout.
-	live lsnstore.Liveness
+	live   lsnstore.Liveness
 	mu     sync.Mutex
 	q      []*storeLookup
 	closed bool          // run has ended: submit answers at once
