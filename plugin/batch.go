@@ -21,7 +21,7 @@ type lookupBatcher struct {
 	p  *Plugin
 	br lsnstore.BatchReader
 	// live, when the store tells slow from gone, bounds each read's wait
-	// (storeLookup.waitLive); its batched calls take the store's longest
+	// (storeLookup.waitFor); its batched calls take the store's longest
 	// timeout.
 	live   lsnstore.Liveness
 	mu     sync.Mutex
