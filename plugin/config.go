@@ -226,8 +226,9 @@ type Config struct {
 	// stopped answering (its connections open, nothing coming back). A
 	// read whose first answer is later than the replica's usual (an
 	// estimate of its recent first answers, at least 50ms, at most
-	// StallTimeout) pings the replica on another connection: a replica
-	// that answers the ping is slow, not stalled, and the read goes on; one
+	// StallTimeout) checks that the replica answered something since (other
+	// reads, the poll), else pings it on another connection: a replica
+	// that answers is slow, not stalled, and the read goes on; one
 	// that does not answer within StallTimeout is marked down until a poll
 	// answers, and the read is cancelled and run again on the primary (or,
 	// for an overlapped read, a fresh replica). Only the wait for the

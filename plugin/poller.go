@@ -116,6 +116,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 				pos = ins
 			}
 			st.pos, st.up = pos, true
+			r.stall.answered()
 			st.withinLag = pos.Covers(threshold)
 			published[r.name] = pos
 		}

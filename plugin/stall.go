@@ -18,9 +18,11 @@ import (
 // follow are not bounded, so a large result is never cut short). When the
 // answer is later than the replica's usual (its first answers' round trip
 // estimate, RFC 6298: twice the smoothed time plus four deviations, at
-// least stallFloor, at most StallTimeout), the replica is pinged on
-// another connection: if the ping answers, the replica is alive and the
-// read is slow (a heavy query): it goes on, checked again every
+// least stallFloor, at most StallTimeout), the replica is alive if it has
+// answered anything since the read was sent (another read's first
+// answer, a poll: a loaded replica keeps answering), else it is pinged on
+// another connection. Alive or answering the ping, the read is slow (a
+// heavy query, a busy replica): it goes on, checked again every
 // StallTimeout. If the ping does not answer within what is left of
 // StallTimeout, the replica is stalled: it is marked down until a poll
 // answers, the read is cancelled and run again elsewhere (the primary, or
@@ -36,6 +38,27 @@ const stallFloor = 50 * time.Millisecond
 type replicaStall struct {
 	rtt   roundtrip.Estimator // first answers of reads that were not stalled
 	probe atomic.Pointer[stallProbe]
+	// answeredAt is when the replica last answered a read or a poll
+	// (since stallEpoch, nanoseconds): a read past its bound while other
+	// reads get answers is slow, not stalled (no ping needed).
+	answeredAt atomic.Int64
+}
+
+// stallEpoch anchors answer times on the monotonic clock.
+var stallEpoch = time.Now()
+
+// answered records an answer of the replica now (at most once a
+// millisecond: every read of the replica calls it).
+func (s *replicaStall) answered() {
+	now := int64(time.Since(stallEpoch))
+	if now-s.answeredAt.Load() > int64(time.Millisecond) {
+		s.answeredAt.Store(now)
+	}
+}
+
+// answeredSince reports whether the replica answered after t.
+func (s *replicaStall) answeredSince(t time.Time) bool {
+	return s.answeredAt.Load() > int64(t.Sub(stallEpoch))
 }
 
 // stallProbe is one ping of a replica, shared by the reads that wait.
@@ -96,6 +119,7 @@ func (w *stallWatch) done() (stalled bool) {
 				continue
 			}
 			w.r.stall.rtt.Observe(time.Since(w.start))
+			w.r.stall.answered()
 			if w.timer.Stop() {
 				w.p, w.r, w.cancel = nil, nil, nil
 				stallWatches.Put(w)
@@ -103,7 +127,8 @@ func (w *stallWatch) done() (stalled bool) {
 			return false
 		case watchChecking:
 			if w.state.CompareAndSwap(watchChecking, watchDone) {
-				return false // a slow answer: not a sample of the usual
+				w.r.stall.answered() // a slow answer: not a sample of the usual
+				return false
 			}
 		default:
 			return s == watchStalled
@@ -117,7 +142,9 @@ func (w *stallWatch) fired() {
 		return
 	}
 	ceiling := w.p.cfg.StallTimeout
-	if w.p.pingReplica(w.r, w.start, max(ceiling-time.Since(w.start), w.bound)) {
+	// Other reads (or a poll) answered since this one was sent: the
+	// replica is busy, not stalled; else ask it.
+	if w.r.stall.answeredSince(w.start) || w.p.pingReplica(w.r, w.start, max(ceiling-time.Since(w.start), w.bound)) {
 		if w.state.CompareAndSwap(watchChecking, watchArmed) {
 			w.timer.Reset(ceiling)
 		}
@@ -145,6 +172,9 @@ func (p *Plugin) pingReplica(r *replica, since time.Time, timeout time.Duration)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		np.alive = r.db.PingContext(ctx) == nil
 		cancel()
+		if np.alive {
+			r.stall.answered()
+		}
 		if !np.alive {
 			// Down until a poll answers (as a failed replica).
 			r.state.Store(&replicaState{polledAt: time.Now()})
