@@ -176,8 +176,11 @@ func (p *Plugin) pingReplica(r *replica, since time.Time, timeout time.Duration)
 			r.stall.answered()
 		}
 		if !np.alive {
-			// Down until a poll answers (as a failed replica).
+			// Down until a poll answers (as a failed replica); said once
+			// per ping, not per read.
 			r.state.Store(&replicaState{polledAt: time.Now()})
+			p.cfg.Logger.Warn("freshread: replica stalled (reads and a ping unanswered); its reads run again elsewhere, replica down until a poll answers",
+				"replica", r.name, "stall_timeout", p.cfg.StallTimeout)
 		}
 		close(np.done)
 		return np.alive
@@ -241,10 +244,8 @@ func releaseWith[T any](result *T, parent context.Context, cancel context.Cancel
 	runtime.AddCleanup(result, func(c context.CancelFunc) { c() }, cancel)
 }
 
-// replicaStalled reports a read moved off a stalled replica (marked down
-// by the ping that found it stalled).
+// replicaStalled reports a read moved off a stalled replica (marked down,
+// and logged, by the ping that found it stalled).
 func (p *Plugin) replicaStalled(ctx context.Context, r *replica) {
-	p.cfg.Logger.WarnContext(ctx, "freshread: replica stalled (neither the read nor a ping answered); read run again elsewhere, replica down until a poll answers",
-		"replica", r.name, "stall_timeout", p.cfg.StallTimeout)
 	p.decided(ctx, Decision{Target: Primary, Replica: r.name, Reason: ReasonReplicaStalled})
 }
