@@ -116,11 +116,7 @@ func checkKeyedRawInsert(t *testing.T, engine string) {
 
 	e.step("the writes so far replicated")
 	e.write("INSERT INTO parts (id, item_id, label) VALUES (?, ?, ?)", 4, 3, "d")
-	e.partsMustBe(e.partsOf(e.db, 3), "item 3's parts after a raw insert of part 4", "d")
-	e.partsMustBe(e.rawPartsOf(e.db, 3), "item 3's parts (raw) after a raw insert of part 4", "d")
-	if got := e.part(e.db, 4); got.Label != "d" {
-		t.Fatalf("STALE READ of part 4 by primary key after its raw insert: %+v", got)
-	}
+	e.onlyPartFresh(3, 4, "d", "a raw insert of part 4")
 	rows := e.rawPartsOf(e.db, 2)
 	e.partsMustBe(rows, "item 2's parts (raw)", "b", "c")
 	e.partsOnReplica(rows, "item 2's parts (raw) after a raw insert of item 3's part")
