@@ -128,8 +128,8 @@ type Result struct {
 	// count. It is reported whatever Kind is.
 	Catalog bool
 	// Pinned, for a text of one single-table SELECT, UPDATE or DELETE
-	// whose WHERE pins columns to values (see Pinned), says which; nil
-	// otherwise. Shared like the slices.
+	// whose WHERE pins columns to values, or one INSERT ... VALUES (see
+	// Pinned), says which; nil otherwise. Shared like the slices.
 	Pinned *Pinned
 	// Reason explains a Write that is a guess ("unknown function f",
 	// "unparseable", ...) or a policy decision ("transaction end"). It is
@@ -292,7 +292,7 @@ func (c *Classifier) pinnedOf(sql string, kind Kind) *Pinned {
 		if kind != Read || !sts[0][0].is("select") {
 			return nil
 		}
-	case "update", "delete":
+	case "update", "delete", "insert":
 		if kind != Write {
 			return nil
 		}

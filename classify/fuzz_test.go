@@ -45,7 +45,8 @@ func fuzzSeeds(f *testing.F) {
 		}
 	}
 	for _, s := range []string{"SELECT 'x", "SELECT /* x", "SELECT $a$ x", "SELECT `x", `SELECT "x`,
-		"SELECT 1 -- x", "SELECT 1 # x", "SELECT 1 /*! x", "SELECT (", "SELECT )", "WITH x AS (", "E'\\'"} {
+		"SELECT 1 -- x", "SELECT 1 # x", "SELECT 1 /*! x", "SELECT (", "SELECT )", "WITH x AS (", "E'\\'",
+		"INSERT INTO t (a, b) VALUES (1, $1), (?, f(2, 3)) ON CONFLICT (a) DO UPDATE SET b = 1 RETURNING a"} {
 		f.Add(uint8(0), s)
 		f.Add(uint8(1), s)
 	}

@@ -3,27 +3,60 @@ package classify
 import "strconv"
 
 // Pinned is what the WHERE clause of a single-table SELECT, UPDATE or
-// DELETE proves about the rows the statement touches: every such row has,
-// for each Pin, one of the Pin's values in its column. It is reported
-// (Result.Pinned) only for one statement of the narrow form
+// DELETE, or the VALUES list of an INSERT, proves about the rows the
+// statement touches: every such row has, for each Pin, one of the Pin's
+// values in its column. It is reported (Result.Pinned) only for one
+// statement of the narrow form
 //
 //	SELECT ... FROM t [[AS] a] WHERE c1 AND c2 ... [GROUP BY | ORDER BY | LIMIT ...]
 //	UPDATE t [[AS] a] SET col = v, ... WHERE c1 AND c2 ... [ORDER BY | LIMIT | RETURNING ...]
 //	DELETE FROM t [[AS] a] WHERE c1 AND c2 ... [ORDER BY | LIMIT | RETURNING ...]
 //
-// with no subquery, join, set operation, CASE or OR in it. A condition
-// pins a column when it is exactly `col = v`, `v = col`, `col IN (v, ...)`
-// or (PostgreSQL) `col = ANY(v)`, where v is an integer literal or a
-// placeholder; any other condition is ANDed and only narrows, so it is
-// ignored. Nothing is said about the column's type: a caller that keys
-// rows by a column must know it to be an integer column.
+// with no subquery, join, set operation, CASE or OR in it, or of the form
+// (an insert, below)
+//
+//	INSERT INTO t [AS a] (c1, c2, ...) [OVERRIDING SYSTEM VALUE] VALUES (v, v, ...), ... [ON CONFLICT ...] [RETURNING ...]
+//
+// A condition pins a column when it is exactly `col = v`, `v = col`,
+// `col IN (v, ...)` or (PostgreSQL) `col = ANY(v)`, where v is an integer
+// literal or a placeholder; any other condition is ANDed and only
+// narrows, so it is ignored. Nothing is said about the column's type: a
+// caller that keys rows by a column must know it to be an integer column.
+//
+// An INSERT pins each listed column whose value is an integer literal or
+// a placeholder in every row (Rows: one Value per row, in row order); a
+// column given anything else in some row (DEFAULT, NULL, an expression, a
+// string) is not pinned, nor is a column the list leaves out (the
+// database assigns it). Only these forms are read: INSERT ... SELECT,
+// DEFAULT VALUES, a CTE, a subquery anywhere, MySQL's INSERT IGNORE (which
+// stores an out-of-range value clipped), any modifier, PARTITION, the SET
+// form, a row alias, ON DUPLICATE KEY UPDATE (it updates a row conflicting
+// on any unique key), PostgreSQL's OVERRIDING USER VALUE (the database
+// assigns identity columns) and REPLACE give nil. ON CONFLICT ... DO
+// NOTHING inserts listed rows or none. ON CONFLICT (c, ...) DO UPDATE
+// (Upsert) may update an existing row instead, one equal to a listed row
+// in the conflict target's columns (under the arbiter index's equality,
+// which is the column type's unless the index has another collation or
+// operator class): only those columns stay pinned, less any that DO
+// UPDATE assigns; ON CONFLICT ON CONSTRAINT pins none.
 type Pinned struct {
 	// Table is the table, normalized as in Result.Reads and Result.Writes.
 	Table string
-	// Pins lists the pinned columns, in WHERE order.
+	// Pins lists the pinned columns, in WHERE order (an INSERT's: in
+	// its column list's order).
 	Pins []Pin
-	// Sets lists an UPDATE's assignments (nil for SELECT and DELETE).
+	// Sets lists an UPDATE's assignments (nil for SELECT, DELETE and
+	// INSERT).
 	Sets []Set
+	// Rows is the number of rows an INSERT lists (0 for SELECT, UPDATE
+	// and DELETE); each of its Pins holds one Value per row, the i-th
+	// row's i-th.
+	Rows int
+	// Upsert marks an INSERT ... ON CONFLICT ... DO UPDATE (PostgreSQL):
+	// a row it touches is a listed row or an existing row equal to one
+	// in the conflict target's columns under the arbiter index's
+	// equality.
+	Upsert bool
 }
 
 // Pin is one pinning condition: the column holds one of Values.
@@ -58,6 +91,10 @@ func pinned(d Dialect, st []token) *Pinned {
 	params := paramOrdinals(st)
 	if params == nil {
 		return nil
+	}
+	if st[0].is("insert") {
+		p := &pinParser{d: d, st: st, params: params}
+		return p.insertStmt()
 	}
 	for i, t := range st {
 		if i > 0 && t.kind == tIdent {
@@ -132,6 +169,30 @@ func (p *pinParser) isName(i int) bool {
 // target reads the table name and optional alias at i; ok is false when
 // what follows is not a single plain table.
 func (p *pinParser) target(i int) (int, bool) {
+	i, ok := p.tableName(i)
+	if !ok {
+		return i, false
+	}
+	switch t := p.tok(i); {
+	case t.is("as"):
+		if !p.isName(i + 1) {
+			return i, false
+		}
+		p.alias = p.tok(i + 1).text
+		i += 2
+	case t.kind == tQIdent || t.kind == tIdent && !inSet(aliasStop, t) && !t.is("only"):
+		p.alias = t.text
+		i++
+	}
+	if t := p.tok(i); t.op(",") || t.op("(") || t.is("using") || t.is("from") || t.is("partition") {
+		return i, false
+	}
+	return i, true
+}
+
+// tableName reads a table name ([catalog.][schema.]table) at i into
+// p.table, and its last part into p.alias.
+func (p *pinParser) tableName(i int) (int, bool) {
 	var parts [3]string
 	n := 0
 	for {
@@ -148,20 +209,6 @@ func (p *pinParser) target(i int) (int, bool) {
 	}
 	p.table = joinName(parts[:n])
 	p.alias = parts[n-1]
-	switch t := p.tok(i); {
-	case t.is("as"):
-		if !p.isName(i + 1) {
-			return i, false
-		}
-		p.alias = p.tok(i + 1).text
-		i += 2
-	case t.kind == tQIdent || t.kind == tIdent && !inSet(aliasStop, t) && !t.is("only"):
-		p.alias = t.text
-		i++
-	}
-	if t := p.tok(i); t.op(",") || t.op("(") || t.is("using") || t.is("from") || t.is("partition") {
-		return i, false
-	}
 	return i, true
 }
 

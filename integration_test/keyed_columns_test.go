@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"gorm.io/gorm"
@@ -112,6 +113,17 @@ func (e *env) partsMustBe(rows []partRow, what string, want ...string) {
 	}
 }
 
+// onlyPartFresh checks that item's only part is part id, labelled label,
+// read by item_id (GORM and raw SQL) and by primary key after a write.
+func (e *env) onlyPartFresh(item, id uint, label, after string) {
+	e.t.Helper()
+	e.partsMustBe(e.partsOf(e.db, item), fmt.Sprintf("item %d's parts by item_id after %s", item, after), label)
+	e.partsMustBe(e.rawPartsOf(e.db, item), fmt.Sprintf("item %d's parts by raw item_id after %s", item, after), label)
+	if got := e.part(e.db, id); got.Label != label {
+		e.t.Fatalf("STALE READ of part %d by primary key after %s: %+v", id, after, got)
+	}
+}
+
 func (e *env) partsOnReplica(rows []partRow, what string) {
 	e.t.Helper()
 	if len(rows) == 0 {
@@ -135,11 +147,7 @@ func checkKeyedColumns(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	if err := e.db.Model(&Part{}).Where("item_id = ?", 1).Update("label", "a1").Error; err != nil {
 		t.Fatal(err)
 	}
-	e.partsMustBe(e.partsOf(e.db, 1), "item 1's parts by item_id after their write", "a1")
-	e.partsMustBe(e.rawPartsOf(e.db, 1), "item 1's parts by raw item_id after their write", "a1")
-	if got := e.part(e.db, 1); got.Label != "a1" {
-		t.Fatalf("STALE READ of part 1 by primary key after a write by item_id: %+v", got)
-	}
+	e.onlyPartFresh(1, 1, "a1", "a write by item_id")
 	rows := e.partsOf(e.db, 2)
 	e.partsMustBe(rows, "item 2's parts", "b", "c")
 	e.partsOnReplica(rows, "item 2's parts after a write of item 1's (keyed by item_id)")

@@ -11,10 +11,10 @@ import (
 )
 
 // Keyed positions for raw SQL: the classifier reports which columns a
-// single-table statement's WHERE pins (classify.Pinned); a column is a key
-// when it is the table's integer primary key (the one the plugin has seen
-// the table's model use, else the catalog's: knownKey), or one of
-// Config.KeyColumns. Placeholder values come from the statement's
+// single-table statement's WHERE pins, or an INSERT's VALUES list
+// (classify.Pinned); a column is a key when it is a column of the table's
+// primary key (the one the plugin has seen the table's model use, else
+// the catalog's: knownKey), or one of Config.KeyColumns. Placeholder values come from the statement's
 // arguments. GORM statements without a model (db.Table) are keyed the same
 // way, from the SQL GORM builds (keys_table.go).
 
@@ -46,7 +46,8 @@ func (p *Plugin) rawKeyedReadNames(ctx context.Context, pn *classify.Pinned, tab
 
 // rawWriteNames returns the names a raw write classified as c raises: the
 // keyed names when it is a single-table UPDATE or DELETE whose WHERE pins
-// a key column, c.writes otherwise.
+// a key column, or an INSERT ... VALUES that lists one's values
+// (classify.Pinned), c.writes otherwise.
 func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []string {
 	if !p.cfg.keyed() || c.pinned == nil || len(c.writes) != 1 {
 		return c.writes
@@ -70,9 +71,12 @@ func (p *Plugin) rawWriteNames(ctx context.Context, c rawClass, vars []any) []st
 }
 
 // pinnedWriteNames returns the names a single-table UPDATE or DELETE of
-// table whose WHERE pins pn raises, by a process keying table by
-// signature sig with primary key pk, or ok false when it proves no key
-// column (the caller raises the table).
+// table whose WHERE pins pn, or an INSERT whose VALUES do, raises, by a
+// process keying table by signature sig with primary key pk, or ok false
+// when it proves no key column (the caller raises the table). A key
+// column an INSERT does not pin (left out of its column list: the
+// database assigns it; or given anything but a value) raises its unkeyed
+// position.
 func (p *Plugin) pinnedWriteNames(pn *classify.Pinned, table string, pk *keyDef, sig string, vars []any) ([]string, bool) {
 	vars = placeholderArgs(vars)
 	var kw keyedWrite
@@ -112,29 +116,43 @@ func (p *Plugin) sameRawColumn(sqlName, col string) bool {
 
 // rawPinnedKeys returns the canonical forms of the values of key k that
 // pn pins. A composite key is pinned only when each of its columns is
-// pinned to exactly one value: its one key is their forms joined by ","
-// in the key's order.
+// pinned to exactly one value, or, in an INSERT, to one value in each
+// row: a key is a row's forms joined by "," in the key's order.
 func (p *Plugin) rawPinnedKeys(pn *classify.Pinned, k *keyDef, vars []any) ([]string, bool) {
 	if col, ok := k.single(); ok {
 		return p.rawPinnedColumn(pn, col, k.types[0], vars)
 	}
-	var key strings.Builder
+	rows := max(pn.Rows, 1)
+	cols := make([][]string, len(k.cols))
 	for i, col := range k.cols {
 		v, ok := p.rawPinnedColumn(pn, col, k.types[i], vars)
-		if !ok || len(v) != 1 {
+		if !ok || len(v) != rows {
 			return nil, false
 		}
-		if i > 0 {
-			key.WriteByte(',')
-		}
-		key.WriteString(v[0])
+		cols[i] = v
 	}
-	return []string{key.String()}, true
+	keys := make([]string, rows)
+	for r := range keys {
+		var key strings.Builder
+		for i := range cols {
+			if i > 0 {
+				key.WriteByte(',')
+			}
+			key.WriteString(cols[i][r])
+		}
+		keys[r] = key.String()
+	}
+	return keys, true
 }
 
 // rawPinnedColumn returns the canonical forms, as values of type t, of
 // the values the first pin of col holds.
 func (p *Plugin) rawPinnedColumn(pn *classify.Pinned, col string, t keyType, vars []any) ([]string, bool) {
+	if pn.Upsert && (t.kind == kindText || t.kind == kindTextPad) {
+		// A unique index on the column under another collation may be
+		// the arbiter: the row DO UPDATE updates may name another text.
+		return nil, false
+	}
 	for _, pin := range pn.Pins {
 		if !p.sameRawColumn(pin.Column, col) {
 			continue
@@ -153,7 +171,7 @@ func (p *Plugin) rawPinnedColumn(pn *classify.Pinned, col string, t keyType, var
 				continue
 			}
 			k, ok := rawValue(v, t, vars)
-			if !ok {
+			if !ok || pn.Rows > 0 && !p.storedAsGiven(t, k) {
 				return nil, false
 			}
 			keys = append(keys, k)
@@ -161,6 +179,14 @@ func (p *Plugin) rawPinnedColumn(pn *classify.Pinned, col string, t keyType, var
 		return keys, len(keys) > 0 && len(keys) <= maxKeys
 	}
 	return nil, false
+}
+
+// storedAsGiven reports whether an INSERT stores the value of canonical
+// form k of type t as given: MariaDB and MySQL store the next
+// AUTO_INCREMENT value instead of an integer 0 (unless the sql_mode has
+// NO_AUTO_VALUE_ON_ZERO, which the plugin does not read).
+func (p *Plugin) storedAsGiven(t keyType, k string) bool {
+	return !(t.kind == kindInt && k == "0" && p.classifier.Dialect() == classify.MySQL)
 }
 
 // rawAssigns reports whether an UPDATE assigns col.
