@@ -427,15 +427,4 @@ func (mariaEngine) now(ctx context.Context, db *sql.DB) (time.Time, error) {
 	return time.Unix(n, ns), nil
 }
 
-// errMariaDBUnfinished says what does not exist on MariaDB yet.
-func errMariaDBUnfinished(what string) error {
-	return fmt.Errorf("%w: %s is not written for MariaDB shards yet", ErrConfig, what)
-}
-
-// Not written for MariaDB yet (docs/design/sharding-and-moves.md,
-// "MariaDB (in progress)").
-
 func (mariaEngine) newFeed(m *Mover) feed { return &mariaFeed{m: m} }
-func (mariaEngine) drain(context.Context, Config, Shard, time.Time) error {
-	return errMariaDBUnfinished("the switch")
-}
