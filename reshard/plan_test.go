@@ -16,10 +16,15 @@ import (
 // moves at once (one publish, version 1); after the cleanup every
 // acknowledged row is on its shard and the old database is empty and
 // fenced.
-func TestMigrationPlan(t *testing.T) {
+func TestMigrationPlan(t *testing.T) { testMigrationPlan(t, newEnv) }
+
+// TestMariaDBMigrationPlan is TestMigrationPlan on MariaDB shards.
+func TestMariaDBMigrationPlan(t *testing.T) { testMigrationPlan(t, newMariaEnv) }
+
+func testMigrationPlan(t *testing.T, mk newEnvFunc) {
 	ctx := context.Background()
 	initial := slices.Repeat([]string{"legacy"}, nbTest)
-	e := newUnmappedEnv(t, []string{"legacy", "s1", "s2"}, initial)
+	e := newUnmappedEnvOn(mk, t, []string{"legacy", "s1", "s2"}, initial)
 	l := newLedger()
 	e.seed(l, 1, 2000)
 	ws := e.startWriters(l, 3, time.Millisecond)
