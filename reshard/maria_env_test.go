@@ -55,7 +55,6 @@ CREATE TABLE order_items (
 // MariaDB primary, with the schema; owners is the initial map.
 func newMariaEnv(t *testing.T, shards []string, owners []string) *env {
 	t.Helper()
-	allowMariaDB = true
 	m := testcluster.MariaDBFor(t)
 	e := &env{t: t, maria: m, shards: shards, dbName: map[string]string{}, db: map[string]*sql.DB{}, store: newMemStore(owners)}
 	for _, s := range shards {
