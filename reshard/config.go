@@ -37,7 +37,9 @@ type Config struct {
 	InitialMap *sharding.BucketMap
 	// Schema is where the mover keeps its tables on every shard
 	// (freshread_bucket_fence, freshread_reshard_state,
-	// freshread_reshard_copy) and the guard's functions. Default "public".
+	// freshread_reshard_copy) and the guard's functions. Default "public"
+	// on PostgreSQL; on MariaDB the database of each shard's connection
+	// (a database name here puts them in that database on every shard).
 	Schema string
 	// ChunkRows is the number of rows per copy chunk (one transaction on
 	// the target, one keyset read on the source) and per cleanup delete.
@@ -93,6 +95,12 @@ type Shard struct {
 	// SET ON PARAMETER): the mover's transactions are then replication
 	// sessions, which fire no trigger and check no foreign key for the
 	// copied rows (docs/design/sharding-and-moves.md, "Privileges").
+	// For a MariaDB shard (10.11), a pool opened with go-sql-driver/mysql
+	// (database/sql driver "mysql") with a database in its DSN, as a user
+	// with the privileges docs/design/sharding-and-moves.md lists
+	// ("MariaDB (in progress)", "The server"); the server writes a row-based binlog with
+	// GTIDs. Every shard of a Config is of one kind: the driver of the
+	// first decides.
 	DB *sql.DB
 	// RecordWrite, when set, is called with the tables written after every
 	// transaction the mover commits on this shard (copy chunks, catch-up
@@ -111,11 +119,11 @@ type Shard struct {
 	// move, whichever of their calls failed or never happened (a mover
 	// that died between a commit and its call).
 	RecordWrite func(ctx context.Context, tables ...string) error
-	// BinlogDSN is, for a MariaDB shard (work in progress: see
-	// docs/design/sharding-and-moves.md, "MariaDB (in progress)"), a
-	// go-sql-driver/mysql DSN of the shard's primary over TCP for the
-	// catch-up's binlog reader, as a user with REPLICATION SLAVE and
-	// BINLOG MONITOR. Unused on PostgreSQL.
+	// BinlogDSN is, for a MariaDB shard, a go-sql-driver/mysql DSN of the
+	// shard's primary over TCP for the catch-up's binlog reader, as a user
+	// with REPLICATION SLAVE and BINLOG MONITOR. Required on MariaDB
+	// (ErrConfig when a move reads a source without it); unused on
+	// PostgreSQL.
 	BinlogDSN string
 }
 
@@ -217,9 +225,6 @@ func (c Config) validate() error {
 		if e := engineOf(s.DB); e.name() != c.eng.name() {
 			return fmt.Errorf("%w: shard %q is %s, shard %q %s: every shard must be of one kind", ErrConfig, s.Name, e.name(), c.Shards[0].Name, c.eng.name())
 		}
-	}
-	if _, ok := c.eng.(mariaEngine); ok && !allowMariaDB {
-		return fmt.Errorf("%w: moves between MariaDB shards are not supported yet (docs/design/sharding-and-moves.md, \"MariaDB (in progress)\")", ErrConfig)
 	}
 	if len(c.Tables) == 0 {
 		return fmt.Errorf("%w: no Tables", ErrConfig)

@@ -12,7 +12,14 @@ import (
 // rolls back to one: the crash is either a cancelled context (the mover
 // cleans up what it can, as on SIGINT) or errCrash from a hook (the
 // process dies where it stands: no rollback of the switch).
-func TestCrashResume(t *testing.T) {
+func TestCrashResume(t *testing.T) { testCrashResume(t, newEnv) }
+
+// TestMariaDBCrashResume is TestCrashResume on MariaDB shards (the
+// catch-up's crash is after a batch's commit on the target, before the
+// binlog reader went on).
+func TestMariaDBCrashResume(t *testing.T) { testCrashResume(t, newMariaEnv) }
+
+func testCrashResume(t *testing.T, mk newEnvFunc) {
 	cases := []struct {
 		name   string
 		point  string
@@ -34,7 +41,7 @@ func TestCrashResume(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
-			e := newEnv(t, []string{"s0", "s1", "s2"}, owners)
+			e := mk(t, []string{"s0", "s1", "s2"}, owners)
 			l := newLedger()
 			e.seed(l, 1, 2000)
 			ws := e.startWriters(l, 3, time.Millisecond)

@@ -1,10 +1,15 @@
-// Package reshard moves buckets between PostgreSQL shards online: the
-// copy, the catch-up with the writes made meanwhile, the verification, the
-// switch (a short write hold, the map published, every process routing to
-// the new owner before it takes writes), and the cleanup. It is
-// PostgreSQL only (logical decoding with the built-in test_decoding
-// plugin, PL/pgSQL triggers; PostgreSQL 14 or later); MariaDB shards are
-// not supported.
+// Package reshard moves buckets between PostgreSQL or MariaDB shards
+// online: the copy, the catch-up with the writes made meanwhile, the
+// verification, the switch (a short write hold, the map published, every
+// process routing to the new owner before it takes writes), and the
+// cleanup. On PostgreSQL (14 or later) the catch-up is logical decoding
+// with the built-in test_decoding plugin and the guard PL/pgSQL
+// triggers; on MariaDB (10.11) the catch-up reads the binlog (row format,
+// GTIDs) from Shard.BinlogDSN and the guard is triggers that SIGNAL
+// SQLSTATE 'FRB01'. The shards' database/sql driver says which: pgx is
+// PostgreSQL, go-sql-driver/mysql MariaDB; one Config is of one kind.
+// Below, the PostgreSQL words; docs/design/sharding-and-moves.md,
+// "MariaDB (in progress)", has what differs there.
 //
 //	m, _ := reshard.New(reshard.Config{
 //		Shards: []reshard.Shard{{Name: "s0", DB: s0}, {Name: "s4", DB: s4, RecordWrite: s4Plugin.RecordWrite}, ...},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,10 +75,19 @@ type env struct {
 	initial []string
 }
 
+// newEnvFunc makes an env of one engine's shards: newEnv (PostgreSQL) or
+// newMariaEnv. The tests that run on both take one.
+type newEnvFunc func(t *testing.T, shards []string, owners []string) *env
+
 // newUnmappedEnv is newEnv with a store that holds no map yet: the
 // initial map is Config.InitialMap.
 func newUnmappedEnv(t *testing.T, shards []string, initial []string) *env {
-	e := newEnv(t, shards, initial)
+	return newUnmappedEnvOn(newEnv, t, shards, initial)
+}
+
+// newUnmappedEnvOn is newUnmappedEnv on mk's engine.
+func newUnmappedEnvOn(mk newEnvFunc, t *testing.T, shards []string, initial []string) *env {
+	e := mk(t, shards, initial)
 	e.store.m, e.store.found, e.initial = sharding.BucketMap{}, false, initial
 	return e
 }
@@ -201,6 +211,10 @@ func newLedger() *ledger {
 // with one or two items each, straight to their owners.
 func (e *env) seed(l *ledger, base int64, n int) {
 	e.t.Helper()
+	if e.maria != nil {
+		e.mariaSeed(l, base, n)
+		return
+	}
 	owners := e.owners()
 	byShard := map[string][]int64{}
 	for i := 0; i < n; i++ {
@@ -589,6 +603,13 @@ func (e *env) check(l *ledger, oldOwners []string) {
 func (e *env) count(shard, table string, buckets []int) int {
 	e.t.Helper()
 	var n int
+	if e.maria != nil {
+		in := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(buckets)), ", "), "[]")
+		if err := e.db[shard].QueryRow(fmt.Sprintf(`SELECT COUNT(*) FROM %s WHERE (user_id %% %d) IN (%s)`, table, nbTest, in)).Scan(&n); err != nil {
+			e.t.Fatal(err)
+		}
+		return n
+	}
 	if err := e.db[shard].QueryRow(fmt.Sprintf(`SELECT count(*) FROM %s WHERE (user_id %% %d)::int4 = ANY($1)`, table, nbTest), int32s(buckets)).Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
@@ -612,13 +633,59 @@ func (e *env) fences(shard string) map[int]string {
 	return out
 }
 
+// slots is the number of the move's replication slots on a shard; on
+// MariaDB, where the catch-up holds nothing on the source, the binlog
+// readers still registered with the server (server ids from 2^30; the
+// server sees a reader gone at its next heartbeat, so this waits up to 5
+// s for them to go).
 func (e *env) slots(shard string) int {
 	e.t.Helper()
 	var n int
+	if e.maria != nil {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			rows, err := e.db[shard].Query(`SHOW SLAVE HOSTS`)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			n = 0
+			for rows.Next() {
+				cols, _ := rows.Columns()
+				vals, err := scanNullStrings(rows, len(cols))
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				if id, _ := strconv.ParseInt(vals[0].String, 10, 64); id >= 1<<30 {
+					n++
+				}
+			}
+			rows.Close()
+			if n == 0 || time.Now().After(deadline) {
+				return n
+			}
+		}
+	}
 	if err := e.db[shard].QueryRow(`SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`).Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// moverExec runs statements in one transaction that passes the guard
+// as the mover's do: on PostgreSQL with freshread.mover set, on MariaDB
+// in a mover session (@freshread_mover).
+func (e *env) moverExec(shard string, stmts ...string) error {
+	if e.maria == nil {
+		return e.exec(shard, append([]string{`SET LOCAL freshread.mover = 'on'`}, stmts...)...)
+	}
+	ctx := context.Background()
+	return mariaEngine{}.withTx(ctx, e.db[shard], func(tx *sql.Tx) error {
+		for _, s := range stmts {
+			if _, err := tx.ExecContext(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func isGuard(err error) bool { return err != nil && sqlState(err) == sharding.GuardSQLState }

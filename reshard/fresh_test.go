@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -25,9 +26,16 @@ import (
 // it, not to a paused replica that has not replayed it. The control: a row
 // written on the target's primary without RecordWrite is read from a
 // paused replica, and missed.
-func TestFreshnessOfMovedRows(t *testing.T) {
+func TestFreshnessOfMovedRows(t *testing.T) { testFreshnessOfMovedRows(t, newEnv) }
+
+// TestMariaDBFreshnessOfMovedRows is TestFreshnessOfMovedRows on MariaDB
+// shards: the target's plugin keeps GTID positions, and its replica's SQL
+// thread is stopped.
+func TestMariaDBFreshnessOfMovedRows(t *testing.T) { testFreshnessOfMovedRows(t, newMariaEnv) }
+
+func testFreshnessOfMovedRows(t *testing.T, mk newEnvFunc) {
 	ctx := context.Background()
-	e, ft := newFreshTarget(t)
+	e, ft := newFreshTarget(t, mk)
 	cfg := e.config()
 	cfg.Shards[ft.shard].RecordWrite = ft.p.RecordWrite
 	m, err := New(cfg, Move{Buckets: []int{1}, From: "s0", To: "s1"})
@@ -57,9 +65,17 @@ func TestFreshnessOfMovedRows(t *testing.T) {
 // source; when it succeeds, a read of a moved row through the target's
 // plugin comes from the primary, complete, although the replicas were
 // paused before the copy.
-func TestFreshnessWhenRecordsFail(t *testing.T) {
+func TestFreshnessWhenRecordsFail(t *testing.T) { testFreshnessWhenRecordsFail(t, newEnv) }
+
+// TestMariaDBFreshnessWhenRecordsFail is TestFreshnessWhenRecordsFail on
+// MariaDB shards.
+func TestMariaDBFreshnessWhenRecordsFail(t *testing.T) {
+	testFreshnessWhenRecordsFail(t, newMariaEnv)
+}
+
+func testFreshnessWhenRecordsFail(t *testing.T, mk newEnvFunc) {
 	ctx := context.Background()
-	e, ft := newFreshTarget(t)
+	e, ft := newFreshTarget(t, mk)
 	var (
 		failing atomic.Bool
 		calls   atomic.Int64
@@ -115,19 +131,54 @@ func (ft *freshTarget) decision() plugin.Decision {
 
 // newFreshTarget makes two shards (bucket 1, of user 9, is s0's), 400
 // orders, a table ctl on s1, and s1's plugin; it checks that the plugin
-// reads s1's own rows from a replica, then pauses the replicas.
-func newFreshTarget(t *testing.T) (*env, *freshTarget) {
+// reads s1's own rows from a replica, then pauses the replicas (on
+// MariaDB, stops the replica's SQL thread, which every database of the
+// server shares, until the test ends).
+func newFreshTarget(t *testing.T, mk newEnvFunc) (*env, *freshTarget) {
 	ctx := context.Background()
 	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
-	e := newEnv(t, []string{"s0", "s1"}, owners)
+	e := mk(t, []string{"s0", "s1"}, owners)
 	e.seed(newLedger(), 1, 400)
 	if _, err := e.db["s1"].Exec(`CREATE TABLE ctl (id int PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.pg.WaitCaughtUp(ctx); err != nil {
-		t.Fatal(err)
+	var (
+		primary  gorm.Dialector
+		replicas []gorm.Dialector
+		pause    func(ctx context.Context) error
+		resume   func(ctx context.Context)
+	)
+	if e.maria != nil {
+		if err := e.maria.WaitCaughtUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		primary = gormmysql.Open(e.maria.PrimaryDSN(e.dbName["s1"]))
+		replicas = []gorm.Dialector{gormmysql.Open(e.maria.ReplicaDSN(e.dbName["s1"]))}
+		pause = e.maria.StopApply
+		resume = func(ctx context.Context) { e.maria.StartApply(ctx) }
+	} else {
+		if err := e.pg.WaitCaughtUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		primary = postgres.Open(e.pg.PrimaryDSN(e.dbName["s1"]))
+		for i := 0; i < e.pg.Replicas(); i++ {
+			replicas = append(replicas, postgres.Open(e.pg.ReplicaDSN(i, e.dbName["s1"])))
+		}
+		pause = func(ctx context.Context) error {
+			for i := 0; i < e.pg.Replicas(); i++ {
+				if err := e.pg.PauseReplay(ctx, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		resume = func(ctx context.Context) {
+			for i := 0; i < e.pg.Replicas(); i++ {
+				e.pg.ResumeReplay(ctx, i)
+			}
+		}
 	}
-	gdb, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.dbName["s1"])), &gorm.Config{Logger: logger.Discard})
+	gdb, err := gorm.Open(primary, &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +193,8 @@ func newFreshTarget(t *testing.T) (*env, *freshTarget) {
 		ft.last = d
 		ft.mu.Unlock()
 	}}
-	for i := 0; i < e.pg.Replicas(); i++ {
-		pc.Replicas = append(pc.Replicas, plugin.Replica{Name: "r" + string(rune('0'+i)), Dialector: postgres.Open(e.pg.ReplicaDSN(i, e.dbName["s1"]))})
+	for i, d := range replicas {
+		pc.Replicas = append(pc.Replicas, plugin.Replica{Name: "r" + string(rune('0'+i)), Dialector: d})
 	}
 	ft.p = plugin.New(pc)
 	if err := gdb.Use(ft.p); err != nil {
@@ -162,11 +213,9 @@ func newFreshTarget(t *testing.T) (*env, *freshTarget) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for i := 0; i < e.pg.Replicas(); i++ {
-		if err := e.pg.PauseReplay(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.pg.ResumeReplay(context.Background(), i) })
+	t.Cleanup(func() { resume(context.Background()) })
+	if err := pause(ctx); err != nil {
+		t.Fatal(err)
 	}
 	return e, ft
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// mariaEngine is the mover on MariaDB shards (10.11; MySQL 8 where only
-// the syntax differs). Work in progress: docs/design/sharding-and-moves.md,
-// "MariaDB (in progress)", says what exists.
+// mariaEngine is the mover on MariaDB shards (10.11; MySQL 8 is not
+// written: docs/design/sharding-and-moves.md, "MariaDB (in progress)",
+// says what differs).
 //
 // The guard is a BEFORE INSERT, UPDATE and DELETE trigger per table that
 // looks the row's bucket up in the fence table and refuses a fenced one
@@ -27,11 +27,6 @@ import (
 // mover's sessions set it (mariaSession) and reset it before the
 // connection goes back to the pool.
 type mariaEngine struct{}
-
-// allowMariaDB lets New and NewPlan accept MariaDB shards. Off until
-// every phase exists on MariaDB: until then New refuses them (ErrConfig),
-// and the package's tests turn it on to test the phases that do.
-var allowMariaDB = false
 
 func (mariaEngine) name() string { return "MariaDB" }
 
@@ -427,15 +422,4 @@ func (mariaEngine) now(ctx context.Context, db *sql.DB) (time.Time, error) {
 	return time.Unix(n, ns), nil
 }
 
-// errMariaDBUnfinished says what does not exist on MariaDB yet.
-func errMariaDBUnfinished(what string) error {
-	return fmt.Errorf("%w: %s is not written for MariaDB shards yet", ErrConfig, what)
-}
-
-// Not written for MariaDB yet (docs/design/sharding-and-moves.md,
-// "MariaDB (in progress)").
-
 func (mariaEngine) newFeed(m *Mover) feed { return &mariaFeed{m: m} }
-func (mariaEngine) drain(context.Context, Config, Shard, time.Time) error {
-	return errMariaDBUnfinished("the switch")
-}

@@ -55,7 +55,6 @@ CREATE TABLE order_items (
 // MariaDB primary, with the schema; owners is the initial map.
 func newMariaEnv(t *testing.T, shards []string, owners []string) *env {
 	t.Helper()
-	allowMariaDB = true
 	m := testcluster.MariaDBFor(t)
 	e := &env{t: t, maria: m, shards: shards, dbName: map[string]string{}, db: map[string]*sql.DB{}, store: newMemStore(owners)}
 	for _, s := range shards {
@@ -82,28 +81,55 @@ func newMariaEnv(t *testing.T, shards []string, owners []string) *env {
 func (e *env) mariaSeed(l *ledger, base int64, n int) {
 	e.t.Helper()
 	owners := e.owners()
+	const batch = 200
+	type pending struct {
+		orders, items []string
+		oargs, iargs  []any
+	}
+	byShard := map[string]*pending{}
+	flush := func(shard string) {
+		p := byShard[shard]
+		if p == nil || len(p.orders) == 0 {
+			return
+		}
+		db := e.db[shard]
+		if _, err := db.Exec(`INSERT INTO orders (id, user_id, status, amount, price, ratio, attrs, tags, blob_col, created_at, stamped, due, span, flag, uid, kind, big)
+ VALUES `+strings.Join(p.orders, ", "), p.oargs...); err != nil {
+			e.t.Fatal(err)
+		}
+		if _, err := db.Exec(`INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES `+strings.Join(p.items, ", "), p.iargs...); err != nil {
+			e.t.Fatal(err)
+		}
+		byShard[shard] = &pending{}
+	}
 	for i := 0; i < n; i++ {
 		id := base + int64(i)
 		user := int64(1 + i%97)
-		db := e.db[owners[bucketOf(user)]]
-		_, err := db.Exec(`INSERT INTO orders (id, user_id, status, amount, price, ratio, attrs, tags, blob_col, created_at, stamped, due, span, flag, uid, kind, big)
- VALUES (?, ?, 'v1', 1.25, ? * 0.1, 0.1, JSON_OBJECT('v', 1, 'id', ?), 'a,it''s', UNHEX(CONCAT('00ff', LPAD(HEX(?), 16, '0'))),
- '2025-03-01 12:00:00.123456' + INTERVAL ? SECOND, '2025-03-01 12:00:00.5', '2025-03-01', '26:00:00.250', ? % 2 = 0, UUID(), 'it''s', 18446744073709551615 - ?)`,
-			id, user, id, id, id, id, id, id)
-		if err != nil {
-			e.t.Fatal(err)
+		shard := owners[bucketOf(user)]
+		p := byShard[shard]
+		if p == nil {
+			p = &pending{}
+			byShard[shard] = p
 		}
+		p.orders = append(p.orders, `(?, ?, 'v1', 1.25, ? * 0.1, 0.1, JSON_OBJECT('v', 1, 'id', ?), 'a,it''s', UNHEX(CONCAT('00ff', LPAD(HEX(?), 16, '0'))),
+ '2025-03-01 12:00:00.123456' + INTERVAL ? SECOND, '2025-03-01 12:00:00.5', '2025-03-01', '26:00:00.250', ? % 2 = 0, UUID(), 'it''s', 18446744073709551615 - ?)`)
+		p.oargs = append(p.oargs, id, user, id, id, id, id, id, id)
 		lines := 1
 		if i%2 == 0 {
 			lines = 2
 		}
 		for line := 1; line <= lines; line++ {
-			if _, err := db.Exec(`INSERT INTO order_items (order_id, line, user_id, sku, qty) VALUES (?, ?, ?, ?, 1)`, id, line, user, fmt.Sprintf("sku-%d", id)); err != nil {
-				e.t.Fatal(err)
-			}
+			p.items = append(p.items, "(?, ?, ?, ?, 1)")
+			p.iargs = append(p.iargs, id, line, user, fmt.Sprintf("sku-%d", id))
 			l.items[[2]int64{id, int64(line)}] = itemRec{user: user, qty: 1}
 		}
 		l.orders[id] = orderRec{user: user, ver: 1}
+		if len(p.orders) == batch {
+			flush(shard)
+		}
+	}
+	for shard := range byShard {
+		flush(shard)
 	}
 }
 

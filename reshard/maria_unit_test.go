@@ -149,3 +149,38 @@ func TestMariaKeySQL(t *testing.T) {
 		t.Fatalf("a trigger name of %d characters", n)
 	}
 }
+
+// TestMariaTrxEnded: a transaction listed at the fence is open while its
+// connection shows a transaction of the same start (to the second) and,
+// once it had a real trx_id, of the same ID; a fake ID (nothing written
+// yet) may become a real one.
+func TestMariaTrxEnded(t *testing.T) {
+	const fake = mariaFakeTrxID | 0x7f00
+	at := "2025-03-01 12:00:00"
+	later := "2025-03-01 12:00:01"
+	ro := mariaTrx{thread: 7, started: at, id: fake}
+	rw := mariaTrx{thread: 7, started: at, id: 1234}
+	xa := mariaTrx{thread: 0, started: at, id: 99}
+	cases := []struct {
+		name  string
+		t     mariaTrx
+		now   []mariaTrx
+		ended bool
+	}{
+		{"gone", ro, nil, true},
+		{"other connections only", ro, []mariaTrx{{thread: 8, started: at, id: fake}}, true},
+		{"same, still reading", ro, []mariaTrx{ro}, false},
+		{"same, now written: a real id", ro, []mariaTrx{{thread: 7, started: at, id: 1300}}, false},
+		{"a later one of the connection", ro, []mariaTrx{{thread: 7, started: later, id: fake}}, true},
+		{"written, same", rw, []mariaTrx{rw}, false},
+		{"written, then another in the same second", rw, []mariaTrx{{thread: 7, started: at, id: 1301}}, true},
+		{"written, then a reading one in the same second", rw, []mariaTrx{{thread: 7, started: at, id: fake}}, true},
+		{"prepared XA without its connection", xa, []mariaTrx{{thread: 0, started: at, id: 98}, xa}, false},
+		{"prepared XA committed", xa, []mariaTrx{{thread: 0, started: at, id: 98}}, true},
+	}
+	for _, c := range cases {
+		if got := c.t.ended(c.now); got != c.ended {
+			t.Errorf("%s: ended = %v, want %v", c.name, got, c.ended)
+		}
+	}
+}

@@ -13,10 +13,15 @@ import (
 // duplicated or left behind; a writer that kept the old map past its lease
 // is refused by the source's guard (FRB01), refreshes and lands on the
 // new owner.
-func TestMoveUnderWrites(t *testing.T) {
+func TestMoveUnderWrites(t *testing.T) { testMoveUnderWrites(t, newEnv) }
+
+// TestMariaDBMoveUnderWrites is TestMoveUnderWrites on MariaDB shards.
+func TestMariaDBMoveUnderWrites(t *testing.T) { testMoveUnderWrites(t, newMariaEnv) }
+
+func testMoveUnderWrites(t *testing.T, mk newEnvFunc) {
 	ctx := context.Background()
 	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
-	e := newEnv(t, []string{"s0", "s1", "s2"}, owners)
+	e := mk(t, []string{"s0", "s1", "s2"}, owners)
 	l := newLedger()
 	e.seed(l, 1, 3000)
 	stale := e.newWriter(l, 15, 0, 200*time.Millisecond)
@@ -32,6 +37,13 @@ func TestMoveUnderWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var installed time.Time // the guard is on every shard
+	m.hook = func(p string) error {
+		if p == "prepare:slot" {
+			installed = time.Now()
+		}
+		return nil
+	}
 	rep, err := m.Run(ctx)
 	if err != nil {
 		ws.stop()
@@ -46,6 +58,11 @@ func TestMoveUnderWrites(t *testing.T) {
 	}
 	if err := ws.stop(); err != nil {
 		t.Fatal(err)
+	}
+	if e.maria != nil {
+		if n := ws.installRaces(t, installed); n > 0 {
+			t.Logf("%d writers met MDEV-26048 while the guard was installed", n)
+		}
 	}
 	ops, guarded := ws.totals()
 	t.Logf("copy: %d rows, %.0f rows/s; catch-up: %d rounds, %d changes, lag %d bytes / %v; switch: hold %v (drain %v, apply %v with %d changes, verify %v, publish %v, acks %v), version %d; writers: %d writes, %d refused by the guard and retried",

@@ -16,10 +16,15 @@ import (
 // moves at once (one publish, version 1); after the cleanup every
 // acknowledged row is on its shard and the old database is empty and
 // fenced.
-func TestMigrationPlan(t *testing.T) {
+func TestMigrationPlan(t *testing.T) { testMigrationPlan(t, newEnv) }
+
+// TestMariaDBMigrationPlan is TestMigrationPlan on MariaDB shards.
+func TestMariaDBMigrationPlan(t *testing.T) { testMigrationPlan(t, newMariaEnv) }
+
+func testMigrationPlan(t *testing.T, mk newEnvFunc) {
 	ctx := context.Background()
 	initial := slices.Repeat([]string{"legacy"}, nbTest)
-	e := newUnmappedEnv(t, []string{"legacy", "s1", "s2"}, initial)
+	e := newUnmappedEnvOn(mk, t, []string{"legacy", "s1", "s2"}, initial)
 	l := newLedger()
 	e.seed(l, 1, 2000)
 	ws := e.startWriters(l, 3, time.Millisecond)
@@ -106,5 +111,76 @@ func TestMigrationPlan(t *testing.T) {
 	}
 	if f := e.fences("legacy"); len(f) != nbTest {
 		t.Errorf("fences on the old database: %v, want every bucket moved", f)
+	}
+}
+
+// TestDoubling doubles two shards to four under writers, the way
+// `freshread shard double` does: the moves of sharding.PlanDoubling, each
+// run to its switch one after another, then every cleanup. Every
+// acknowledged row ends on the owner the final map says, and the old
+// owners keep only their own buckets, fenced off the moved ones.
+func TestDoubling(t *testing.T) { testDoubling(t, newEnv) }
+
+// TestMariaDBDoubling is TestDoubling on MariaDB shards.
+func TestMariaDBDoubling(t *testing.T) { testDoubling(t, newMariaEnv) }
+
+func testDoubling(t *testing.T, mk newEnvFunc) {
+	ctx := context.Background()
+	owners := evenOwners("s0", "s1")
+	e := mk(t, []string{"s0", "s1", "s2", "s3"}, owners)
+	l := newLedger()
+	e.seed(l, 1, 1500)
+	ws := e.startWriters(l, 3, time.Millisecond)
+	defer ws.stop()
+	cfg := e.config()
+	bm, _, _, err := e.store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, next, err := sharding.PlanDoubling(bm, []string{"s2", "s3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var movers []*Mover
+	for _, pm := range planned {
+		m, err := New(cfg, Move{Buckets: pm.Buckets, From: pm.From, To: pm.To})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := m.Run(ctx)
+		if err != nil {
+			t.Fatalf("move %s: %v", m.Move().ID, err)
+		}
+		t.Logf("%s: copied %d rows, caught up %d changes; hold %v (drain %v, apply %v with %d changes, verify %v, acks %v)", m.Move().ID,
+			rep.Copy.Rows, rep.CatchUp.Changes, rep.Switch.Hold, rep.Switch.Drain, rep.Switch.Apply, rep.Switch.Changes, rep.Switch.Verify, rep.Switch.Acks)
+		movers = append(movers, m)
+	}
+	if got := e.store.owners(); !slices.Equal(got, next.Owners) {
+		t.Fatalf("owners after the doubling: %v, want %v", got, next.Owners)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if err := ws.stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.check(l, owners)
+	for _, m := range movers {
+		if _, err := m.Cleanup(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.check(l, nil)
+	for _, pm := range planned {
+		if n := e.count(pm.From, "orders", pm.Buckets) + e.count(pm.From, "order_items", pm.Buckets); n != 0 {
+			t.Errorf("%d rows of the moved buckets left on %s", n, pm.From)
+		}
+		if f := e.fences(pm.From); len(f) != len(pm.Buckets) {
+			t.Errorf("fences on %s: %v, want the %d moved buckets", pm.From, f, len(pm.Buckets))
+		}
+		if f := e.fences(pm.To); len(f) != 0 {
+			t.Errorf("fences on %s: %v, want none", pm.To, f)
+		}
+		if n := e.slots(pm.From); n != 0 {
+			t.Errorf("%d slots left on %s", n, pm.From)
+		}
 	}
 }

@@ -29,6 +29,10 @@ func (e *env) rowTexts(shard, table, key string, buckets []int) map[string]strin
 
 func (e *env) sameRows(a, b string, buckets []int) {
 	e.t.Helper()
+	if e.maria != nil {
+		e.mariaSame(a, b, buckets)
+		return
+	}
 	for _, tk := range [][2]string{{"orders", "id"}, {"order_items", "order_id, line"}} {
 		src, dst := e.rowTexts(a, tk[0], tk[1], buckets), e.rowTexts(b, tk[0], tk[1], buckets)
 		if !maps.Equal(src, dst) {

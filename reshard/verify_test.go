@@ -3,6 +3,7 @@ package reshard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,18 +13,33 @@ import (
 // by Verify, per table and bucket; the switch then refuses to publish and
 // rolls back (the source takes writes again); after the damage is
 // repaired by a rollback and a new run, the move switches.
-func TestVerifyDetectsCorruption(t *testing.T) {
+func TestVerifyDetectsCorruption(t *testing.T) { testVerifyDetectsCorruption(t, newEnv) }
+
+// TestMariaDBVerifyDetectsCorruption is TestVerifyDetectsCorruption on
+// MariaDB shards.
+func TestMariaDBVerifyDetectsCorruption(t *testing.T) {
+	testVerifyDetectsCorruption(t, newMariaEnv)
+}
+
+func testVerifyDetectsCorruption(t *testing.T, mk newEnvFunc) {
 	ctx := context.Background()
 	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
-	e := newEnv(t, []string{"s0", "s1"}, owners)
+	e := mk(t, []string{"s0", "s1"}, owners)
 	e.seed(newLedger(), 1, 400)
 	m := e.copiedMove(e.config(), Move{Buckets: []int{1, 2}, From: "s0", To: "s1"})
 	if rep, err := m.Verify(ctx); err != nil || !rep.OK() || rep.Checked != 4 || rep.Rows == 0 {
 		t.Fatalf("Verify after the copy: %+v, %v", rep, err)
 	}
-	if err := e.exec("s1", `SET LOCAL freshread.mover = 'on'`,
-		`UPDATE orders SET amount = amount + 0.01 WHERE id = (SELECT min(id) FROM orders WHERE user_id % 8 = 1)`,
-		`DELETE FROM order_items WHERE (order_id, line) = (SELECT order_id, line FROM order_items WHERE user_id % 8 = 2 ORDER BY 1, 2 LIMIT 1)`); err != nil {
+	var order, item, line int64
+	if err := e.db["s1"].QueryRow(`SELECT min(id) FROM orders WHERE user_id % 8 = 1`).Scan(&order); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db["s1"].QueryRow(`SELECT order_id, line FROM order_items WHERE user_id % 8 = 2 ORDER BY 1, 2 LIMIT 1`).Scan(&item, &line); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.moverExec("s1",
+		fmt.Sprintf(`UPDATE orders SET amount = amount + 0.01 WHERE id = %d`, order),
+		fmt.Sprintf(`DELETE FROM order_items WHERE order_id = %d AND line = %d`, item, line)); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := m.Verify(ctx)

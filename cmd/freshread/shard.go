@@ -8,14 +8,17 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/go-sql-driver/mysql"   // database/sql driver "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
+	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -49,7 +52,13 @@ const shardUsage = `usage: freshread shard <action> --map URL [flags]
                                          reads with AllowLag use them), stage two (one switch), cleanup
 
 Move flags (every action but plan, init and status):
-  --shard name=postgres-url   every shard of the map (repeat)
+  --shard name=DSN            every shard of the map (repeat): a PostgreSQL URL
+                              (postgres://...) or a MariaDB DSN of go-sql-driver/mysql
+                              (user:password@tcp(host:3306)/shop)
+  --engine auto|postgres|mariadb
+                              the shards' database (default auto: by each --shard DSN)
+  --binlog name=DSN           MariaDB: the DSN of a shard's binlog reader (a user with
+                              REPLICATION SLAVE and BINLOG MONITOR; default: its --shard DSN)
   --table name:key            every sharded table with its shard-key column (repeat)
   --redis-url URL, --redis-mode single|cluster|sentinel, --redis-prefix P,
   --store name=database       the freshread position store of the shards' plugins, so the
@@ -57,12 +66,14 @@ Move flags (every action but plan, init and status):
                               tracker in logical mode, or reads go by the replicas' replay)
   --chunk N                   rows per copy and cleanup chunk (default 1000)
 
---map is the PostgreSQL URL of the database holding the map (freshread_shard_map).
-URLs are never printed.`
+--map is the PostgreSQL URL of the database holding the map (freshread_shard_map),
+also when the shards are MariaDB. URLs and DSNs are never printed.`
 
 type shardOpts struct {
 	mapURL    string
 	shards    shardFlags
+	engine    string
+	binlogs   multiFlag
 	tables    multiFlag
 	stores    multiFlag
 	redisURL  string
@@ -100,7 +111,9 @@ func runShard(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o shardOpts
 	fs.StringVar(&o.mapURL, "map", "", "PostgreSQL URL of the database holding the bucket map (required)")
-	fs.Var(&o.shards, "shard", "a shard as name=postgres-url (repeat for every shard)")
+	fs.Var(&o.shards, "shard", "a shard as name=DSN, a PostgreSQL URL or a MariaDB DSN (repeat for every shard)")
+	fs.StringVar(&o.engine, "engine", "auto", "the shards' database: postgres, mariadb, or auto (by each --shard DSN)")
+	fs.Var(&o.binlogs, "binlog", "MariaDB: a shard's binlog reader DSN as name=DSN (repeat; default: the --shard DSN)")
 	fs.Var(&o.tables, "table", "a sharded table as name:key-column (repeat)")
 	fs.Var(&o.stores, "store", "a shard's position-store database name as shard=name (repeat)")
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis URL of the position store")
@@ -391,15 +404,37 @@ func moverEnv(ctx context.Context, st *sharding.SQLMapStore, o shardOpts, w io.W
 	} else if len(stores) > 0 {
 		return cfg, closeAll, usageError{"--store needs --redis-url"}
 	}
+	binlogs := map[string]string{}
+	for _, b := range o.binlogs {
+		shard, dsn, ok := strings.Cut(b, "=")
+		if !ok || shard == "" || dsn == "" {
+			return cfg, closeAll, usageError{"--binlog: want name=DSN"}
+		}
+		binlogs[shard] = dsn
+	}
 	for _, sh := range o.shards {
-		db, err := sql.Open("pgx", sh.dsn)
+		engine, err := shardEngine(o.engine, sh.dsn)
 		if err != nil {
-			return cfg, closeAll, usageError{fmt.Sprintf("--shard %s: the URL does not parse", sh.name)}
+			return cfg, closeAll, usageError{fmt.Sprintf("--shard %s: %v", sh.name, err)}
+		}
+		driver, dialector := "pgx", func(db *sql.DB) gorm.Dialector { return postgres.New(postgres.Config{Conn: db}) }
+		if engine == engineMariaDB {
+			driver, dialector = "mysql", func(db *sql.DB) gorm.Dialector { return gormmysql.New(gormmysql.Config{Conn: db}) }
+		}
+		db, err := sql.Open(driver, sh.dsn)
+		if err != nil {
+			return cfg, closeAll, usageError{fmt.Sprintf("--shard %s: the DSN does not parse", sh.name)}
 		}
 		closers = append(closers, func() { db.Close() })
 		s := reshard.Shard{Name: sh.name, DB: db}
+		if engine == engineMariaDB {
+			s.BinlogDSN = sh.dsn
+			if b, ok := binlogs[sh.name]; ok {
+				s.BinlogDSN = b
+			}
+		}
 		if name, ok := stores[sh.name]; ok {
-			g, err := gorm.Open(postgres.New(postgres.Config{Conn: db}), &gorm.Config{Logger: logger.Discard})
+			g, err := gorm.Open(dialector(db), &gorm.Config{Logger: logger.Discard})
 			if err != nil {
 				return cfg, closeAll, fmt.Errorf("shard %s: %w", sh.name, err)
 			}
@@ -422,6 +457,43 @@ func moverEnv(ctx context.Context, st *sharding.SQLMapStore, o shardOpts, w io.W
 			p.Move, p.Phase, p.Table, p.Rows, p.RowsPerSecond, p.Lag.Round(time.Millisecond), p.LagBytes, p.Changes)
 	}
 	return cfg, closeAll, nil
+}
+
+// The engines of --engine.
+const (
+	enginePostgres = "postgres"
+	engineMariaDB  = "mariadb"
+)
+
+// pgSettings matches PostgreSQL's key=value connection settings
+// ("host=... dbname=...").
+var pgSettings = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// shardEngine is the engine of a --shard DSN: engine when it names one,
+// else (auto) PostgreSQL for a postgres:// or postgresql:// URL or
+// key=value settings, MariaDB for a go-sql-driver/mysql DSN.
+func shardEngine(engine, dsn string) (string, error) {
+	lower := strings.ToLower(dsn)
+	isPG := strings.HasPrefix(lower, "postgres://") || strings.HasPrefix(lower, "postgresql://") || pgSettings.MatchString(dsn)
+	_, mysqlErr := mysql.ParseDSN(dsn)
+	switch strings.ToLower(engine) {
+	case "postgres", "postgresql", "pg":
+		return enginePostgres, nil
+	case "mariadb", "mysql":
+		if mysqlErr != nil {
+			return "", fmt.Errorf("--engine mariadb: not a MariaDB DSN (user:password@tcp(host:3306)/database)")
+		}
+		return engineMariaDB, nil
+	case "", "auto":
+		switch {
+		case isPG:
+			return enginePostgres, nil
+		case mysqlErr == nil:
+			return engineMariaDB, nil
+		}
+		return "", fmt.Errorf("neither a PostgreSQL URL (postgres://...) nor a MariaDB DSN (user:password@tcp(host:3306)/database): name the engine with --engine")
+	}
+	return "", fmt.Errorf("--engine %q: want auto, postgres or mariadb", engine)
 }
 
 func printSwitch(w io.Writer, sw *reshard.SwitchReport) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -32,14 +33,69 @@ func TestShardUsage(t *testing.T) {
 	}
 }
 
+// TestShardEngine: the engine of a --shard DSN, by --engine or by its
+// form.
+func TestShardEngine(t *testing.T) {
+	for _, c := range []struct{ engine, dsn, want string }{
+		{"auto", "postgres://u:secret@h:5432/shop?sslmode=disable", enginePostgres},
+		{"auto", "postgresql://h/shop", enginePostgres},
+		{"auto", "host=h dbname=shop user=u", enginePostgres},
+		{"", "host=/var/run/postgresql dbname=shop", enginePostgres},
+		{"auto", "u:secret@tcp(h:3306)/shop?parseTime=true", engineMariaDB},
+		{"auto", "u@unix(/run/mysqld/mysqld.sock)/shop", engineMariaDB},
+		{"mariadb", "u:secret@tcp(h:3306)/shop", engineMariaDB},
+		{"MySQL", "u:secret@tcp(h:3306)/shop", engineMariaDB},
+		{"postgres", "postgres://h/shop", enginePostgres},
+		{"auto", "mysql://u@h/shop", ""},
+		{"mariadb", "postgres://h:5432/shop", ""},
+		{"oracle", "u:secret@tcp(h:3306)/shop", ""},
+	} {
+		got, err := shardEngine(c.engine, c.dsn)
+		if got != c.want || (err != nil) != (c.want == "") {
+			t.Errorf("shardEngine(%q, %q) = %q, %v; want %q", c.engine, c.dsn, got, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error prints the DSN: %v", err)
+		}
+	}
+}
+
 // TestShardCommands: init, plan, status, then a move of two buckets with
 // rows between two shard databases, verify, cleanup; the rows end on the
 // target, the source keeps only its own buckets, and a second move run is
 // a no-op (resumed: already switched).
-func TestShardCommands(t *testing.T) {
+func TestShardCommands(t *testing.T) { testShardCommands(t, enginePostgres) }
+
+// TestMariaDBShardCommands is TestShardCommands with MariaDB shards (the
+// map stays in PostgreSQL): the engine is told by the DSNs, and given
+// with --engine to the cleanup.
+func TestMariaDBShardCommands(t *testing.T) { testShardCommands(t, engineMariaDB) }
+
+func testShardCommands(t *testing.T, engine string) {
 	pg := testcluster.PostgresFor(t)
 	quiet := &gorm.Config{Logger: logger.Discard}
 	mapURL := pg.PrimaryDSN(pg.CreateDatabase(t))
+	// shardDB creates a shard database and returns its DSN and GORM
+	// handle.
+	shardDB := func() (string, *gorm.DB) {
+		t.Helper()
+		var dsn string
+		var d gorm.Dialector
+		if engine == engineMariaDB {
+			m := testcluster.MariaDBFor(t)
+			dsn = m.PrimaryDSN(m.CreateDatabase(t))
+			d = gormmysql.Open(dsn)
+		} else {
+			dsn = pg.PrimaryDSN(pg.CreateDatabase(t))
+			d = postgres.Open(dsn)
+		}
+		db, err := gorm.Open(d, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closeGorm(db) })
+		return dsn, db
+	}
 	run := func(want int, args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -63,17 +119,12 @@ func TestShardCommands(t *testing.T) {
 	var shardArgs []string
 	dbs := map[string]*gorm.DB{}
 	for _, n := range []string{"s0", "s1", "s2", "s3"} {
-		name := pg.CreateDatabase(t)
-		db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(name)), quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { closeGorm(db) })
+		dsn, db := shardDB()
 		if err := db.Exec("CREATE TABLE orders (id bigint PRIMARY KEY, user_id bigint NOT NULL, note text, amount numeric(12,2))").Error; err != nil {
 			t.Fatal(err)
 		}
 		dbs[n] = db
-		shardArgs = append(shardArgs, "--shard", n+"="+pg.PrimaryDSN(name))
+		shardArgs = append(shardArgs, "--shard", n+"="+dsn)
 	}
 	// Users 0..79 on their owner by the map (bucket = user mod 8).
 	for u := 0; u < 80; u++ {
@@ -103,7 +154,11 @@ func TestShardCommands(t *testing.T) {
 	if !strings.Contains(out, "map version 3") {
 		t.Fatalf("second move run: %s", out)
 	}
-	out = run(0, append([]string{"cleanup"}, move...)...)
+	cleanup := append([]string{"cleanup"}, move...)
+	if engine == engineMariaDB {
+		cleanup = append(cleanup, "--engine", "mariadb")
+	}
+	out = run(0, cleanup...)
 	if !strings.Contains(out, "20 rows deleted from s0") {
 		t.Fatalf("cleanup: %s", out)
 	}
