@@ -94,16 +94,19 @@ var stallWatches sync.Pool
 // if r stalls.
 func (p *Plugin) watchReplica(r *replica, cancel context.CancelFunc) *stallWatch {
 	w, _ := stallWatches.Get().(*stallWatch)
-	bound := r.stall.rtt.Timeout(stallFloor, p.cfg.StallTimeout)
 	if w == nil {
 		w = &stallWatch{}
+	}
+	bound := r.stall.rtt.Timeout(stallFloor, p.cfg.StallTimeout)
+	// Every field before the timer starts: its goroutine reads them.
+	w.p, w.r, w.cancel, w.bound = p, r, cancel, bound
+	w.start = time.Now()
+	w.state.Store(watchArmed)
+	if w.timer == nil {
 		w.timer = time.AfterFunc(bound, w.fired)
 	} else {
 		w.timer.Reset(bound)
 	}
-	w.p, w.r, w.cancel, w.bound = p, r, cancel, bound
-	w.start = time.Now()
-	w.state.Store(watchArmed)
 	return w
 }
 

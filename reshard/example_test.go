@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/freshread/freshread/reshard"
@@ -51,4 +52,24 @@ func Example_move() {
 	if _, err := m.Cleanup(ctx); err != nil { // later: the moved rows deleted from s0, the slot dropped
 		panic(err)
 	}
+}
+
+// The shards of a move between MariaDB shards: each opened with
+// go-sql-driver/mysql, with a DSN over TCP for the mover's binlog reader.
+func Example_mariaDBShards() {
+	var s *sharding.Sharding // the sharding plugin, configured as in every process
+	var shards []reshard.Shard
+	for _, name := range []string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"} {
+		dsn := "mover:secret@tcp(" + name + ":3306)/shop"
+		primary, err := sql.Open("mysql", dsn)
+		if err != nil {
+			panic(err)
+		}
+		shard := reshard.Shard{Name: name, DB: primary, BinlogDSN: dsn}
+		if p, err := s.Freshness(name); err == nil {
+			shard.RecordWrite = p.RecordWrite
+		}
+		shards = append(shards, shard)
+	}
+	_ = reshard.Config{Shards: shards}
 }
