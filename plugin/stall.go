@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"database/sql"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -96,17 +97,17 @@ func (p *Plugin) watchReplica(r *replica, cancel context.CancelFunc) *stallWatch
 	w, _ := stallWatches.Get().(*stallWatch)
 	if w == nil {
 		w = &stallWatch{}
+		// Made stopped: its goroutine reads w.timer, so the timer
+		// starts (Reset, below) only once it is assigned.
+		w.timer = time.AfterFunc(time.Duration(math.MaxInt64), w.fired)
+		w.timer.Stop()
 	}
 	bound := r.stall.rtt.Timeout(stallFloor, p.cfg.StallTimeout)
 	// Every field before the timer starts: its goroutine reads them.
 	w.p, w.r, w.cancel, w.bound = p, r, cancel, bound
 	w.start = time.Now()
 	w.state.Store(watchArmed)
-	if w.timer == nil {
-		w.timer = time.AfterFunc(bound, w.fired)
-	} else {
-		w.timer.Reset(bound)
-	}
+	w.timer.Reset(bound)
 	return w
 }
 
