@@ -147,6 +147,7 @@ func checkKeyedUUID(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 }
 
 func TestKeyedUUID(t *testing.T)        { checkKeyedUUID(t, newEnv) }
+// TestMariaDBKeyedUUID is TestKeyedUUID on MariaDB: checkKeyedUUID asserts.
 func TestMariaDBKeyedUUID(t *testing.T) { checkKeyedUUID(t, newMariaEnv) }
 
 // OrderLine is a model whose primary key is composite: a uuid and an integer
@@ -244,6 +245,8 @@ func checkKeyedComposite(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) 
 }
 
 func TestKeyedComposite(t *testing.T)        { checkKeyedComposite(t, newEnv) }
+// TestMariaDBKeyedComposite is TestKeyedComposite on MariaDB:
+// checkKeyedComposite asserts.
 func TestMariaDBKeyedComposite(t *testing.T) { checkKeyedComposite(t, newMariaEnv) }
 
 // Code is a model whose primary key is text.

@@ -441,7 +441,8 @@ func BenchmarkRead(b *testing.B) { benchReads(b, false) }
 
 // BenchmarkReadRequestContext is BenchmarkRead in a context that can end,
 // as a service's request context: database/sql and the driver then watch
-// it for every read, with or without the plugin.
+// it for every read, with or without the plugin. benchReadsIn checks
+// where each setup's reads go before the loop.
 func BenchmarkReadRequestContext(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

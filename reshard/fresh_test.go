@@ -69,6 +69,7 @@ func TestFreshnessWhenRecordsFail(t *testing.T) { testFreshnessWhenRecordsFail(t
 
 // TestMariaDBFreshnessWhenRecordsFail is TestFreshnessWhenRecordsFail on
 // MariaDB shards.
+// TestMariaDBFreshnessWhenRecordsFail: testFreshnessWhenRecordsFail asserts.
 func TestMariaDBFreshnessWhenRecordsFail(t *testing.T) {
 	testFreshnessWhenRecordsFail(t, newMariaEnv)
 }

@@ -17,6 +17,7 @@ func TestVerifyDetectsCorruption(t *testing.T) { testVerifyDetectsCorruption(t, 
 
 // TestMariaDBVerifyDetectsCorruption is TestVerifyDetectsCorruption on
 // MariaDB shards.
+// TestMariaDBVerifyDetectsCorruption: testVerifyDetectsCorruption asserts.
 func TestMariaDBVerifyDetectsCorruption(t *testing.T) {
 	testVerifyDetectsCorruption(t, newMariaEnv)
 }
