@@ -146,7 +146,8 @@ func checkKeyedUUID(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 	e.resumeAll()
 }
 
-func TestKeyedUUID(t *testing.T)        { checkKeyedUUID(t, newEnv) }
+func TestKeyedUUID(t *testing.T) { checkKeyedUUID(t, newEnv) }
+
 // TestMariaDBKeyedUUID is TestKeyedUUID on MariaDB: checkKeyedUUID asserts.
 func TestMariaDBKeyedUUID(t *testing.T) { checkKeyedUUID(t, newMariaEnv) }
 
@@ -244,7 +245,8 @@ func checkKeyedComposite(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) 
 	e.resumeAll()
 }
 
-func TestKeyedComposite(t *testing.T)        { checkKeyedComposite(t, newEnv) }
+func TestKeyedComposite(t *testing.T) { checkKeyedComposite(t, newEnv) }
+
 // TestMariaDBKeyedComposite is TestKeyedComposite on MariaDB:
 // checkKeyedComposite asserts.
 func TestMariaDBKeyedComposite(t *testing.T) { checkKeyedComposite(t, newMariaEnv) }
