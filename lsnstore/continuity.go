@@ -186,7 +186,7 @@ func (rr *RedisReader) Verify(ctx context.Context) (Epoch, error) {
 	defer call.release()
 	tok, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey}, hex.EncodeToString(nonce[:])).Text()
 	if err == nil {
-		r.alive.answered()
+		r.alive.Answered()
 	}
 	if err != nil {
 		return Epoch{}, fmt.Errorf("lsnstore: redis verify: %w", err)
@@ -228,7 +228,7 @@ func (rr *RedisReader) guardedMget(ctx context.Context, args []any, identify boo
 	if err != nil {
 		return nil, nil, fmt.Errorf("lsnstore: redis MGET (guarded script): %w", err)
 	}
-	rr.alive.answered()
+	rr.alive.Answered()
 	if len(v) != len(keys)+extra {
 		return nil, nil, fmt.Errorf("%w: a reply of %d values to %d keys", ErrDiscontinuity, len(v), len(keys))
 	}

@@ -1,9 +1,6 @@
 package lsnstore
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // Liveness is a store whose answers can be late without the store being
 // gone. A batched lookup (BatchReader) is given the store's longest
@@ -23,20 +20,6 @@ type Liveness interface {
 
 var _ Liveness = (*Redis)(nil)
 
-// monoStart anchors the store's answer times on the monotonic clock.
-var monoStart = time.Now()
-
-// answers records when the server last answered a call.
-type answers struct {
-	last atomic.Int64 // since monoStart, nanoseconds
-}
-
-// answered records an answer now.
-func (a *answers) answered() { a.last.Store(int64(time.Since(monoStart))) }
-
-// since reports whether an answer came after t.
-func (a *answers) since(t time.Time) bool { return a.last.Load() > int64(t.Sub(monoStart)) }
-
 // ReadBound implements Liveness: the per-call timeout of a read's lookup,
 // which follows the store's measured round trips between Timeout and
 // MaxTimeout.
@@ -44,4 +27,4 @@ func (r *Redis) ReadBound() time.Duration { return r.rtt.timeout(r.timeout, r.ma
 
 // AnsweredSince implements Liveness: a lookup, a raise or a verification
 // got the server's answer after t.
-func (r *Redis) AnsweredSince(t time.Time) bool { return r.alive.since(t) }
+func (r *Redis) AnsweredSince(t time.Time) bool { return r.alive.Since(t) }

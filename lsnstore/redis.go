@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/internal/lib/roundtrip"
 )
 
 // Redis is a Store kept in Redis, shared by every process that reads or
@@ -23,8 +25,8 @@ type Redis struct {
 	// maxTimeout is the ceiling of the per-call timeout, and Verify's.
 	maxTimeout time.Duration
 	rtt        roundTrips
-	alive      answers // when the server last answered (Liveness)
-	ttl        string  // TTL in milliseconds, as a script argument
+	alive      roundtrip.Answers // when the server last answered (Liveness)
+	ttl        string            // TTL in milliseconds, as a script argument
 	// signatureValid is how long a ClaimSignature answer holds: a
 	// quarter of the TTL the signature is refreshed with.
 	signatureValid time.Duration
@@ -252,7 +254,7 @@ func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader, batched b
 	if err := r.rdb.Process(ctx, cmd); err != nil {
 		return nil, nil, fmt.Errorf("lsnstore: redis MGET: %w", err)
 	}
-	r.alive.answered()
+	r.alive.Answered()
 	vals = cmd.Val()
 	if rr != nil {
 		if len(vals) == 0 {
@@ -371,7 +373,7 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 	defer call.release()
 	err := raiseScript.Run(ctx, r.rdb, keys, args...).Err()
 	if err == nil {
-		r.alive.answered()
+		r.alive.Answered()
 	}
 	if err != nil {
 		return fmt.Errorf("lsnstore: redis raise: %w", err)

@@ -116,7 +116,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 				pos = ins
 			}
 			st.pos, st.up = pos, true
-			r.stall.answered()
+			r.stall.answers.Answered()
 			st.withinLag = pos.Covers(threshold)
 			published[r.name] = pos
 		}

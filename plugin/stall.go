@@ -39,27 +39,10 @@ const stallFloor = 50 * time.Millisecond
 type replicaStall struct {
 	rtt   roundtrip.Estimator // first answers of reads that were not stalled
 	probe atomic.Pointer[stallProbe]
-	// answeredAt is when the replica last answered a read or a poll
-	// (since stallEpoch, nanoseconds): a read past its bound while other
-	// reads get answers is slow, not stalled (no ping needed).
-	answeredAt atomic.Int64
-}
-
-// stallEpoch anchors answer times on the monotonic clock.
-var stallEpoch = time.Now()
-
-// answered records an answer of the replica now (at most once a
-// millisecond: every read of the replica calls it).
-func (s *replicaStall) answered() {
-	now := int64(time.Since(stallEpoch))
-	if now-s.answeredAt.Load() > int64(time.Millisecond) {
-		s.answeredAt.Store(now)
-	}
-}
-
-// answeredSince reports whether the replica answered after t.
-func (s *replicaStall) answeredSince(t time.Time) bool {
-	return s.answeredAt.Load() > int64(t.Sub(stallEpoch))
+	// answers: when the replica last answered a read or a poll. A read
+	// past its bound while other reads get answers is slow, not stalled
+	// (no ping needed).
+	answers roundtrip.Answers
 }
 
 // stallProbe is one ping of a replica, shared by the reads that wait.
@@ -123,7 +106,7 @@ func (w *stallWatch) done() (stalled bool) {
 				continue
 			}
 			w.r.stall.rtt.Observe(time.Since(w.start))
-			w.r.stall.answered()
+			w.r.stall.answers.Answered()
 			if w.timer.Stop() {
 				w.p, w.r, w.cancel = nil, nil, nil
 				stallWatches.Put(w)
@@ -131,7 +114,7 @@ func (w *stallWatch) done() (stalled bool) {
 			return false
 		case watchChecking:
 			if w.state.CompareAndSwap(watchChecking, watchDone) {
-				w.r.stall.answered() // a slow answer: not a sample of the usual
+				w.r.stall.answers.Answered() // a slow answer: not a sample of the usual
 				return false
 			}
 		default:
@@ -148,7 +131,7 @@ func (w *stallWatch) fired() {
 	ceiling := w.p.cfg.StallTimeout
 	// Other reads (or a poll) answered since this one was sent: the
 	// replica is busy, not stalled; else ask it.
-	if w.r.stall.answeredSince(w.start) || w.p.pingReplica(w.r, w.start, max(ceiling-time.Since(w.start), w.bound)) {
+	if w.r.stall.answers.Since(w.start) || w.p.pingReplica(w.r, w.start, max(ceiling-time.Since(w.start), w.bound)) {
 		if w.state.CompareAndSwap(watchChecking, watchArmed) {
 			w.timer.Reset(ceiling)
 		}
@@ -177,7 +160,7 @@ func (p *Plugin) pingReplica(r *replica, since time.Time, timeout time.Duration)
 		np.alive = r.db.PingContext(ctx) == nil
 		cancel()
 		if np.alive {
-			r.stall.answered()
+			r.stall.answers.Answered()
 		}
 		if !np.alive {
 			// Down until a poll answers (as a failed replica); said once
