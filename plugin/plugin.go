@@ -29,6 +29,10 @@ type Plugin struct {
 	primary  *primaryPool
 	cluster  uint64 // the primary's system identifier
 	replicas []*replica
+	// bufferedDB serves results read in full (buffered_rows.go), opened
+	// on first use.
+	bufferedOnce sync.Once
+	bufferedDB   *sql.DB
 	// deps is the dependency graph (dependents.go), and depSrc the graphs
 	// it merges.
 	deps   atomic.Pointer[depGraph]
@@ -322,6 +326,7 @@ func (p *Plugin) Close() error {
 		close(p.stop)
 		p.wg.Wait()
 		p.closeReplicas()
+		p.buffered().Close()
 	})
 	return nil
 }

@@ -283,6 +283,14 @@ func (s *replaySession) replicaFresh(ctx context.Context, c rawClass, args []any
 	return st.pos.Covers(required)
 }
 
+// autocommitWrite reports whether afterPrimary publishes c as soon as it
+// has run: a write outside a transaction. Run as a query, its result is
+// read in full first (buffered_rows.go): the server commits it only after
+// sending its last row.
+func (s *replaySession) autocommitWrite(c rawClass) bool {
+	return !s.inTx && c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0)
+}
+
 // afterPrimary tracks transactions and publishes writes run on the primary.
 func (s *replaySession) afterPrimary(ctx context.Context, query string, args []any, c rawClass, err error) {
 	if begin, _ := txStart(query); begin {
@@ -357,6 +365,11 @@ func (s *replaySession) QueryContext(ctx context.Context, query string, args ...
 	if err != nil {
 		return nil, err
 	}
+	if conn == s.pconn && s.autocommitWrite(c) {
+		res := queryResult(ctx, conn, query, args)
+		s.afterPrimary(ctx, query, args, c, res.err)
+		return s.p.rowsOf(ctx, res)
+	}
 	rows, err := conn.QueryContext(ctx, query, args...)
 	if conn == s.rconn && s.pconn == nil {
 		if err != nil && buffer && s.onReplicaError(ctx, err) {
@@ -383,6 +396,11 @@ func (s *replaySession) QueryRowContext(ctx context.Context, query string, args 
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		return s.p.primaryDB.QueryRowContext(cctx, query, args...)
+	}
+	if conn == s.pconn && s.autocommitWrite(c) {
+		res := queryResult(ctx, conn, query, args)
+		s.afterPrimary(ctx, query, args, c, res.err)
+		return s.p.rowOf(ctx, res)
 	}
 	row := conn.QueryRowContext(ctx, query, args...)
 	if conn == s.rconn && s.pconn == nil {

@@ -35,8 +35,15 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		return // a Session routes each statement itself
 	case *sql.Conn:
 		// db.Connection pins one connection (session state lives there):
-		// its statements stay on it.
+		// its statements stay on it, and a raw write there is published
+		// as on the pool.
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonPinned})
+		if stmt.SQL.Len() > 0 {
+			if c := p.classify(stmt.SQL.String()); c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
+				p.recordRawWrite(db, c)
+				p.bufferRowWrite(db)
+			}
+		}
 		return
 	}
 
@@ -62,14 +69,15 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	if raw {
 		switch {
 		case c.kind == kindWrite:
-			if c.writes == nil || len(c.writes) > 0 {
-				p.recordRawWrite(db, c)
-			}
 			reason := ReasonWrite
 			if c.locks {
 				reason = ReasonLocking
 			}
 			p.toPrimary(db, reason, nil)
+			if c.writes == nil || len(c.writes) > 0 {
+				p.recordRawWrite(db, c)
+				p.bufferRowWrite(db)
+			}
 			return
 		case c.kind != kindRead:
 			p.toPrimary(db, ReasonUnknownSQL, nil)
