@@ -113,8 +113,12 @@ type Plugin struct {
 
 	initialized atomic.Bool
 	stop        chan struct{}
-	wg          sync.WaitGroup
-	closeOnce   sync.Once
+	// life is cancelled when the plugin closes (endLife): the context of
+	// work that outlives a poll.
+	life      context.Context
+	endLife   context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // New returns a plugin for cfg. Configuration errors are reported by
@@ -122,6 +126,7 @@ type Plugin struct {
 func New(cfg Config) *Plugin {
 	_, random := cfg.Policy.(dbresolver.RandomPolicy)
 	p := &Plugin{cfg: cfg.withDefaults(), stop: make(chan struct{}), randomPolicy: random || cfg.Policy == nil}
+	p.life, p.endLife = context.WithCancel(context.Background())
 	_, inMemory := p.cfg.Store.(*lsnstore.Memory)
 	p.overlapping = !p.cfg.SequentialLookup && !inMemory
 	ch := make(chan struct{})
@@ -246,7 +251,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 			return err
 		}
 	}
-	p.pollOnce(ctx)
+	p.pollOnce(ctx, true)
 	if br, ok := p.cfg.Store.(lsnstore.BatchReader); ok && p.overlapping {
 		p.batcher = newLookupBatcher(p, br)
 		p.wg.Add(1)
@@ -324,6 +329,9 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 func (p *Plugin) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.stop)
+		if p.endLife != nil {
+			p.endLife()
+		}
 		p.wg.Wait()
 		p.closeReplicas()
 		p.buffered().Close()

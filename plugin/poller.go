@@ -29,7 +29,7 @@ func (p *Plugin) poll() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), p.pollTimeout())
-			p.pollOnce(ctx)
+			p.pollOnce(ctx, false)
 			cancel()
 		}
 	}
@@ -58,7 +58,9 @@ const (
 	maxPrimarySamples = 1 << 16
 )
 
-func (p *Plugin) pollOnce(ctx context.Context) {
+// pollOnce polls once. waitAll: wait for every replica's answer (the
+// first poll, before Initialize returns), else at most replicaAnswerWait.
+func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	// The store first (continuity.go): the primary's position read next
 	// is after the verification.
 	epoch, verified := p.verifyStore(ctx)
@@ -100,30 +102,7 @@ func (p *Plugin) pollOnce(ctx context.Context) {
 	if p.cfg.ReplayFromStore {
 		fromStore, _ = p.cfg.Store.ReplayPositions(ctx)
 	}
-	published := make(map[string]lsnstore.Position, len(p.replicas))
-	for _, r := range p.replicas {
-		pos, ok := fromStore[r.name]
-		var err error
-		if !ok {
-			pos, err = p.engine.replayPosition(ctx, r.db)
-			if err != nil && privilegeDenied(err) {
-				p.warnReplayPrivilege(ctx, r, err)
-			}
-		}
-		st := &replicaState{polledAt: time.Now()}
-		if err == nil {
-			if primaryOK && pos.Covers(flush) && idleCaughtUp(ins, flush) {
-				pos = ins
-			}
-			st.pos, st.up = pos, true
-			r.stall.answers.Answered()
-			st.withinLag = pos.Covers(threshold)
-			published[r.name] = pos
-		}
-		// The poll's answer replaces the last one even when it is lower: a
-		// replica rebuilt or restarted from an older state shows older data.
-		r.state.Store(st)
-	}
+	published := p.pollReplicas(ctx, fromStore, primaryView{ins: ins, flush: flush, ok: primaryOK, threshold: threshold}, waitAll)
 	if len(published) > 0 && !p.cfg.ReplayFromStore && (!maps.EqualFunc(published, p.lastPublished, lsnstore.Position.Equal) || now.Sub(p.lastPublishedAt) >= replayRepublish) {
 		// Only changes (and a periodic refresh, which keeps the keys' TTL):
 		// an idle cluster costs the store nothing per poll.

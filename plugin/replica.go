@@ -15,6 +15,9 @@ type replica struct {
 	db    *sql.DB
 	pool  *replicaPool
 	state atomic.Pointer[replicaState]
+	// polling: a poll's read of its replay position is out
+	// (poll_replicas.go).
+	polling atomic.Bool
 	// replicating: replicatingUnknown, replicatingNo or replicatingYes,
 	// from the engine's replication status (checkReplication).
 	replicating atomic.Int32

@@ -1,0 +1,71 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// stallingEngine answers replayPosition at once, except for the replica
+// stalled, whose read blocks until release is closed (whatever its
+// context says: a connection that stalls does not see it).
+type stallingEngine struct {
+	engine
+	stalled *sql.DB
+	release chan struct{}
+	asked   atomic.Int32 // reads of the stalled replica
+}
+
+func (e *stallingEngine) replayPosition(_ context.Context, db *sql.DB) (lsnstore.Position, error) {
+	if db == e.stalled {
+		e.asked.Add(1)
+		<-e.release
+		return lsnstore.Position{}, errors.New("stalled connection")
+	}
+	return lsnstore.PositionOf(0x5000), nil
+}
+
+// TestPollNotHeldByAStalledReplica: a poll goes on, with the healthy
+// replica's answer, while another replica's read hangs, and does not ask
+// the stalled one again while its read is out; its answer, when it comes,
+// is stored.
+func TestPollNotHeldByAStalledReplica(t *testing.T) {
+	dummy := func() *sql.DB {
+		db := sql.OpenDB(bufferedConnector{})
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	stalled, healthy := &replica{name: "r0", db: dummy()}, &replica{name: "r1", db: dummy()}
+	eng := &stallingEngine{stalled: stalled.db, release: make(chan struct{})}
+	p := &Plugin{engine: eng, replicas: []*replica{stalled, healthy}}
+	p.cfg.PollInterval = 5 * time.Millisecond
+	p.cfg.MaxLag = time.Minute
+	ctx := context.Background()
+	pv := primaryView{ok: true, ins: lsnstore.PositionOf(0x6000), flush: lsnstore.PositionOf(0x6000), threshold: lsnstore.PositionOf(0x4000)}
+
+	for range 3 {
+		got := p.pollReplicas(ctx, nil, pv, false)
+		if _, ok := got["r1"]; !ok || len(got) != 1 {
+			t.Fatalf("a poll with r0 stalled published %v, want r1 alone", got)
+		}
+		if !healthy.state.Load().usable(time.Now(), p.cfg.MaxLag) {
+			t.Fatal("the healthy replica is not usable while the other stalls")
+		}
+	}
+	if n := eng.asked.Load(); n != 1 {
+		t.Fatalf("the stalled replica was asked %d times while its read was out, want 1", n)
+	}
+	close(eng.release)
+	for stalled.polling.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	if st := stalled.state.Load(); st == nil || st.up {
+		t.Fatalf("the stalled replica's failed read left state %+v, want down", st)
+	}
+	p.wg.Wait()
+}
