@@ -57,6 +57,12 @@ type Pinned struct {
 	// in the conflict target's columns under the arbiter index's
 	// equality.
 	Upsert bool
+	// Returning lists an INSERT's RETURNING items in order (nil for
+	// SELECT, UPDATE and DELETE, for an INSERT without RETURNING, and for
+	// one whose list has a star): the column an item returns when it is a
+	// plain column of the table, without an alias (named as in Pins),
+	// else "". The result's k-th column is then that column's value.
+	Returning []string
 }
 
 // Pin is one pinning condition: the column holds one of Values.

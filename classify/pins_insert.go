@@ -78,7 +78,33 @@ func (p *pinParser) insertStmt() *Pinned {
 			pn.Pins = append(pn.Pins, pins[k])
 		}
 	}
+	if r := p.until(i, func(t token) bool { return t.is("returning") }); r < len(p.st) {
+		pn.Returning = p.returningItems(r + 1)
+	}
 	return pn
+}
+
+// returningItems reads a RETURNING list from i to the end: each item's
+// plain column, or "" (see Pinned.Returning); nil when an item is a star
+// or the list is empty.
+func (p *pinParser) returningItems(i int) []string {
+	var items []string
+	for i < len(p.st) {
+		end := p.itemEnd(i)
+		if end == i || end < len(p.st) && !p.tok(end).op(",") {
+			return nil
+		}
+		if end == i+1 && p.tok(i).op("*") || end == i+3 && p.tok(i+1).op(".") && p.tok(i+2).op("*") {
+			return nil // the columns behind a star are the table's
+		}
+		col, next, ok := p.column(i)
+		if !ok || next != end {
+			col = ""
+		}
+		items = append(items, col)
+		i = end + 1
+	}
+	return items
 }
 
 // insertTarget reads the table name at i, and PostgreSQL's `AS alias`;

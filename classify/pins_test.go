@@ -93,6 +93,10 @@ func TestInsertPinned(t *testing.T) {
 	upsert := func(table string, rows int, pins ...Pin) *Pinned {
 		return &Pinned{Table: table, Rows: rows, Pins: pins, Upsert: true}
 	}
+	ret := func(pn *Pinned, items ...string) *Pinned {
+		pn.Returning = items
+		return pn
+	}
 	tests := []struct {
 		d    Dialect
 		sql  string
@@ -100,7 +104,17 @@ func TestInsertPinned(t *testing.T) {
 	}{
 		{Postgres, `INSERT INTO items (id, name) VALUES ($1, $2)`, ins("items", 1, p("id", par(1)), p("name", par(2)))},
 		{Postgres, `INSERT INTO "items" ("id","name","version") VALUES ($1,$2,$3),($4,$5,$6) RETURNING "id"`,
-			ins("items", 2, p("id", par(1), par(4)), p("name", par(2), par(5)), p("version", par(3), par(6)))},
+			ret(ins("items", 2, p("id", par(1), par(4)), p("name", par(2), par(5)), p("version", par(3), par(6))), "id")},
+		// RETURNING: which result column is which plain column.
+		{Postgres, `INSERT INTO items (name) VALUES ($1) RETURNING id, name AS n, version + 1, items.version, i.id`,
+			ret(ins("items", 1, p("name", par(1))), "id", "", "", "version", "")},
+		{Postgres, `INSERT INTO items AS i (name) VALUES ($1) RETURNING i.id, lower(name), "Id", (id)`,
+			ret(ins("items", 1, p("name", par(1))), "id", "", "Id", "")},
+		{Postgres, `INSERT INTO items (name) VALUES ($1) RETURNING id, *`, ins("items", 1, p("name", par(1)))},
+		{Postgres, `INSERT INTO items (name) VALUES ($1) RETURNING items.*`, ins("items", 1, p("name", par(1)))},
+		{Postgres, `INSERT INTO items (name) VALUES ($1) RETURNING id * 2, id`, ret(ins("items", 1, p("name", par(1))), "", "id")},
+		{Postgres, `INSERT INTO items (name) VALUES ($1) RETURNING old.id, new.id`, ret(ins("items", 1, p("name", par(1))), "", "")},
+		{MySQL, "INSERT INTO items (name) VALUES (?), (?) RETURNING `ID`, id AS id", ret(ins("items", 2, p("name", par(1), par(2))), "id", "")},
 		{Postgres, `INSERT INTO items (name, id) VALUES ('x', 5), (lower('y, z'), -6)`, ins("items", 2, p("id", lit(5), lit(-6)))},
 		{Postgres, `INSERT INTO items (id, name) VALUES (DEFAULT, 'x')`, ins("items", 1)},
 		{Postgres, `INSERT INTO items (id) VALUES (5), (DEFAULT)`, ins("items", 2)},
@@ -115,7 +129,7 @@ func TestInsertPinned(t *testing.T) {
 		// ON CONFLICT DO NOTHING inserts listed rows or none.
 		{Postgres, `INSERT INTO items (id) VALUES (5) ON CONFLICT DO NOTHING`, ins("items", 1, p("id", lit(5)))},
 		{Postgres, `INSERT INTO items (id, name) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING id`,
-			ins("items", 1, p("id", par(1)), p("name", par(2)))},
+			ret(ins("items", 1, p("id", par(1)), p("name", par(2))), "id")},
 		// DO UPDATE: the conflict target's columns it does not assign.
 		{Postgres, `INSERT INTO items (id, name) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name`,
 			upsert("items", 1, p("id", par(1)))},
@@ -151,7 +165,7 @@ func TestInsertPinned(t *testing.T) {
 		{Postgres, `INSERT INTO items (id) VALUES (nextval('s'))`, nil}, // a write of a sequence: tables unknown
 		{MySQL, "INSERT INTO `items` (`id`,`name`) VALUES (?,?),(?,?)", ins("items", 2, p("id", par(1), par(3)), p("name", par(2), par(4)))},
 		{MySQL, "INSERT INTO items (ID) VALUE (5)", ins("items", 1, p("id", lit(5)))},
-		{MySQL, "INSERT INTO items (id) VALUES (5) RETURNING id", ins("items", 1, p("id", lit(5)))},
+		{MySQL, "INSERT INTO items (id) VALUES (5) RETURNING id", ret(ins("items", 1, p("id", lit(5))), "id")},
 		{MySQL, "INSERT IGNORE INTO items (id) VALUES (5)", nil},
 		{MySQL, "INSERT LOW_PRIORITY INTO items (id) VALUES (5)", nil},
 		{MySQL, "INSERT DELAYED INTO items (id) VALUES (5)", nil},

@@ -72,8 +72,10 @@ func (e *env) returnedIDs(sql string, args ...any) []int {
 // write an unlisted row make keyed reads of the table wait and are never
 // read stale: an upsert on another unique key (ON CONFLICT (slot) DO
 // UPDATE, ON DUPLICATE KEY UPDATE), REPLACE, INSERT ... SELECT, a key the
-// database assigns (read back with RETURNING), and on MariaDB an id of 0
-// (the next AUTO_INCREMENT value).
+// database assigns. One the database assigns and the INSERT returns
+// (RETURNING id; on MariaDB also for an id of 0, the next AUTO_INCREMENT
+// value), through Raw(...).Scan or the Query chain, is keyed by the keys
+// returned.
 func checkKeyedRawInsert(t *testing.T, engine string) {
 	e := newEngineEnv(t, engine, keyedParts)
 	e.seedParts(2)
@@ -175,19 +177,44 @@ func checkKeyedRawInsert(t *testing.T, engine string) {
 	unkeyed("slots", 5, "copied", 2, "upserted", "an INSERT ... SELECT of slot 5")
 
 	e.step("the writes so far replicated")
-	ids = e.returnedIDs("INSERT INTO serials (name, version) VALUES ('auto', 1) RETURNING id")
-	if len(ids) != 1 || ids[0] <= 2 {
-		t.Fatalf("RETURNING id: %v", ids)
+	e.write("INSERT INTO serials (name, version) VALUES ('auto', 1)")
+	unkeyed("serials", 3, "auto", 1, "old", "a raw insert whose key the database assigned")
+
+	// Keys the database assigned, read back with RETURNING: keyed by the
+	// keys returned.
+	keyedByResult := func(ids []int, name, after string) {
+		t.Helper()
+		if len(ids) == 0 || slices.Contains(ids, 0) {
+			t.Fatalf("RETURNING id after %s: %v", after, ids)
+		}
+		for _, id := range ids {
+			e.mustRead(e.intReads(e.db, "serials", id), name, after)
+		}
+		reads := e.intReads(e.db, "serials", 1)
+		e.mustRead(reads, "old", after)
+		e.mustReplicas(reads, after)
 	}
-	unkeyed("serials", ids[0], "auto", 1, "old", "a raw insert whose key the database assigned, read back with RETURNING")
+	e.step("the writes so far replicated")
+	keyedByResult(e.returnedIDs("INSERT INTO serials (name, version) VALUES ('returned', 1), ('returned', 1) RETURNING id"),
+		"returned", "a raw insert of two rows whose keys the database assigned, read back with RETURNING through Raw(...).Scan")
+
+	e.step("the writes so far replicated")
+	var found []struct {
+		Name string
+		ID   int
+	}
+	if err := e.db.Raw("INSERT INTO serials (name, version) VALUES ('found', 1) RETURNING name, id").Find(&found).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Name != "found" {
+		t.Fatalf("RETURNING name, id: %+v", found)
+	}
+	keyedByResult([]int{found[0].ID}, "found", "a raw insert whose key the database assigned, read back with RETURNING through the Query chain (Find)")
 
 	if engine == "mariadb" {
 		e.step("the writes so far replicated")
-		ids = e.returnedIDs("INSERT INTO serials (id, name, version) VALUES (?, 'zero', 1) RETURNING id", 0)
-		if len(ids) != 1 || ids[0] == 0 {
-			t.Fatalf("RETURNING id: %v (want the next AUTO_INCREMENT value)", ids)
-		}
-		unkeyed("serials", ids[0], "zero", 1, "old", "a raw insert of id 0 (the next AUTO_INCREMENT value)")
+		keyedByResult(e.returnedIDs("INSERT INTO serials (id, name, version) VALUES (?, 'zero', 1) RETURNING id", 0),
+			"zero", "a raw insert of id 0 (the next AUTO_INCREMENT value), read back with RETURNING")
 	}
 	e.resumeAll()
 }

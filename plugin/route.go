@@ -40,8 +40,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonPinned})
 		if stmt.SQL.Len() > 0 {
 			if c := p.classify(stmt.SQL.String()); c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
-				p.recordRawWrite(db, c)
-				p.bufferRowWrite(db)
+				p.recordAutocommitRawWrite(db, c)
 			}
 		}
 		return
@@ -75,8 +74,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 			}
 			p.toPrimary(db, reason, nil)
 			if c.writes == nil || len(c.writes) > 0 {
-				p.recordRawWrite(db, c)
-				p.bufferRowWrite(db)
+				p.recordAutocommitRawWrite(db, c)
 			}
 			return
 		case c.kind != kindRead:

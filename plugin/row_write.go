@@ -25,7 +25,9 @@ import (
 // published then: they run unchanged.
 
 // rowWritePool is the pool of a raw write on the Row chain outside a
-// transaction: pool runs it, on the primary or a pinned connection.
+// transaction, and of one on the Query chain whose keys its result
+// decides (keys_returning.go): the embedded pool runs it, on the primary
+// or a pinned connection.
 type rowWritePool struct {
 	gorm.ConnPool
 	p  *Plugin
@@ -39,23 +41,34 @@ func onRowChain(stmt *gorm.Statement) bool {
 	return ok
 }
 
-// bufferRowWrite makes a raw write on the Row chain, outside a
-// transaction, run on a rowWritePool over its pool.
-func (p *Plugin) bufferRowWrite(db *gorm.DB) {
-	if !onRowChain(db.Statement) {
-		return // the Query chain reads and closes the rows before publishing
+// recordAutocommitRawWrite records a raw write classified as c that runs
+// outside a transaction, and makes it run on a rowWritePool when it must:
+// on the Row chain, and on the Query chain too when its keys are read
+// from its result (keys_returning.go); the Query chain reads and closes
+// the rows before it publishes.
+func (p *Plugin) recordAutocommitRawWrite(db *gorm.DB, c rawClass) {
+	stmt := db.Statement
+	if plan, ok := p.returningPlan(stmt.Context, c, stmt.Vars); ok && keyableConn(db) {
+		stmt.Settings.Store(returnedKeysKey{stmt}, plan)
+	} else {
+		p.recordRawWrite(db, c)
+		if !onRowChain(stmt) {
+			return
+		}
 	}
-	db.Statement.ConnPool = &rowWritePool{ConnPool: db.Statement.ConnPool, p: p, db: db}
+	stmt.ConnPool = &rowWritePool{ConnPool: stmt.ConnPool, p: p, db: db}
 }
 
 func (b *rowWritePool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	res := queryResult(ctx, b.ConnPool, query, args)
+	b.p.recordReturned(b.db, res)
 	b.p.publishAutocommit(b.db) // also when it failed: a failure after the commit may hide a write
 	return b.p.rowsOf(ctx, res)
 }
 
 func (b *rowWritePool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	res := queryResult(ctx, b.ConnPool, query, args)
+	b.p.recordReturned(b.db, res)
 	b.p.publishAutocommit(b.db)
 	return b.p.rowOf(ctx, res)
 }
