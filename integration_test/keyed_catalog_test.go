@@ -150,6 +150,23 @@ func checkKeyedCatalog(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, fi
 		"the model, by the other": e.readItem(e.db, 2),
 	}, after)
 
+	e.step("row 1 replicated", other)
+	e.t.Log("step: the process without a model creates row 4 through db.Table from a map")
+	if err := other.Table("items").Create(map[string]any{"id": 4, "name": "created", "version": 1}).Error; err != nil {
+		t.Fatal(err)
+	}
+	after = "a db.Table create of row 4 from a map"
+	e.mustRead(map[string]served{
+		"db.Table":                e.tableItem(other, 4),
+		"raw SQL":                 e.rawItem(other, 4),
+		"the model, by the other": e.readItem(e.db, 4),
+	}, "created", after)
+	e.mustReplicas(map[string]served{
+		"db.Table":                e.tableItem(other, 2),
+		"raw SQL":                 e.rawItem(other, 2),
+		"the model, by the other": e.readItem(e.db, 2),
+	}, after)
+
 	e.t.Log("step: the model process updates row 3 by key; the other reads it through db.Table")
 	if err := setName(e.db, 3); err != nil {
 		t.Fatal(err)

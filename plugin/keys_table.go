@@ -39,12 +39,14 @@ func (p *Plugin) builtKeyedReadNames(stmt *gorm.Statement, table string) ([]stri
 
 // builtWriteNames returns the names a write keyed fromSQL raises, from the
 // SQL GORM built and ran (an UPDATE or DELETE of kw.table pinning a key
-// column), or ok false when it proves no key (the caller raises the
-// table).
+// column, an INSERT of a map listing the key's values), or ok false when
+// it proves no key (the caller raises the table).
 func (p *Plugin) builtWriteNames(stmt *gorm.Statement, kw keyedWriteOf) ([]string, bool) {
-	if hasClause(stmt, "INSERT") {
+	if hasClause(stmt, "INSERT") && stmt.Schema != nil {
 		return p.createdWriteNames(stmt, kw)
 	}
+	// An UPDATE or DELETE, or a Create from a map (no model): the SQL
+	// GORM built, read as raw SQL (an INSERT: its VALUES).
 	c := p.classify(stmt.SQL.String())
 	if c.kind != kindWrite || c.pinned == nil || len(c.writes) != 1 || c.writes[0] != kw.table {
 		return nil, false
