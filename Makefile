@@ -55,8 +55,9 @@ demo: servers
 	$(call run_demo,resharddemo,resharding)
 
 ## reshard-demo: three worker processes write and read through a 4 -> 8
-## doubling and a migration from one database; checks every read and
-## where every row ends up (docs/design/sharding-and-moves.md, "Growing the shards").
+## doubling on PostgreSQL, the same on MariaDB, and a migration from one
+## PostgreSQL database; checks every read and where every row ends up
+## (docs/design/sharding-and-moves.md, "Growing the shards").
 reshard-demo: servers
 	$(GO) run ./example/cmd/resharddemo
 

@@ -25,8 +25,8 @@ func reshardEnv(t *testing.T) reshardload.Env {
 
 func checkReshardReport(t *testing.T, rep *reshardload.Report) {
 	t.Helper()
-	t.Logf("%s: map version %d; creates %d updates %d deletes %d reads %d (lag reads %d, scatter reads %d, by ID %d); refused %d uncertain %d read errors %d",
-		rep.Kind, rep.MapVersion, rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.ScatterReads, rep.IDReads, rep.Refused, rep.Uncertain, rep.ReadErrors)
+	t.Logf("%s on %s: map version %d; creates %d updates %d deletes %d reads %d (lag reads %d, scatter reads %d, by ID %d); refused %d uncertain %d read errors %d",
+		rep.Kind, rep.Engine, rep.MapVersion, rep.Creates, rep.Updates, rep.Deletes, rep.Reads, rep.LagReads, rep.ScatterReads, rep.IDReads, rep.Refused, rep.Uncertain, rep.ReadErrors)
 	for _, m := range rep.Moves {
 		t.Logf("move %s: copied %d rows in %s (%.0f rows/s), catch-up lag %s, hold %s (drain %s, apply %s of %d changes, verify %s, record %s, acks %s), cleaned %d",
 			m.ID, m.RowsCopied, m.CopyTime.Round(time.Millisecond), m.CopyRowsPerSec, m.CatchUpLag.Round(time.Millisecond),
@@ -66,10 +66,22 @@ func checkReshardReport(t *testing.T, rep *reshardload.Report) {
 // checked against the writer's log of acknowledged writes, and afterwards
 // every row must be on the shard the map names, once, at its last
 // acknowledged version.
-func TestReshardDoublingUnderLoad(t *testing.T) {
+func TestReshardDoublingUnderLoad(t *testing.T) { testDoublingUnderLoad(t, reshardEnv(t)) }
+
+// TestMariaDBReshardDoublingUnderLoad is TestReshardDoublingUnderLoad
+// with MariaDB shards and default database (the map stays in
+// PostgreSQL): the moves follow the binlog, and the guard refuses with
+// MariaDB's SIGNAL. testDoublingUnderLoad asserts.
+func TestMariaDBReshardDoublingUnderLoad(t *testing.T) {
+	env := reshardEnv(t)
+	env.Maria = testcluster.MariaDBFor(t)
+	testDoublingUnderLoad(t, env)
+}
+
+func testDoublingUnderLoad(t *testing.T, env reshardload.Env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rep, err := reshardload.RunDoubling(ctx, reshardEnv(t), reshardload.Options{})
+	rep, err := reshardload.RunDoubling(ctx, env, reshardload.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

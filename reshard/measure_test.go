@@ -17,26 +17,33 @@ import (
 // FRESHREAD_RESHARD_ORDERS sets the orders of the copy measurement
 // (default 100000; each has 1.5 items), FRESHREAD_RESHARD_SWITCHES the
 // switches per series (default 20).
-func TestMeasure(t *testing.T) {
+func TestMeasure(t *testing.T) { testMeasure(t, newEnv) }
+
+// TestMariaDBMeasure is TestMeasure on MariaDB shards (the same
+// variables; -run TestMariaDBMeasure).
+func TestMariaDBMeasure(t *testing.T) { testMeasure(t, newMariaEnv) }
+
+func testMeasure(t *testing.T, mk newEnvFunc) {
 	if os.Getenv("FRESHREAD_RESHARD_MEASURE") != "1" {
 		t.Skip("set FRESHREAD_RESHARD_MEASURE=1")
 	}
 	orders, switches := 100000, 20
 	fmt.Sscan(os.Getenv("FRESHREAD_RESHARD_ORDERS"), &orders)
 	fmt.Sscan(os.Getenv("FRESHREAD_RESHARD_SWITCHES"), &switches)
-	t.Run("guard", measureGuard)
-	t.Run("copy", func(t *testing.T) { measureCopy(t, orders) })
-	t.Run("switch", func(t *testing.T) { measureSwitches(t, switches, false) })
-	t.Run("switch-without-verify", func(t *testing.T) { measureSwitches(t, switches, true) })
+	t.Run("guard", func(t *testing.T) { measureGuard(t, mk) })
+	t.Run("copy", func(t *testing.T) { measureCopy(t, mk, orders) })
+	t.Run("switch", func(t *testing.T) { measureSwitches(t, mk, switches, false) })
+	t.Run("switch-without-verify", func(t *testing.T) { measureSwitches(t, mk, switches, true) })
 }
 
-// measureGuard: the guard's cost per row, server side (a PL/pgSQL loop
-// of 5000 single-row INSERTs, so the round trips and commits do not hide
-// it): without the trigger, with it and no fence on the row's bucket
-// (the fast path: one lookup in the fence table), five times each, the median.
-func measureGuard(t *testing.T) {
+// measureGuard: the guard's cost per row, server side (a loop of 5000
+// single-row INSERTs in one transaction, PL/pgSQL or a MariaDB compound
+// statement, so the round trips and commits do not hide it): without the
+// trigger, with it and no fence on the row's bucket (the fast path: one
+// lookup in the fence table), five times each, the median.
+func measureGuard(t *testing.T, mk newEnvFunc) {
 	ctx := context.Background()
-	e := newEnv(t, []string{"s0", "s1"}, evenOwners("s0", "s1"))
+	e := mk(t, []string{"s0", "s1"}, evenOwners("s0", "s1"))
 	m, err := New(e.config(), Move{Buckets: []int{3}, From: "s0", To: "s1"})
 	if err != nil {
 		t.Fatal(err)
@@ -49,9 +56,13 @@ func measureGuard(t *testing.T) {
 	}
 	const n = 5000
 	base := 1_000_000
+	g := pgGuardToggle(e)
+	if e.maria != nil {
+		g = mariaGuardToggle(e)
+	}
 	loop := func() time.Duration {
 		start := time.Now()
-		if _, err := e.db["s0"].ExecContext(ctx, fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP INSERT INTO orders (id, user_id, status) VALUES (%d + i, i %% 4, 'x'); END LOOP; END $$`, n, base)); err != nil {
+		if err := g.inserts(ctx, n, base); err != nil {
 			t.Fatal(err)
 		}
 		base += n
@@ -60,9 +71,13 @@ func measureGuard(t *testing.T) {
 	var with, without []time.Duration
 	for i := 0; i < 5; i++ {
 		with = append(with, loop())
-		e.db["s0"].Exec(`ALTER TABLE orders DISABLE TRIGGER freshread_guard`)
+		if err := g.set(ctx, false); err != nil {
+			t.Fatal(err)
+		}
 		without = append(without, loop())
-		e.db["s0"].Exec(`ALTER TABLE orders ENABLE TRIGGER freshread_guard`)
+		if err := g.set(ctx, true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("INSERT of one order, server side: without the guard %v, with it (no fence on the bucket) %v (runs %v / %v)", pct(without, 50), pct(with, 50), without, with)
 	if err := m.Rollback(ctx); err != nil {
@@ -72,15 +87,19 @@ func measureGuard(t *testing.T) {
 
 // measureCopy: the copy of two buckets of eight alone, then the catch-up
 // under four writers, and the writers' rate before and during the move.
-func measureCopy(t *testing.T, orders int) {
+func measureCopy(t *testing.T, mk newEnvFunc, orders int) {
 	ctx := context.Background()
 	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
-	e := newEnv(t, []string{"s0", "s1", "s2"}, owners)
+	e := mk(t, []string{"s0", "s1", "s2"}, owners)
 	l := newLedger()
 	for done := 0; done < orders; done += 20000 {
 		e.seed(l, int64(1+done), min(20000, orders-done))
 	}
-	for _, q := range []string{`VACUUM ANALYZE orders`, `VACUUM ANALYZE order_items`} {
+	analyze := []string{`VACUUM ANALYZE orders`, `VACUUM ANALYZE order_items`}
+	if e.maria != nil {
+		analyze = []string{`ANALYZE TABLE orders, order_items`}
+	}
+	for _, q := range analyze {
 		if _, err := e.db["s0"].Exec(q); err != nil {
 			t.Fatal(err)
 		}
@@ -146,8 +165,8 @@ func measureCopy(t *testing.T, orders int) {
 		lagTimes = append(lagTimes, p.Lag)
 	}
 	t.Logf("under 4 writers: copy %d rows at %.0f rows/s; writers %.0f writes/s before, %.0f during the copy, %.0f while following", cr.Rows, cr.RowsPerSecond, before, during, following)
-	t.Logf("catch-up lag over %d rounds (every 50 ms): bytes p50 %d, p90 %d, max %d; time p50 %v, p90 %v, max %v",
-		len(lags), pct(lagBytes, 50), pct(lagBytes, 90), pct(lagBytes, 100), pct(lagTimes, 50), pct(lagTimes, 90), pct(lagTimes, 100))
+	t.Logf("catch-up lag over %d rounds (every 50 ms): %s bytes p50 %d, p90 %d, max %d; time p50 %v, p90 %v, max %v",
+		len(lags), logName(e), pct(lagBytes, 50), pct(lagBytes, 90), pct(lagBytes, 100), pct(lagTimes, 50), pct(lagTimes, 90), pct(lagTimes, 100))
 	sr, err := m.Switch(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +183,10 @@ func measureCopy(t *testing.T, orders int) {
 
 // measureSwitches moves two buckets back and forth under four writers,
 // n switches, and prints the write hold's distribution.
-func measureSwitches(t *testing.T, n int, skipVerify bool) {
+func measureSwitches(t *testing.T, mk newEnvFunc, n int, skipVerify bool) {
 	ctx := context.Background()
 	owners := []string{"s0", "s0", "s0", "s0", "s1", "s1", "s1", "s1"}
-	e := newEnv(t, []string{"s0", "s1", "s2"}, owners)
+	e := mk(t, []string{"s0", "s1", "s2"}, owners)
 	l := newLedger()
 	e.seed(l, 1, 10000)
 	ws := e.startWriters(l, 4, 0)

@@ -1,12 +1,14 @@
 // Command resharddemo grows a sharded order service online: three worker
 // processes (this binary re-executed) create, update, delete and read
-// orders while the shards double from four to eight, and then while an
-// unsharded database is migrated to four shards. Every read is checked
-// against the writers' acknowledged writes, and at the end every row must
-// be on the shard the bucket map names, once, at its last version.
+// orders while the shards double from four to eight, on PostgreSQL and
+// then on MariaDB, and then while an unsharded PostgreSQL database is
+// migrated to four shards. Every read is checked against the writers'
+// acknowledged writes, and at the end every row must be on the shard the
+// bucket map names, once, at its last version.
 //
-//	go run ./example/cmd/resharddemo            # both
-//	go run ./example/cmd/resharddemo -only double
+//	go run ./example/cmd/resharddemo                  # all three
+//	go run ./example/cmd/resharddemo -only double     # the two doublings
+//	go run ./example/cmd/resharddemo -engine mariadb  # the MariaDB doubling
 package main
 
 import (
@@ -24,9 +26,10 @@ import (
 func main() {
 	reshardload.WorkerMain() // a worker process: runs until its stdin closes, then exits
 	only := flag.String("only", "", "run only one scenario: double or migrate")
+	engine := flag.String("engine", "", "run only the scenarios on one engine's shards: postgres or mariadb (the migration is on PostgreSQL)")
 	verbose := flag.Bool("v", false, "print the mover's progress")
 	flag.Parse()
-	err := run(*only, *verbose)
+	err := run(*only, *engine, *verbose)
 	testcluster.Shutdown()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "resharddemo:", err)
@@ -34,10 +37,23 @@ func main() {
 	}
 }
 
-func run(only string, verbose bool) error {
+func run(only, engine string, verbose bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute) // a bound on a hung demo, not a speed test
 	defer cancel()
-	testcluster.Prestart("postgres", "redis") // at once
+	if only != "" && only != "double" && only != "migrate" {
+		return fmt.Errorf("-only %q: want double or migrate", only)
+	}
+	if engine != "" && engine != reshardload.EnginePostgres && engine != reshardload.EngineMariaDB {
+		return fmt.Errorf("-engine %q: want %s or %s", engine, reshardload.EnginePostgres, reshardload.EngineMariaDB)
+	}
+	wants := func(scenario, eng string) bool {
+		return (only == "" || only == scenario) && (engine == "" || engine == eng)
+	}
+	servers := []string{"postgres", "redis"} // the map is in PostgreSQL on either engine
+	if wants("double", reshardload.EngineMariaDB) {
+		servers = append(servers, "mariadb")
+	}
+	testcluster.Prestart(servers...) // at once
 	pg, err := testcluster.SharedPostgres()
 	if err != nil {
 		return err
@@ -55,19 +71,33 @@ func run(only string, verbose bool) error {
 		env.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
 	}
 	failed := false
-	if only == "" || only == "double" {
-		fmt.Println("== doubling 4 -> 8 shards under load (3 processes, one following the map slowly)")
+	if wants("double", reshardload.EnginePostgres) {
+		fmt.Println("== PostgreSQL: doubling 4 -> 8 shards under load (3 processes, one following the map slowly)")
 		rep, err := reshardload.RunDoubling(ctx, env, reshardload.Options{})
 		if err != nil {
-			return err
+			return fmt.Errorf("PostgreSQL doubling: %w", err)
 		}
 		failed = print(rep) || failed
 	}
-	if only == "" || only == "migrate" {
-		fmt.Println("== migrating an unsharded database to 4 shards under load")
-		rep, err := reshardload.RunMigration(ctx, env, reshardload.Options{}, 3*time.Second)
+	if wants("double", reshardload.EngineMariaDB) {
+		fmt.Println("== MariaDB: doubling 4 -> 8 shards under load (3 processes, one following the map slowly; the map in PostgreSQL)")
+		m, err := testcluster.SharedMariaDB()
 		if err != nil {
 			return err
+		}
+		menv := env
+		menv.Maria = m
+		rep, err := reshardload.RunDoubling(ctx, menv, reshardload.Options{})
+		if err != nil {
+			return fmt.Errorf("MariaDB doubling: %w", err)
+		}
+		failed = print(rep) || failed
+	}
+	if wants("migrate", reshardload.EnginePostgres) {
+		fmt.Println("== PostgreSQL: migrating an unsharded database to 4 shards under load")
+		rep, err := reshardload.RunMigration(ctx, env, reshardload.Options{}, 3*time.Second)
+		if err != nil {
+			return fmt.Errorf("PostgreSQL migration: %w", err)
 		}
 		failed = print(rep) || failed
 	}
@@ -88,7 +118,7 @@ func print(rep *reshardload.Report) bool {
 	fmt.Printf("  guard: %.0f statements refused by a shard that no longer (or not yet) owned the bucket, %.0f retried on the new owner\n",
 		rep.Metrics["freshread_sharding_bucket_moved_total"], rep.Metrics["freshread_sharding_bucket_moved_retries_total"])
 	fmt.Printf("  write latency p50/p99: %s/%s before the moves, %s/%s during\n", ms(rep.WriteBefore[0]), ms(rep.WriteBefore[1]), ms(rep.WriteDuring[0]), ms(rep.WriteDuring[1]))
-	fmt.Printf("  end: map version %d, %d rows checked: %d anomalies in reads, %d placement problems\n", rep.MapVersion, rep.Placement.Rows, len(rep.Anomalies), len(rep.Placement.Problems))
+	fmt.Printf("  end (%s shards): map version %d, %d rows checked: %d anomalies in reads, %d placement problems\n", rep.Engine, rep.MapVersion, rep.Placement.Rows, len(rep.Anomalies), len(rep.Placement.Problems))
 	for _, a := range rep.Anomalies {
 		fmt.Println("  ANOMALY:", a)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
@@ -38,6 +37,10 @@ type ShardDSNs struct {
 // ProcessConfig is everything a worker process needs to build its own
 // sharded *gorm.DB, as a service process would.
 type ProcessConfig struct {
+	// Engine is the engine of the default and shard databases:
+	// EnginePostgres (also when empty) or EngineMariaDB. The map is in
+	// PostgreSQL either way.
+	Engine     string        `json:"engine,omitempty"`
 	Default    string        `json:"default"` // the default database
 	MapDSN     string        `json:"map_dsn"` // where the shared map is stored
 	Redis      string        `json:"redis"`   // host:port of the position store shared by every process
@@ -58,6 +61,9 @@ func quiet() *gorm.Config { return &gorm.Config{Logger: logger.Discard} }
 
 // Open builds the process's sharded *gorm.DB from c; close returns it.
 func Open(ctx context.Context, c ProcessConfig) (*gorm.DB, *sharding.Sharding, func(), error) {
+	if err := checkEngine(c.Engine); err != nil {
+		return nil, nil, nil, err
+	}
 	mapDB, err := sql.Open("pgx", c.MapDSN)
 	if err != nil {
 		return nil, nil, nil, err
@@ -82,14 +88,14 @@ func Open(ctx context.Context, c ProcessConfig) (*gorm.DB, *sharding.Sharding, f
 		ClientID:   fmt.Sprintf("reshardload-%d-%d", os.Getpid(), c.Worker),
 	}
 	for _, sh := range c.Shards {
-		sc := sharding.ShardConfig{Name: sh.Name, Dialector: postgres.Open(sh.Primary),
+		sc := sharding.ShardConfig{Name: sh.Name, Dialector: dialector(c.Engine, sh.Primary),
 			Freshness: ShardFreshness(rdb, sh.Name)}
 		for i, r := range sh.Replicas {
-			sc.Replicas = append(sc.Replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: postgres.Open(r)})
+			sc.Replicas = append(sc.Replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: dialector(c.Engine, r)})
 		}
 		cfg.Shards = append(cfg.Shards, sc)
 	}
-	db, err := gorm.Open(postgres.Open(c.Default), quiet())
+	db, err := gorm.Open(dialector(c.Engine, c.Default), quiet())
 	if err != nil {
 		ids.Close()
 		mapDB.Close()

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
@@ -23,7 +22,12 @@ import (
 
 // Env is where a scenario runs.
 type Env struct {
-	PG        *testcluster.Postgres
+	// PG holds the shared bucket map, and the shard databases and the
+	// default database unless Maria is set.
+	PG *testcluster.Postgres
+	// Maria, when set, holds the shard databases and the default
+	// database instead (MariaDB shards; the map stays in PostgreSQL).
+	Maria     *testcluster.MariaDB
 	RedisAddr string
 	// Spawn returns a command that runs this binary as a worker process
 	// (one calling WorkerMain first). Nil: the "processes" are goroutine
@@ -104,7 +108,9 @@ type MoveFigures struct {
 
 // Report is what a scenario measured and found.
 type Report struct {
-	Kind       string
+	Kind string
+	// Engine is the shards' engine: EnginePostgres or EngineMariaDB.
+	Engine     string
 	MapVersion int64
 	Moves      []MoveFigures
 	// HoldP50 and HoldMax over the moves' write holds.
@@ -129,6 +135,7 @@ type cluster struct {
 	env      Env
 	opts     Options
 	names    []string
+	server   shardServer
 	dbNames  map[string]string
 	direct   map[string]*gorm.DB
 	sqlDBs   map[string]*sql.DB
@@ -161,16 +168,23 @@ func (c *cluster) close() {
 // database per shard name, with the tables, and publishes initial as the
 // first map version.
 func newCluster(ctx context.Context, env Env, opts Options, names []string, initial sharding.Algorithm) (*cluster, error) {
-	c := &cluster{env: env, opts: opts, names: names, dbNames: map[string]string{}, direct: map[string]*gorm.DB{},
+	c := &cluster{env: env, opts: opts, names: names, server: env.server(), dbNames: map[string]string{}, direct: map[string]*gorm.DB{},
 		sqlDBs: map[string]*sql.DB{}, recorder: map[string]*plugin.Plugin{},
 		copied: map[string]reshard.Progress{}, caughtUp: map[string]reshard.Progress{}}
-	pg := env.PG
-	def, err := pg.NewDatabase(ctx)
+	pg, srv := env.PG, c.server
+	mapDB, err := pg.NewDatabase(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.defDSN = pg.PrimaryDSN(def)
-	c.mapDSN = c.defDSN
+	c.mapDSN = pg.PrimaryDSN(mapDB)
+	c.defDSN = c.mapDSN
+	if srv.engine() != EnginePostgres {
+		def, err := srv.newDatabase(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.defDSN = srv.primaryDSN(def)
+	}
 	c.rdb = redis.NewClient(&redis.Options{Addr: env.RedisAddr})
 	c.closers = append(c.closers, func() { c.rdb.Close() })
 	if c.mapSQL, err = sql.Open("pgx", c.mapDSN); err != nil {
@@ -182,12 +196,12 @@ func newCluster(ctx context.Context, env Env, opts Options, names []string, init
 		return c, err
 	}
 	for _, n := range names {
-		dbName, err := pg.NewDatabase(ctx)
+		dbName, err := srv.newDatabase(ctx)
 		if err != nil {
 			return c, err
 		}
 		c.dbNames[n] = dbName
-		d, err := gorm.Open(postgres.Open(pg.PrimaryDSN(dbName)), quiet())
+		d, err := gorm.Open(dialector(srv.engine(), srv.primaryDSN(dbName)), quiet())
 		if err != nil {
 			return c, err
 		}
@@ -200,7 +214,7 @@ func newCluster(ctx context.Context, env Env, opts Options, names []string, init
 				s.Close()
 			}
 		})
-		sq, err := sql.Open("pgx", pg.PrimaryDSN(dbName))
+		sq, err := sql.Open(driverName(srv.engine()), srv.primaryDSN(dbName))
 		if err != nil {
 			return c, err
 		}
@@ -209,13 +223,13 @@ func newCluster(ctx context.Context, env Env, opts Options, names []string, init
 		// The mover's recorder: a freshread plugin on the shard with the
 		// processes' store, so the copied rows' positions are published
 		// where every process's shard plugin reads them.
-		rec, err := gorm.Open(postgres.Open(pg.PrimaryDSN(dbName)), quiet())
+		rec, err := gorm.Open(dialector(srv.engine(), srv.primaryDSN(dbName)), quiet())
 		if err != nil {
 			return c, err
 		}
 		fc := ShardFreshness(c.rdb, n)
-		for i := 0; i < pg.Replicas(); i++ {
-			fc.Replicas = append(fc.Replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: postgres.Open(pg.ReplicaDSN(i, dbName))})
+		for i, r := range srv.replicaDSNs(dbName) {
+			fc.Replicas = append(fc.Replicas, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: dialector(srv.engine(), r)})
 		}
 		p := plugin.New(fc)
 		if err := rec.Use(p); err != nil {
@@ -229,7 +243,7 @@ func newCluster(ctx context.Context, env Env, opts Options, names []string, init
 			}
 		})
 	}
-	if err := pg.WaitCaughtUp(ctx); err != nil {
+	if err := srv.waitCaughtUp(ctx); err != nil {
 		return c, err
 	}
 	m, err := sharding.MapFromAlgorithm(initial, names, nil)
@@ -262,7 +276,11 @@ func (c *cluster) moverConfig() reshard.Config {
 		},
 	}
 	for _, n := range c.names {
-		cfg.Shards = append(cfg.Shards, reshard.Shard{Name: n, DB: c.sqlDBs[n], RecordWrite: c.recorder[n].RecordWrite})
+		sh := reshard.Shard{Name: n, DB: c.sqlDBs[n], RecordWrite: c.recorder[n].RecordWrite}
+		if c.server.engine() == EngineMariaDB {
+			sh.BinlogDSN = c.server.primaryDSN(c.dbNames[n])
+		}
+		cfg.Shards = append(cfg.Shards, sh)
 	}
 	return cfg
 }
@@ -272,11 +290,7 @@ func (c *cluster) moverConfig() reshard.Config {
 func (c *cluster) processes(ctx context.Context, initial []string) (stop func() ([]Result, error), err error) {
 	var shards []ShardDSNs
 	for _, n := range c.names {
-		s := ShardDSNs{Name: n, Primary: c.env.PG.PrimaryDSN(c.dbNames[n])}
-		for i := 0; i < c.env.PG.Replicas(); i++ {
-			s.Replicas = append(s.Replicas, c.env.PG.ReplicaDSN(i, c.dbNames[n]))
-		}
-		shards = append(shards, s)
+		shards = append(shards, ShardDSNs{Name: n, Primary: c.server.primaryDSN(c.dbNames[n]), Replicas: c.server.replicaDSNs(c.dbNames[n])})
 	}
 	var (
 		procs   []*Process
@@ -297,7 +311,7 @@ func (c *cluster) processes(ctx context.Context, initial []string) (stop func() 
 		return nil, err
 	}
 	for p := 0; p < c.opts.Processes; p++ {
-		pc := ProcessConfig{Default: c.defDSN, MapDSN: c.mapDSN, Redis: c.env.RedisAddr, Shards: shards,
+		pc := ProcessConfig{Engine: c.server.engine(), Default: c.defDSN, MapDSN: c.mapDSN, Redis: c.env.RedisAddr, Shards: shards,
 			Buckets: c.opts.Buckets, Initial: initial, Worker: 10 + p, Seed: uint64(1000 + p),
 			MapRefresh: 100 * time.Millisecond, MapLease: 2 * time.Second, Pause: c.opts.Pause, Goroutines: c.opts.Goroutines,
 			LagRead: c.opts.LagRead}
@@ -481,7 +495,7 @@ func RunDoubling(ctx context.Context, env Env, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Kind: "doubling 4 -> 8"}
+	rep := &Report{Kind: "doubling 4 -> 8", Engine: env.Engine()}
 	return rep, c.underLoad(ctx, opts, rep, stop, func() error {
 		m, _, _, err := c.store.Load(ctx)
 		if err != nil {
@@ -572,7 +586,7 @@ func RunMigration(ctx context.Context, env Env, opts Options, stageOne time.Dura
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Kind: "migration 1 -> 4"}
+	rep := &Report{Kind: "migration 1 -> 4", Engine: env.Engine()}
 	return rep, c.underLoad(ctx, opts, rep, stop, func() error {
 		start := time.Now()
 		m, _, _, err := c.store.Load(ctx)

@@ -138,6 +138,20 @@ func (m *MariaDB) CreateDatabase(t testing.TB) string {
 	return createReplicatedDatabase(t, m.PrimaryDSN(""), m.WaitCaughtUp)
 }
 
+// NewDatabase creates a fresh database on the primary and waits until
+// the replica has it: CreateDatabase without a testing.TB, so nothing
+// drops it.
+func (m *MariaDB) NewDatabase(ctx context.Context) (string, error) {
+	name := uniqueName("fr")
+	if err := execMySQL(ctx, m.PrimaryDSN(""), "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	if err := m.WaitCaughtUp(ctx); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
 // Host is the address both servers are reached at: 127.0.0.1 for local
 // servers, the network's gateway or the engine's address for containers.
 func (m *MariaDB) Host() string {
