@@ -145,7 +145,20 @@ func (m *localMariaDB) startNode(ctx context.Context, nd *mariaNode) error {
 		out, _ := os.ReadFile(logPath)
 		return fmt.Errorf("%w: %s", err, lastLines(out, 10))
 	}
-	return nil
+	// The server listens on TCP before it creates its socket, which the
+	// first statements (as root@localhost) use.
+	sock := filepath.Join(m.base, nd.name+".sock")
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			out, _ := os.ReadFile(logPath)
+			return fmt.Errorf("testcluster: mariadb %s: no socket %s: %w: %s", nd.name, sock, ctx.Err(), lastLines(out, 10))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (m *localMariaDB) socketDSN(nd *mariaNode) string {
