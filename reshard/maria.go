@@ -136,7 +136,24 @@ func (mariaEngine) withTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) e
 	})
 }
 
-func (mariaEngine) checkShard(context.Context, Shard) (string, error) { return "", nil }
+// checkShard refuses a MySQL server: the mover reads the binlog position
+// of its copy's snapshot from MariaDB's binlog_snapshot_* status, which
+// MySQL does not have (docs/design/sharding-and-moves.md, "Not written
+// yet").
+func (mariaEngine) checkShard(ctx context.Context, sh Shard) (string, error) {
+	var version string
+	if err := sh.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return "", fmt.Errorf("read the server's version: %w", err)
+	}
+	if !isMariaDB(version) {
+		return "", fmt.Errorf("%w: the server is MySQL %s; moving buckets between MySQL shards is not supported (MariaDB 10.11 or later is)", ErrConfig, version)
+	}
+	return "", nil
+}
+
+// isMariaDB reports whether a server's VERSION() is MariaDB's
+// ("10.11.6-MariaDB-0+deb12u1-log"), not MySQL's ("8.4.3").
+func isMariaDB(version string) bool { return strings.Contains(version, "MariaDB") }
 
 // mariaGenerated matches information_schema.COLUMNS.EXTRA of a generated
 // column (MySQL 8 also says DEFAULT_GENERATED of a default expression,

@@ -184,3 +184,16 @@ func TestMariaTrxEnded(t *testing.T) {
 		}
 	}
 }
+
+func TestIsMariaDB(t *testing.T) {
+	for v, want := range map[string]bool{
+		"10.11.6-MariaDB-0+deb12u1-log": true,
+		"11.4.2-MariaDB":                true,
+		"8.4.3":                         false,
+		"8.0.36-0ubuntu0.22.04.1":       false,
+	} {
+		if got := isMariaDB(v); got != want {
+			t.Errorf("isMariaDB(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
