@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -198,6 +199,9 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 	if db.Error != nil {
 		return
 	}
+	if _, pinned := db.Statement.ConnPool.(*sql.Conn); pinned {
+		p.followPinned(db, db.Statement.SQL.String())
+	}
 	c := p.classify(db.Statement.SQL.String())
 	if c.kind == kindRead {
 		return
@@ -236,15 +240,26 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 		// A transaction the plugin did not begin (db.Connection + Begin on a
 		// *sql.Conn): held until the poller sees it end (foreign_tx.go).
 		p.holdForeignWrite(db, tables)
-	default:
-		var w writeSet
-		key := autocommitKey{db.Statement}
-		if prev, ok := db.Statement.Settings.Load(key); ok {
-			w = prev.(writeSet)
+	case *sql.Conn:
+		if p.keepPinnedWrite(c, tables) {
+			return // for the raw transaction's COMMIT (pinned_tx.go)
 		}
-		w.add(tables)
-		db.Statement.Settings.Store(key, w)
+		p.markAutocommit(db, tables)
+	default:
+		p.markAutocommit(db, tables)
 	}
+}
+
+// markAutocommit attaches a write to its statement, which publishes it
+// when it ends.
+func (p *Plugin) markAutocommit(db *gorm.DB, tables []string) {
+	var w writeSet
+	key := autocommitKey{db.Statement}
+	if prev, ok := db.Statement.Settings.Load(key); ok {
+		w = prev.(writeSet)
+	}
+	w.add(tables)
+	db.Statement.Settings.Store(key, w)
 }
 
 // publishAutocommit publishes a write that ran outside a transaction, now
@@ -252,6 +267,9 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 // publishes even when the statement failed: a failure after the commit
 // (a lost connection, a timeout) may hide a write.
 func (p *Plugin) publishAutocommit(db *gorm.DB) {
+	if conn, pinned := db.Statement.ConnPool.(*sql.Conn); pinned {
+		p.afterPinned(db, conn)
+	}
 	if p.pending.holding.Load() > 0 {
 		if fw, ok := db.Statement.Settings.LoadAndDelete(foreignKey{db.Statement}); ok {
 			p.identifyForeignWrite(db, fw.(*foreignWrite))

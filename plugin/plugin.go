@@ -33,6 +33,9 @@ type Plugin struct {
 	// on first use.
 	bufferedOnce sync.Once
 	bufferedDB   *sql.DB
+	// pinnedTxs are the raw transactions open on pinned connections, by
+	// *sql.Conn (pinned_tx.go).
+	pinnedTxs sync.Map
 	// deps is the dependency graph (dependents.go), and depSrc the graphs
 	// it merges.
 	deps   atomic.Pointer[depGraph]

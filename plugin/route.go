@@ -39,6 +39,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		// as on the pool.
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonPinned})
 		if stmt.SQL.Len() > 0 {
+			p.followPinned(db, stmt.SQL.String())
 			if c := p.classify(stmt.SQL.String()); c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
 				p.recordAutocommitRawWrite(db, c)
 			}

@@ -48,6 +48,12 @@ func onRowChain(stmt *gorm.Statement) bool {
 // the rows before it publishes.
 func (p *Plugin) recordAutocommitRawWrite(db *gorm.DB, c rawClass) {
 	stmt := db.Statement
+	if conn, pinned := stmt.ConnPool.(*sql.Conn); pinned {
+		if _, inTx := p.pinnedTxOf(conn); inTx {
+			p.recordRawWrite(db, c) // kept for the raw transaction's COMMIT (pinned_tx.go)
+			return
+		}
+	}
 	if plan, ok := p.returningPlan(stmt.Context, c, stmt.Vars); ok && keyableConn(db) {
 		stmt.Settings.Store(returnedKeysKey{stmt}, plan)
 	} else {
