@@ -59,6 +59,10 @@ func setName(db *gorm.DB, id uint) error {
 var writePaths = []writePath{
 	{name: "Create", want: "new", untouched: true, fresh: true, read: func(e *env, db *gorm.DB, id uint) served { return e.readItem(db, id+1000) },
 		write: func(db *gorm.DB, id uint) error { return db.Create(&Item{ID: id + 1000, Name: "new"}).Error }},
+	{name: "CreateFromMapWithModel", want: "new", untouched: true, fresh: true, read: func(e *env, db *gorm.DB, id uint) served { return e.readItem(db, id+1000) },
+		write: func(db *gorm.DB, id uint) error {
+			return db.Model(&Item{}).Create(map[string]any{"id": id + 1000, "name": "new"}).Error
+		}},
 	{name: "Update", want: "new", untouched: true, read: readItemName, write: setName},
 	{name: "Save", want: "new", untouched: true, read: readItemName,
 		write: func(db *gorm.DB, id uint) error { return db.Save(&Item{ID: id, Name: "new", Version: 2}).Error }},

@@ -180,7 +180,8 @@ func (p *Plugin) markModelKeys(db *gorm.DB) {
 			names []string
 			ok    bool
 		)
-		if kw.fromSQL {
+		if kw.fromSQL || hasClause(db.Statement, "INSERT") && mapRows(db.Statement) {
+			// No model, or a Create from maps: the INSERT GORM built.
 			names, ok = p.builtWriteNames(db.Statement, kw)
 		} else {
 			names, ok = p.keyedWriteNames(db.Statement, kw.table, kw.sig)

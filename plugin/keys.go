@@ -352,11 +352,15 @@ func setsKey(stmt *gorm.Statement, pk *schema.Field) bool {
 
 // modelKeys reads the keys of the rows a Create inserted from its model
 // (GORM sets keys the database assigned): the canonical forms of fields'
-// values, typed types, joined by "," (keyDef). A zero value: not known.
+// values, typed types, joined by "," (keyDef). A zero value, or rows that
+// are not the model's structs (maps): not known.
 func modelKeys(stmt *gorm.Statement, fields []*schema.Field, types []keyType) ([]string, bool) {
 	rv := reflect.Indirect(stmt.ReflectValue)
 	var keys []string
 	add := func(row reflect.Value) bool {
+		if row.Kind() != reflect.Struct || stmt.Schema == nil || row.Type() != stmt.Schema.ModelType {
+			return false // a map (Model(&T{}).Create(map)) or another type: no field to read
+		}
 		key := ""
 		for i, f := range fields {
 			v, zero := f.ValueOf(stmt.Context, row)
@@ -598,4 +602,21 @@ func integerValue(v any) (int64, bool) {
 		return 0, false
 	}
 	return intkind.Of(v)
+}
+
+// mapRows reports whether a statement's rows are maps (Create or Updates
+// from a map or a slice of maps), whatever its model: no field of the
+// model can be read from them.
+func mapRows(stmt *gorm.Statement) bool {
+	if !stmt.ReflectValue.IsValid() {
+		return false
+	}
+	t := reflect.Indirect(stmt.ReflectValue).Type()
+	if k := t.Kind(); k == reflect.Slice || k == reflect.Array {
+		t = t.Elem()
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+	}
+	return t.Kind() == reflect.Map
 }

@@ -42,10 +42,11 @@ func (p *Plugin) builtKeyedReadNames(stmt *gorm.Statement, table string) ([]stri
 // column, an INSERT of a map listing the key's values), or ok false when
 // it proves no key (the caller raises the table).
 func (p *Plugin) builtWriteNames(stmt *gorm.Statement, kw keyedWriteOf) ([]string, bool) {
-	if hasClause(stmt, "INSERT") && stmt.Schema != nil {
+	if hasClause(stmt, "INSERT") && stmt.Schema != nil && !mapRows(stmt) {
 		return p.createdWriteNames(stmt, kw)
 	}
-	// An UPDATE or DELETE, or a Create from a map (no model): the SQL
+	// An UPDATE or DELETE, or a Create from a map (with or without a
+	// model): the SQL
 	// GORM built, read as raw SQL (an INSERT: its VALUES).
 	c := p.classify(stmt.SQL.String())
 	if c.kind != kindWrite || c.pinned == nil || len(c.writes) != 1 || c.writes[0] != kw.table {
