@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 
@@ -64,6 +65,13 @@ var writePaths = []writePath{
 			return db.Model(&Item{}).Create(map[string]any{"id": id + 1000, "name": "new"}).Error
 		}},
 	{name: "Update", want: "new", untouched: true, read: readItemName, write: setName},
+	{name: "GenericUpdates", want: "new", untouched: true, read: readItemName,
+		write: func(db *gorm.DB, id uint) error {
+			// A model holding a slice, passed by value: Dest and Model
+			// are values that == cannot compare.
+			_, err := gorm.G[Item](db).Where("id = ?", id).Updates(context.Background(), Item{Name: "new"})
+			return err
+		}},
 	{name: "Save", want: "new", untouched: true, read: readItemName,
 		write: func(db *gorm.DB, id uint) error { return db.Save(&Item{ID: id, Name: "new", Version: 2}).Error }},
 	{name: "Delete", old: "1", want: "0", untouched: true, read: readItemCount,

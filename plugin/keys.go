@@ -297,7 +297,7 @@ func assigned(stmt *gorm.Statement, f *schema.Field) (v string, sets, known bool
 	}
 	val, zero := f.ValueOf(stmt.Context, rv)
 	if zero {
-		if stmt.Dest == stmt.Model {
+		if destIsModel(stmt) {
 			return "", true, false // Save writes zero values too
 		}
 		return "", false, false // Updates skips zero fields
@@ -339,7 +339,7 @@ func setsKey(stmt *gorm.Statement, pk *schema.Field) bool {
 	case nil:
 		return true
 	}
-	if stmt.Dest == stmt.Model {
+	if destIsModel(stmt) {
 		return false // GORM turns the model's key into the WHERE
 	}
 	rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
@@ -619,4 +619,20 @@ func mapRows(stmt *gorm.Statement) bool {
 		}
 	}
 	return t.Kind() == reflect.Map
+}
+
+// destIsModel reports whether a statement's Dest is its Model: the same
+// pointer, or equal values of one type (Save of a struct value makes its
+// Model the Dest). Compared by reflection: == on two values of a struct
+// type that holds a slice or a map panics (GORM's generic API passes
+// such structs by value).
+func destIsModel(stmt *gorm.Statement) bool {
+	d, m := reflect.ValueOf(stmt.Dest), reflect.ValueOf(stmt.Model)
+	if !d.IsValid() || !m.IsValid() || d.Type() != m.Type() {
+		return false
+	}
+	if d.Kind() == reflect.Pointer {
+		return d.Pointer() == m.Pointer()
+	}
+	return reflect.DeepEqual(stmt.Dest, stmt.Model)
 }
