@@ -149,6 +149,7 @@ func checkKeyedUUID(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
 func TestKeyedUUID(t *testing.T) { checkKeyedUUID(t, newEnv) }
 
 // TestMariaDBKeyedUUID is TestKeyedUUID on MariaDB: checkKeyedUUID asserts.
+// TestMariaDBKeyedUUID is TestKeyedUUID on MariaDB: checkKeyedUUID asserts.
 func TestMariaDBKeyedUUID(t *testing.T) { checkKeyedUUID(t, newMariaEnv) }
 
 // OrderLine is a model whose primary key is composite: a uuid and an integer
@@ -247,6 +248,8 @@ func checkKeyedComposite(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) 
 
 func TestKeyedComposite(t *testing.T) { checkKeyedComposite(t, newEnv) }
 
+// TestMariaDBKeyedComposite is TestKeyedComposite on MariaDB:
+// checkKeyedComposite asserts.
 // TestMariaDBKeyedComposite is TestKeyedComposite on MariaDB:
 // checkKeyedComposite asserts.
 func TestMariaDBKeyedComposite(t *testing.T) { checkKeyedComposite(t, newMariaEnv) }
