@@ -35,11 +35,12 @@ import (
 // returned a version older than one acknowledged before it started:
 // counted, never expected of freshread); the process's CPU time per read
 // (client-cpu-µs/read, getrusage) and, with Redis, the Redis server's
-// (redis-cpu-µs/read, INFO cpu).
+// (redis-cpu-µs/read, INFO cpu). freshread-memory-nostall is
+// freshread-memory with StallTimeout -1: what the stall watch costs.
 func BenchmarkReadSaturation(b *testing.B) {
 	for _, mix := range []string{"reads", "writes10"} {
 		for _, conc := range []int{8, 32, 128} {
-			for _, kind := range []string{"primary", "dbresolver", "freshread-memory", "freshread-redis", "freshread-redis-table"} {
+			for _, kind := range []string{"primary", "dbresolver", "freshread-memory", "freshread-memory-nostall", "freshread-redis", "freshread-redis-table"} {
 				b.Run(fmt.Sprintf("mix=%s/conc=%d/setup=%s", mix, conc, kind), func(b *testing.B) {
 					saturate(b, kind, conc, mix == "writes10")
 				})

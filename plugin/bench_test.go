@@ -186,8 +186,13 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 			b.Fatal(err)
 		}
 		return s
-	case "freshread-memory":
+	case "freshread-memory", "freshread-memory-nostall":
 		cfg.Store = lsnstore.NewMemory()
+		if kind == "freshread-memory-nostall" {
+			// The stall watch's share of a read's cost: without it a
+			// read's context stays one that cannot end.
+			cfg.StallTimeout = -1
+		}
 	case "freshread-redis", "freshread-redis-table", "freshread-redis-sequential":
 		cfg.TablePositions = kind == "freshread-redis-table"
 		cfg.SequentialLookup = kind == "freshread-redis-sequential"
