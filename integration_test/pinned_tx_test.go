@@ -28,10 +28,7 @@ func TestPinnedRawTransaction(t *testing.T) {
 			}
 			err = e.db.Connection(func(conn *gorm.DB) error {
 				conn = conn.Session(&gorm.Session{})
-				if err := conn.Exec("BEGIN").Error; err != nil {
-					return err
-				}
-				if err := conn.Exec("UPDATE items SET name = 'new' WHERE id = 1").Error; err != nil {
+				if err := execEach(conn, "BEGIN", "UPDATE items SET name = 'new' WHERE id = 1"); err != nil {
 					return err
 				}
 				var id int // a write through the Row chain
@@ -62,14 +59,7 @@ func TestPinnedRawTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = e.db.Connection(func(conn *gorm.DB) error {
-				conn = conn.Session(&gorm.Session{})
-				if err := conn.Exec("START TRANSACTION").Error; err != nil {
-					return err
-				}
-				if err := conn.Exec("UPDATE items SET name = 'rolled back' WHERE id = 1").Error; err != nil {
-					return err
-				}
-				return conn.Exec("ROLLBACK").Error
+				return execEach(conn.Session(&gorm.Session{}), "START TRANSACTION", "UPDATE items SET name = 'rolled back' WHERE id = 1", "ROLLBACK")
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -80,4 +70,14 @@ func TestPinnedRawTransaction(t *testing.T) {
 			e.mustReplica(e.readItem(other, 1), "a read after a rolled-back raw transaction")
 		})
 	}
+}
+
+// execEach runs each statement on db in turn, stopping at the first error.
+func execEach(db *gorm.DB, statements ...string) error {
+	for _, q := range statements {
+		if err := db.Exec(q).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
