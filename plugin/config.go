@@ -233,8 +233,10 @@ type Config struct {
 	// answers, and the read is cancelled and run again on the primary (or,
 	// for an overlapped read, a fresh replica). Only the wait for the
 	// first answer is bounded: rows already streaming are never cut.
-	// Negative: reads wait on a replica as long as their context allows.
-	// Default: 1s.
+	// Negative: reads wait on a replica as long as their context allows,
+	// and run in it (the watch costs a read a cancellable context, which
+	// database/sql watches with a goroutine when the caller's cannot end:
+	// docs/design/reliability.md). Default: 1s.
 	StallTimeout time.Duration
 
 	// BreakerFailures is the number of consecutive store failures after
