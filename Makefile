@@ -38,11 +38,12 @@ deps:
 ## demo: start a replicated cluster, run the example service against it
 ## (freshness, then a trigger-written table with the tracker), then the
 ## sharded order service, then growing it online (reshard-demo).
-# run_demo,cmd,name: runs example/cmd/<cmd>, saying how long it took, and
-# on failure which demo failed and what to try.
+# run_demo,cmd,name: runs example/cmd/<cmd>, saying how long it took (to a
+# tenth of a second), and on failure which demo failed and what to try.
 define run_demo
-@t=$$(date +%s); $(DEMO_BIN)/$(1) && echo "make demo: $(2) demo passed in $$(($$(date +%s) - t)) s" || \
-	{ echo "make demo: the $(2) demo failed after $$(($$(date +%s) - t)) s (its output above says at which step); FRESHREAD_DOCKER=0 runs the servers as local processes, FRESHREAD_DOCKER=1 in containers" >&2; exit 1; }
+@t=$$(date +%s%N); took() { ms=$$(( ($$(date +%s%N) - t) / 1000000 )); echo "$$((ms / 1000)).$$((ms % 1000 / 100)) s"; }; \
+	$(DEMO_BIN)/$(1) && echo "make demo: $(2) demo passed in $$(took)" || \
+	{ echo "make demo: the $(2) demo failed after $$(took) (its output above says at which step); FRESHREAD_DOCKER=0 runs the servers as local processes, FRESHREAD_DOCKER=1 in containers" >&2; exit 1; }
 endef
 
 # The demos are compiled first, saying so (a minute on a cold Go cache).
