@@ -90,67 +90,65 @@ func (e *env) createDeleteSteps(what string, created any, readsC func() map[stri
 	untouched("a GORM delete of " + what + " A")
 }
 
-// checkKeyedUUID: a table with a uuid primary key (created through the
-// plugin, which reads its key from the catalog) is keyed by it: GORM
-// Update, Create and Delete and a raw UPDATE of row A, while replay is
-// paused, leave every read of row B on a replica, and row A is never read
-// stale.
-func checkKeyedUUID(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
-	e := newEnv(t, keyed)
-	if err := e.db.Exec("CREATE TABLE tokens (id UUID PRIMARY KEY, name VARCHAR(40), version INT)").Error; err != nil {
-		t.Fatal(err)
-	}
-	a, b, c := uuid.New(), uuid.New(), uuid.New()
-	for _, id := range []uuid.UUID{a, b} {
-		if err := e.db.Create(&Token{ID: id, Name: "old", Version: 1}).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.step("tokens A and B written and replicated")
+// TestKeyedUUID, on both engines: a table with a uuid primary key
+// (created through the plugin, which reads its key from the catalog) is
+// keyed by it: GORM Update, Create and Delete and a raw UPDATE of row A,
+// while replay is paused, leave every read of row B on a replica, and row
+// A is never read stale.
+func TestKeyedUUID(t *testing.T) {
+	for _, engine := range []string{"postgres", "mariadb"} {
+		t.Run(engine, func(t *testing.T) {
+			e := newEngineEnv(t, engine, keyed)
+			if err := e.db.Exec("CREATE TABLE tokens (id UUID PRIMARY KEY, name VARCHAR(40), version INT)").Error; err != nil {
+				t.Fatal(err)
+			}
+			a, b, c := uuid.New(), uuid.New(), uuid.New()
+			for _, id := range []uuid.UUID{a, b} {
+				if err := e.db.Create(&Token{ID: id, Name: "old", Version: 1}).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.step("tokens A and B written and replicated")
 
-	untouched := func(after string) {
-		e.t.Helper()
-		reads := e.tokenReads(e.db, b)
-		e.mustRead(reads, "old", after)
-		e.mustReplicas(reads, after)
-	}
+			untouched := func(after string) {
+				e.t.Helper()
+				reads := e.tokenReads(e.db, b)
+				e.mustRead(reads, "old", after)
+				e.mustReplicas(reads, after)
+			}
 
-	e.t.Log("step: GORM updates token A")
-	if err := e.db.Model(&Token{ID: a}).Update("name", "new").Error; err != nil {
-		t.Fatal(err)
-	}
-	e.mustRead(e.tokenReads(e.db, a), "new", "a GORM update of token A")
-	untouched("a GORM update of token A")
+			e.t.Log("step: GORM updates token A")
+			if err := e.db.Model(&Token{ID: a}).Update("name", "new").Error; err != nil {
+				t.Fatal(err)
+			}
+			e.mustRead(e.tokenReads(e.db, a), "new", "a GORM update of token A")
+			untouched("a GORM update of token A")
 
-	e.step("the writes so far replicated")
-	e.t.Log("step: raw SQL updates token A by its upper-case string")
-	if err := e.db.Exec("UPDATE tokens SET name = ? WHERE id = ?", "newer", strings.ToUpper(a.String())).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.mustRead(e.tokenReads(e.db, a), "newer", "a raw update of token A")
-	untouched("a raw update of token A")
+			e.step("the writes so far replicated")
+			e.t.Log("step: raw SQL updates token A by its upper-case string")
+			if err := e.db.Exec("UPDATE tokens SET name = ? WHERE id = ?", "newer", strings.ToUpper(a.String())).Error; err != nil {
+				t.Fatal(err)
+			}
+			e.mustRead(e.tokenReads(e.db, a), "newer", "a raw update of token A")
+			untouched("a raw update of token A")
 
-	e.createDeleteSteps("token", &Token{ID: c, Name: "created"}, func() map[string]served { return e.tokenReads(e.db, c) },
-		&Token{ID: a}, e.db.Model(&Token{}).Where("id = ?", a), untouched)
+			e.createDeleteSteps("token", &Token{ID: c, Name: "created"}, func() map[string]served { return e.tokenReads(e.db, c) },
+				&Token{ID: a}, e.db.Model(&Token{}).Where("id = ?", a), untouched)
 
-	e.step("the writes so far replicated")
-	e.t.Log("step: an update without a key")
-	if err := e.db.Model(&Token{}).Where("name = ?", "old").Update("version", 7).Error; err != nil {
-		t.Fatal(err)
+			e.step("the writes so far replicated")
+			e.t.Log("step: an update without a key")
+			if err := e.db.Model(&Token{}).Where("name = ?", "old").Update("version", 7).Error; err != nil {
+				t.Fatal(err)
+			}
+			for what, got := range e.tokenReads(e.db, b) {
+				if got.Version != 7 {
+					t.Fatalf("STALE READ of token B through %s after an update without a key: %+v", what, got)
+				}
+			}
+			e.resumeAll()
+		})
 	}
-	for what, got := range e.tokenReads(e.db, b) {
-		if got.Version != 7 {
-			t.Fatalf("STALE READ of token B through %s after an update without a key: %+v", what, got)
-		}
-	}
-	e.resumeAll()
 }
-
-func TestKeyedUUID(t *testing.T) { checkKeyedUUID(t, newEnv) }
-
-// TestMariaDBKeyedUUID is TestKeyedUUID on MariaDB: checkKeyedUUID asserts.
-// TestMariaDBKeyedUUID is TestKeyedUUID on MariaDB: checkKeyedUUID asserts.
-func TestMariaDBKeyedUUID(t *testing.T) { checkKeyedUUID(t, newMariaEnv) }
 
 // OrderLine is a model whose primary key is composite: a uuid and an integer
 // (the catalog's order: order_id, n).
@@ -179,80 +177,77 @@ func (e *env) lineReads(db *gorm.DB, order uuid.UUID, n int) map[string]served {
 	}
 }
 
-// checkKeyedComposite: a table whose primary key is composite (order_id,
-// n) is keyed where every column is pinned: GORM Update, Delete and
-// Create and a raw UPDATE of line A = (o, 1), while replay is paused,
-// leave reads of line B = (o, 2), of the same order, on a replica; line A
-// is never read stale, nor through a read pinned by order_id alone.
-func checkKeyedComposite(t *testing.T, newEnv func(*testing.T, ...envOpt) *env) {
-	e := newEnv(t, keyed)
-	if err := e.db.Exec("CREATE TABLE order_lines (order_id UUID NOT NULL, n INT NOT NULL, name VARCHAR(40), version INT, PRIMARY KEY (order_id, n))").Error; err != nil {
-		t.Fatal(err)
-	}
-	o := uuid.New()
-	for n := 1; n <= 2; n++ {
-		if err := e.db.Create(&OrderLine{OrderID: o, N: n, Name: "old", Version: 1}).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.step("lines A and B written and replicated")
-	untouched := func(after string) {
-		e.t.Helper()
-		reads := e.lineReads(e.db, o, 2)
-		e.mustRead(reads, "old", after)
-		e.mustReplicas(reads, after)
-	}
-	byOrder := func(name, after string) {
-		e.t.Helper()
-		var names []string
-		if err := e.db.Model(&OrderLine{}).Where("order_id = ?", o).Order("n").Pluck("name", &names).Error; err != nil {
-			t.Fatal(err)
-		}
-		if len(names) == 0 || names[0] != name {
-			t.Fatalf("STALE READ of the order's lines (pinned by order_id alone) after %s: %q, want %q first", after, names, name)
-		}
-	}
+// TestKeyedComposite, on both engines: a table whose primary key is
+// composite (order_id, n) is keyed where every column is pinned: GORM
+// Update, Delete and Create and a raw UPDATE of line A = (o, 1), while
+// replay is paused, leave reads of line B = (o, 2), of the same order, on
+// a replica; line A is never read stale, nor through a read pinned by
+// order_id alone.
+func TestKeyedComposite(t *testing.T) {
+	for _, engine := range []string{"postgres", "mariadb"} {
+		t.Run(engine, func(t *testing.T) {
+			e := newEngineEnv(t, engine, keyed)
+			if err := e.db.Exec("CREATE TABLE order_lines (order_id UUID NOT NULL, n INT NOT NULL, name VARCHAR(40), version INT, PRIMARY KEY (order_id, n))").Error; err != nil {
+				t.Fatal(err)
+			}
+			o := uuid.New()
+			for n := 1; n <= 2; n++ {
+				if err := e.db.Create(&OrderLine{OrderID: o, N: n, Name: "old", Version: 1}).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.step("lines A and B written and replicated")
+			untouched := func(after string) {
+				e.t.Helper()
+				reads := e.lineReads(e.db, o, 2)
+				e.mustRead(reads, "old", after)
+				e.mustReplicas(reads, after)
+			}
+			byOrder := func(name, after string) {
+				e.t.Helper()
+				var names []string
+				if err := e.db.Model(&OrderLine{}).Where("order_id = ?", o).Order("n").Pluck("name", &names).Error; err != nil {
+					t.Fatal(err)
+				}
+				if len(names) == 0 || names[0] != name {
+					t.Fatalf("STALE READ of the order's lines (pinned by order_id alone) after %s: %q, want %q first", after, names, name)
+				}
+			}
 
-	e.t.Log("step: GORM updates line A")
-	if err := e.db.Model(&OrderLine{OrderID: o, N: 1}).Update("name", "new").Error; err != nil {
-		t.Fatal(err)
-	}
-	e.mustRead(e.lineReads(e.db, o, 1), "new", "a GORM update of line A")
-	byOrder("new", "a GORM update of line A")
-	untouched("a GORM update of line A")
+			e.t.Log("step: GORM updates line A")
+			if err := e.db.Model(&OrderLine{OrderID: o, N: 1}).Update("name", "new").Error; err != nil {
+				t.Fatal(err)
+			}
+			e.mustRead(e.lineReads(e.db, o, 1), "new", "a GORM update of line A")
+			byOrder("new", "a GORM update of line A")
+			untouched("a GORM update of line A")
 
-	e.step("the writes so far replicated")
-	e.t.Log("step: raw SQL updates line A")
-	if err := e.db.Exec("UPDATE order_lines SET name = ? WHERE order_id = ? AND n = ?", "newer", o.String(), 1).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.mustRead(e.lineReads(e.db, o, 1), "newer", "a raw update of line A")
-	byOrder("newer", "a raw update of line A")
-	untouched("a raw update of line A")
+			e.step("the writes so far replicated")
+			e.t.Log("step: raw SQL updates line A")
+			if err := e.db.Exec("UPDATE order_lines SET name = ? WHERE order_id = ? AND n = ?", "newer", o.String(), 1).Error; err != nil {
+				t.Fatal(err)
+			}
+			e.mustRead(e.lineReads(e.db, o, 1), "newer", "a raw update of line A")
+			byOrder("newer", "a raw update of line A")
+			untouched("a raw update of line A")
 
-	e.createDeleteSteps("line", &OrderLine{OrderID: o, N: 3, Name: "created"}, func() map[string]served { return e.lineReads(e.db, o, 3) },
-		&OrderLine{OrderID: o, N: 1}, e.db.Model(&OrderLine{}).Where(&OrderLine{OrderID: o, N: 1}), untouched)
+			e.createDeleteSteps("line", &OrderLine{OrderID: o, N: 3, Name: "created"}, func() map[string]served { return e.lineReads(e.db, o, 3) },
+				&OrderLine{OrderID: o, N: 1}, e.db.Model(&OrderLine{}).Where(&OrderLine{OrderID: o, N: 1}), untouched)
 
-	e.step("the writes so far replicated")
-	e.t.Log("step: an update pinned by order_id alone")
-	if err := e.db.Model(&OrderLine{}).Where("order_id = ?", o).Update("version", 7).Error; err != nil {
-		t.Fatal(err)
+			e.step("the writes so far replicated")
+			e.t.Log("step: an update pinned by order_id alone")
+			if err := e.db.Model(&OrderLine{}).Where("order_id = ?", o).Update("version", 7).Error; err != nil {
+				t.Fatal(err)
+			}
+			for what, got := range e.lineReads(e.db, o, 2) {
+				if got.Version != 7 {
+					t.Fatalf("STALE READ of line B through %s after an update pinned by order_id alone: %+v", what, got)
+				}
+			}
+			e.resumeAll()
+		})
 	}
-	for what, got := range e.lineReads(e.db, o, 2) {
-		if got.Version != 7 {
-			t.Fatalf("STALE READ of line B through %s after an update pinned by order_id alone: %+v", what, got)
-		}
-	}
-	e.resumeAll()
 }
-
-func TestKeyedComposite(t *testing.T) { checkKeyedComposite(t, newEnv) }
-
-// TestMariaDBKeyedComposite is TestKeyedComposite on MariaDB:
-// checkKeyedComposite asserts.
-// TestMariaDBKeyedComposite is TestKeyedComposite on MariaDB:
-// checkKeyedComposite asserts.
-func TestMariaDBKeyedComposite(t *testing.T) { checkKeyedComposite(t, newMariaEnv) }
 
 // Code is a model whose primary key is text.
 type Code struct {
