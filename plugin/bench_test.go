@@ -354,45 +354,66 @@ func benchReads(b *testing.B, dryRun bool) { benchReadsIn(b, dryRun, benchKinds,
 func benchReadsIn(b *testing.B, dryRun bool, kinds []string, parent context.Context) {
 	for _, kind := range kinds {
 		b.Run("setup="+kind, func(b *testing.B) {
-			s := openSetup(b, kind)
-			ctx := context.WithValue(parent, readMark{}, true)
-			db := s.db.Session(&gorm.Session{Context: ctx, DryRun: dryRun})
-			s.check(b, db, "before the loop")
-			var before int64
-			if s.counter != nil {
-				before = s.counter.roundTrips()
-			}
-			// Each read's latency, for the median and p99 (a preallocated
-			// slice: recording allocates nothing in the loop).
-			lat := make([]time.Duration, 0, 1<<20)
-			b.ReportAllocs()
-			for b.Loop() {
-				start := time.Now()
-				var it benchItem
-				if err := db.Model(&benchItem{}).Where("id = ?", 1).Take(&it).Error; err != nil {
-					b.Fatal(err)
-				}
-				if len(lat) < cap(lat) {
-					lat = append(lat, time.Since(start))
-				}
-			}
-			if s.counter != nil {
-				b.ReportMetric(float64(s.counter.roundTrips()-before)/float64(b.N), "redis-cmds/op")
-			}
-			if !dryRun && len(lat) > 0 {
-				slices.Sort(lat)
-				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
-			}
+			s, db := readSetup(b, kind, parent, dryRun)
+			timedReads(b, s, db)
 			s.check(b, db, "after the loop")
 		})
+	}
+}
+
+// readSetup opens setup kind for reads in a context derived from parent
+// (DryRun: routing alone) and checks that a read goes where the setup
+// sends it.
+func readSetup(b *testing.B, kind string, parent context.Context, dryRun bool) (*benchSetup, *gorm.DB) {
+	s := openSetup(b, kind)
+	ctx := context.WithValue(parent, readMark{}, true)
+	db := s.db.Session(&gorm.Session{Context: ctx, DryRun: dryRun})
+	s.check(b, db, "before the loop")
+	return s, db
+}
+
+// timedReads is the benchmark loop of one goroutine reading benchItem 1
+// on db, reporting Redis commands per read and, for real reads, each
+// read's median and p99.
+func timedReads(b *testing.B, s *benchSetup, db *gorm.DB) {
+	var before int64
+	if s.counter != nil {
+		before = s.counter.roundTrips()
+	}
+	// Each read's latency, for the median and p99 (a preallocated
+	// slice: recording allocates nothing in the loop).
+	lat := make([]time.Duration, 0, 1<<20)
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		var it benchItem
+		if err := db.Model(&benchItem{}).Where("id = ?", 1).Take(&it).Error; err != nil {
+			b.Fatal(err)
+		}
+		if len(lat) < cap(lat) {
+			lat = append(lat, time.Since(start))
+		}
+	}
+	if s.counter != nil {
+		b.ReportMetric(float64(s.counter.roundTrips()-before)/float64(b.N), "redis-cmds/op")
+	}
+	if !db.DryRun && len(lat) > 0 {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
 	}
 }
 
 // BenchmarkReadParallel is BenchmarkRead from 32 goroutines at once
 // (b.RunParallel): throughput under concurrency.
 func BenchmarkReadParallel(b *testing.B) {
-	benchReadParallel(b, benchKinds, context.Background())
+	for _, kind := range benchKinds {
+		b.Run("setup="+kind, func(b *testing.B) {
+			s, db := readSetup(b, kind, context.Background(), false)
+			parallelReads(b, s, db)
+			s.check(b, db, "after the loop")
+		})
+	}
 }
 
 // BenchmarkReadParallelRequestContext is BenchmarkReadParallel in a
@@ -402,55 +423,53 @@ func BenchmarkReadParallel(b *testing.B) {
 func BenchmarkReadParallelRequestContext(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	benchReadParallel(b, []string{"dbresolver", "freshread-memory", "freshread-memory-nostall", "freshread-redis"}, ctx)
-}
-
-func benchReadParallel(b *testing.B, kinds []string, parent context.Context) {
-	for _, kind := range kinds {
+	for _, kind := range []string{"dbresolver", "freshread-memory", "freshread-memory-nostall", "freshread-redis"} {
 		b.Run("setup="+kind, func(b *testing.B) {
-			s := openSetup(b, kind)
-			ctx := context.WithValue(parent, readMark{}, true)
-			db := s.db.Session(&gorm.Session{Context: ctx})
-			s.check(b, db, "before the loop")
-			var before int64
-			if s.counter != nil {
-				before = s.counter.roundTrips()
-			}
-			// Warm the pools up: 32 connections per server opened before
-			// the clock starts.
-			var wg sync.WaitGroup
-			for g := 0; g < 32; g++ {
-				wg.Go(func() {
-					for i := 0; i < 20; i++ {
-						var it benchItem
-						if err := db.Model(&benchItem{}).Where("id = ?", 1).Take(&it).Error; err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if s.counter != nil {
-				before = s.counter.roundTrips()
-			}
-			b.ResetTimer()
-			b.ReportAllocs()
-			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					var it benchItem
-					if err := db.Model(&benchItem{}).Where("id = ?", 1).Take(&it).Error; err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			if s.counter != nil {
-				b.ReportMetric(float64(s.counter.roundTrips()-before)/float64(b.N), "redis-cmds/op")
-			}
+			s, db := readSetup(b, kind, ctx, false)
+			parallelReads(b, s, db)
 			s.check(b, db, "after the loop")
 		})
+	}
+}
+
+// parallelReads is the benchmark loop of 32 goroutines reading benchItem 1
+// on db, their pools warmed up first, reporting Redis commands per read.
+func parallelReads(b *testing.B, s *benchSetup, db *gorm.DB) {
+	read := func() error {
+		var it benchItem
+		return db.Model(&benchItem{}).Where("id = ?", 1).Take(&it).Error
+	}
+	// Warm the pools up: 32 connections per server opened before the
+	// clock starts.
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Go(func() {
+			for i := 0; i < 20; i++ {
+				if err := read(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var before int64
+	if s.counter != nil {
+		before = s.counter.roundTrips()
+	}
+	b.ResetTimer()
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := read(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	if s.counter != nil {
+		b.ReportMetric(float64(s.counter.roundTrips()-before)/float64(b.N), "redis-cmds/op")
 	}
 }
 
@@ -460,12 +479,17 @@ func BenchmarkRead(b *testing.B) { benchReads(b, false) }
 
 // BenchmarkReadRequestContext is BenchmarkRead in a context that can end,
 // as a service's request context: database/sql and the driver then watch
-// it for every read, with or without the plugin. benchReadsIn checks
-// where each setup's reads go before the loop.
+// it for every read, with or without the plugin.
 func BenchmarkReadRequestContext(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	benchReadsIn(b, false, []string{"dbresolver", "freshread-memory", "freshread-redis"}, ctx)
+	for _, kind := range []string{"dbresolver", "freshread-memory", "freshread-redis"} {
+		b.Run("setup="+kind, func(b *testing.B) {
+			s, db := readSetup(b, kind, ctx, false)
+			timedReads(b, s, db)
+			s.check(b, db, "after the loop")
+		})
+	}
 }
 
 // BenchmarkRoute is the same read with DryRun: the callbacks, routing
