@@ -46,8 +46,7 @@ func (p *Plugin) builtWriteNames(stmt *gorm.Statement, kw keyedWriteOf) ([]strin
 		return p.createdWriteNames(stmt, kw)
 	}
 	// An UPDATE or DELETE, or a Create from a map (with or without a
-	// model): the SQL
-	// GORM built, read as raw SQL (an INSERT: its VALUES).
+	// model): the SQL GORM built, read as raw SQL (an INSERT: its VALUES).
 	c := p.classify(stmt.SQL.String())
 	if c.kind != kindWrite || c.pinned == nil || len(c.writes) != 1 || c.writes[0] != kw.table {
 		return nil, false
