@@ -196,6 +196,12 @@ func dockerHostHint() bool {
 // are not exposed on every interface; every interface only for an engine
 // known by name.
 func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) {
+	if _, set := os.LookupEnv("TESTCONTAINERS_HOST_OVERRIDE"); !set && engineOnThisNetwork(ctx) {
+		// testcontainers, in a container, takes the default route's
+		// gateway for the engine's host when the default bridge names no
+		// gateway, even when the engine runs in this container.
+		return "127.0.0.1", "127.0.0.1", nil
+	}
 	p, err := testcontainers.NewDockerProvider()
 	if err != nil {
 		return "", "", fmt.Errorf("testcluster: docker provider: %w", err)

@@ -11,47 +11,47 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/network"
 )
 
 const (
-	// mariaPrimaryAlias is the primary's name on the pair's Docker network.
+	// mariaPrimaryAlias is the primary's name on the pair's private network.
 	mariaPrimaryAlias = "mariadb-primary"
 	mariaReplicaAlias = "mariadb-replica"
 )
 
-// dockerMariaDB is a MariaDB 10.11 primary and its GTID replica on a private
-// Docker network, published on host ports.
+// dockerMariaDB is a MariaDB 10.11 primary and its GTID replica in
+// containers (serverNet says on which network), each on a fixed port.
 type dockerMariaDB struct {
-	net              *testcontainers.DockerNetwork
+	net              *serverNet
 	host             string
 	primary, replica *dockerServer
 }
 
 func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
-	host, bindIP, nw, err := dockerNetwork(ctx)
+	sn, err := newServerNet(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	m := &dockerMariaDB{net: nw, host: host}
+	host := sn.host
+	m := &dockerMariaDB{net: sn, host: host}
 	defer func() {
 		if err != nil {
 			m.close()
 		}
 	}()
-	if m.primary, err = m.newNode(host, mariaPrimaryAlias); err != nil {
+	if m.primary, err = m.newNode(mariaPrimaryAlias); err != nil {
 		return nil, err
 	}
-	if m.replica, err = m.newNode(host, mariaReplicaAlias); err != nil {
+	if m.replica, err = m.newNode(mariaReplicaAlias); err != nil {
 		return nil, err
 	}
 	// Both servers start concurrently.
 	start := func(nd *dockerServer, serverID int) func() error {
 		return func() error {
 			c, err := runContainer(ctx, "MariaDB "+nd.name, "",
-				testcontainers.WithEntrypoint(append([]string{"freshread-mariadb", strconv.Itoa(nd.port)}, mariaReplicationArgs(serverID)...)...),
-				network.WithNetwork([]string{nd.name}, nw),
-				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
+				// A later --bind-address overrides the entrypoint's.
+				testcontainers.WithEntrypoint(append([]string{"freshread-mariadb", strconv.Itoa(nd.port), "--bind-address=" + sn.listenIP()}, mariaReplicationArgs(serverID)...)...),
+				sn.attach(nd.name, nd.port),
 				withDataDir(nd.dir, "/var/lib/mysql"),
 			)
 			if err != nil {
@@ -79,19 +79,19 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	if err := execMySQL(ctx, m.replicaDSN(""),
 		"RESET MASTER",
 		fmt.Sprintf("SET GLOBAL gtid_slave_pos = '%s'", pos),
-		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", mariaPrimaryAlias, m.primary.port),
+		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%d, MASTER_USER='root', MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1", sn.peer(mariaPrimaryAlias), m.primary.port),
 		"START SLAVE"); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *dockerMariaDB) newNode(host, name string) (*dockerServer, error) {
-	port, err := freePort()
+func (m *dockerMariaDB) newNode(name string) (*dockerServer, error) {
+	port, err := m.net.freePort()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := newDataDir(host)
+	dir, err := newDataDir(m.host)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (m *dockerMariaDB) replicaDSN(db string) string { return m.config(m.replica
 
 // close removes both containers and data directories, then the network.
 func (m *dockerMariaDB) close() error {
-	return errors.Join(discardServers(m.replica, m.primary), removeNetwork(m.net))
+	return errors.Join(discardServers(m.replica, m.primary), m.net.remove())
 }
 
 // restartPrimary stops the primary's container (mariadbd shuts down on

@@ -14,21 +14,20 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/network"
 )
 
 const (
 	// mysqlDefaultImage is what FRESHREAD_MYSQL_IMAGE=1 means.
 	mysqlDefaultImage = "mysql:8.4"
-	// mysqlPrimaryAlias is the primary's name on the pair's Docker network.
+	// mysqlPrimaryAlias is the primary's name on the pair's private network.
 	mysqlPrimaryAlias = "mysql-primary"
 	mysqlReplicaAlias = "mysql-replica"
 )
 
-// dockerMySQL is a mysql:8.4 primary and its GTID replica on a private
-// Docker network, published on host ports.
+// dockerMySQL is a mysql:8.4 primary and its GTID replica in containers
+// (serverNet says on which network), each on a fixed port.
 type dockerMySQL struct {
-	net              *testcontainers.DockerNetwork
+	net              *serverNet
 	host             string
 	primary, replica *dockerMySQLNode
 }
@@ -39,14 +38,16 @@ type dockerMySQLNode struct {
 	c    *testcontainers.DockerContainer
 }
 
-// mysqlServerArgs are the mysqld options of a node; the image's entrypoint
-// passes arguments that start with "-" to mysqld. The server listens on the
-// same port inside the container as on the host, so that SELECT @@port
-// (how the tests tell primary from replica) reports the published port.
-// gtid=false leaves gtid_mode OFF (a server the plugin must refuse).
-func mysqlServerArgs(serverID, port int, gtid bool) []string {
+// mysqlServerArgs are the mysqld options of a node listening on listenIP;
+// the image's entrypoint passes arguments that start with "-" to mysqld.
+// The server listens on the same port inside the container as on the host,
+// so that SELECT @@port (how the tests tell primary from replica) reports
+// the published port. gtid=false leaves gtid_mode OFF (a server the plugin
+// must refuse).
+func mysqlServerArgs(serverID, port int, listenIP string, gtid bool) []string {
 	args := []string{
 		"--server-id=" + strconv.Itoa(serverID),
+		"--bind-address=" + listenIP,
 		"--port=" + strconv.Itoa(port),
 		"--log-bin=mysql-bin",
 		"--skip-name-resolve",
@@ -60,50 +61,47 @@ func mysqlServerArgs(serverID, port int, gtid bool) []string {
 	return append(args, "--gtid-mode=OFF")
 }
 
-// runMySQLNode starts nd's container (on nw when not nil) with args and
-// waits until it answers through its published port. The root user (empty
-// password, any host) is made by the image's initialisation.
-func runMySQLNode(ctx context.Context, host, bindIP string, nw *testcontainers.DockerNetwork, nd *dockerMySQLNode, args []string) error {
-	opts := []testcontainers.ContainerCustomizer{
+// runMySQLNode starts nd's container on sn with args and waits until it
+// answers on its port. The root user (empty password, any host) is made by
+// the image's initialisation.
+func runMySQLNode(ctx context.Context, sn *serverNet, nd *dockerMySQLNode, args []string) error {
+	c, err := runContainer(ctx, "MySQL "+nd.name, mysqlImage(),
 		testcontainers.WithEnv(map[string]string{
 			"MYSQL_ALLOW_EMPTY_PASSWORD": "yes",
 			"MYSQL_INITDB_SKIP_TZINFO":   "1",
 		}),
 		testcontainers.WithCmd(args...),
-		withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
-	}
-	if nw != nil {
-		opts = append(opts, network.WithNetwork([]string{nd.name}, nw))
-	}
-	c, err := runContainer(ctx, "MySQL "+nd.name, mysqlImage(), opts...)
+		sn.attach(nd.name, nd.port),
+	)
 	if err != nil {
 		return err
 	}
 	nd.c = c
-	return waitMySQLNode(ctx, host, nd)
+	return waitMySQLNode(ctx, sn.host, nd)
 }
 
 func startDockerMySQL(ctx context.Context) (_ mysqlBackend, err error) {
-	host, bindIP, nw, err := dockerNetwork(ctx)
+	sn, err := newServerNet(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	m := &dockerMySQL{net: nw, host: host}
+	host := sn.host
+	m := &dockerMySQL{net: sn, host: host}
 	defer func() {
 		if err != nil {
 			m.close()
 		}
 	}()
-	if m.primary, err = newDockerMySQLNode(mysqlPrimaryAlias); err != nil {
+	if m.primary, err = newDockerMySQLNode(sn, mysqlPrimaryAlias); err != nil {
 		return nil, err
 	}
-	if m.replica, err = newDockerMySQLNode(mysqlReplicaAlias); err != nil {
+	if m.replica, err = newDockerMySQLNode(sn, mysqlReplicaAlias); err != nil {
 		return nil, err
 	}
 	// Both servers start concurrently.
 	start := func(nd *dockerMySQLNode, serverID int) func() error {
 		return func() error {
-			return runMySQLNode(ctx, host, bindIP, nw, nd, mysqlServerArgs(serverID, nd.port, true))
+			return runMySQLNode(ctx, sn, nd, mysqlServerArgs(serverID, nd.port, sn.listenIP(), true))
 		}
 	}
 	if err := startBoth(start(m.primary, 1), start(m.replica, 2)); err != nil {
@@ -128,7 +126,7 @@ func startDockerMySQL(ctx context.Context) (_ mysqlBackend, err error) {
 		stmts = append(stmts, fmt.Sprintf("SET GLOBAL gtid_purged = '%s'", set))
 	}
 	stmts = append(stmts,
-		fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%d, SOURCE_USER='root', SOURCE_PASSWORD='', SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1, SOURCE_CONNECT_RETRY=1", mysqlPrimaryAlias, m.primary.port),
+		fmt.Sprintf("CHANGE REPLICATION SOURCE TO SOURCE_HOST='%s', SOURCE_PORT=%d, SOURCE_USER='root', SOURCE_PASSWORD='', SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1, SOURCE_CONNECT_RETRY=1", sn.peer(mysqlPrimaryAlias), m.primary.port),
 		"START REPLICA")
 	if err := execMySQL(ctx, m.replicaDSN(""), stmts...); err != nil {
 		return nil, err
@@ -136,8 +134,8 @@ func startDockerMySQL(ctx context.Context) (_ mysqlBackend, err error) {
 	return m, nil
 }
 
-func newDockerMySQLNode(name string) (*dockerMySQLNode, error) {
-	port, err := freePort()
+func newDockerMySQLNode(sn *serverNet, name string) (*dockerMySQLNode, error) {
+	port, err := sn.freePort()
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +187,9 @@ func (m *dockerMySQL) close() error {
 			errs = append(errs, terminate(nd.c))
 		}
 	}
-	errs = append(errs, removeNetwork(m.net))
+	if m.net != nil {
+		errs = append(errs, m.net.remove())
+	}
 	return errors.Join(errs...)
 }
 
@@ -203,16 +203,16 @@ type dockerMySQLSingle struct {
 // startDockerMySQLSingle starts a standalone mysql:8.4 with gtid_mode OFF
 // (gtid=false) or ON.
 func startDockerMySQLSingle(ctx context.Context, gtid bool) (_ *dockerMySQLSingle, err error) {
-	host, bindIP, err := dockerPublish(ctx)
+	sn, err := newServerNet(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	nd, err := newDockerMySQLNode("mysql-single")
+	nd, err := newDockerMySQLNode(sn, "mysql-single")
 	if err != nil {
 		return nil, err
 	}
-	s := &dockerMySQLSingle{host: host, node: nd}
-	if err := runMySQLNode(ctx, host, bindIP, nil, nd, mysqlServerArgs(1, nd.port, gtid)); err != nil {
+	s := &dockerMySQLSingle{host: sn.host, node: nd}
+	if err := runMySQLNode(ctx, sn, nd, mysqlServerArgs(1, nd.port, sn.listenIP(), gtid)); err != nil {
 		s.close()
 		return nil, err
 	}

@@ -11,10 +11,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/network"
 )
 
-// pgPrimaryAlias is the primary's name on the cluster's Docker network.
+// pgPrimaryAlias is the primary's name on the cluster's private network.
 const pgPrimaryAlias = "primary"
 
 // withStopSignal sets the signal that stops the container (postgres:
@@ -23,21 +22,22 @@ func withStopSignal(sig string) testcontainers.CustomizeRequestOption {
 	return testcontainers.WithConfigModifier(func(c *container.Config) { c.StopSignal = sig })
 }
 
-// dockerPostgres is a PostgreSQL 15 primary and its streaming replicas on a
-// private Docker network, each published on a fixed host port so that stop
-// and start keep the URLs.
+// dockerPostgres is a PostgreSQL 15 primary and its streaming replicas in
+// containers (serverNet says on which network), each on a fixed port so
+// that stop and start keep the URLs.
 type dockerPostgres struct {
-	net   *testcontainers.DockerNetwork
+	net   *serverNet
 	host  string
 	nodes []*dockerServer // nodes[0] is the primary
 }
 
 func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
-	host, bindIP, nw, err := dockerNetwork(ctx)
+	sn, err := newServerNet(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	p := &dockerPostgres{net: nw, host: host}
+	host := sn.host
+	p := &dockerPostgres{net: sn, host: host}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -48,7 +48,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		names = append(names, fmt.Sprintf("replica%d", i))
 	}
 	for _, name := range names {
-		port, err := freePortOn(bindIP)
+		port, err := sn.freePort()
 		if err != nil {
 			return nil, err
 		}
@@ -69,16 +69,16 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		// so inet_server_port() reports the port the tests know it by.
 		entrypoint := []string{"freshread-postgres", "primary", strconv.Itoa(nd.port)}
 		if nd != primary {
-			entrypoint = []string{"freshread-postgres", "replica", strconv.Itoa(nd.port), pgPrimaryAlias, strconv.Itoa(primary.port), nd.name}
+			entrypoint = []string{"freshread-postgres", "replica", strconv.Itoa(nd.port), sn.peer(primary.name), strconv.Itoa(primary.port), nd.name}
 		}
+		entrypoint = append(entrypoint, "-c", "listen_addresses="+sn.listenIP())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c, err := runContainer(ctx, "PostgreSQL "+nd.name, "",
 				testcontainers.WithEntrypoint(entrypoint...),
 				withStopSignal("SIGINT"),
-				network.WithNetwork([]string{nd.name}, nw),
-				withFixedPort(strconv.Itoa(nd.port)+"/tcp", bindIP, nd.port),
+				sn.attach(nd.name, nd.port),
 				withDataDir(nd.dir, "/var/lib/postgresql/data"),
 			)
 			if err != nil {
@@ -149,5 +149,5 @@ func (p *dockerPostgres) startNode(ctx context.Context, nd *dockerServer) error 
 
 // close removes every container and data directory, then the network.
 func (p *dockerPostgres) close() error {
-	return errors.Join(discardServers(p.nodes...), removeNetwork(p.net))
+	return errors.Join(discardServers(p.nodes...), p.net.remove())
 }

@@ -5,14 +5,15 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 )
 
-// dockerRedis is a Redis 7 container whose port is published on a fixed
-// host port, so Stop and Start keep the address.
+// dockerRedis is a Redis 7 container on a fixed port (serverNet says on
+// which network), so Stop and Start keep the address.
 type dockerRedis struct {
 	c    *testcontainers.DockerContainer
 	host string
@@ -20,23 +21,22 @@ type dockerRedis struct {
 }
 
 func startDockerRedis(ctx context.Context, args []string) (redisBackend, error) {
-	host, bindIP, err := dockerPublish(ctx)
+	sn, err := newServerNet(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	host, bindIP = onGateway(ctx, "bridge", host, bindIP) // the container is on the default network
-	port, err := freePortOn(bindIP)
+	port, err := sn.freePort()
 	if err != nil {
 		return nil, err
 	}
 	c, err := runContainer(ctx, "Redis", "",
-		testcontainers.WithEntrypoint(append([]string{"redis-server", "--bind", "0.0.0.0", "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...),
-		withFixedPort("6379/tcp", bindIP, port),
+		testcontainers.WithEntrypoint(append([]string{"redis-server", "--bind", sn.listenIP(), "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...),
+		sn.attach("redis", port),
 	)
 	if err != nil {
 		return nil, err
 	}
-	r := &dockerRedis{c: c, host: host, port: port}
+	r := &dockerRedis{c: c, host: sn.host, port: port}
 	if err := r.wait(ctx); err != nil {
 		terminate(c)
 		return nil, err

@@ -42,8 +42,9 @@ import (
 // d after its commit (between about 0 and d). The relay delays every
 // transaction by d.
 //
-// The container provider's relay listens on the Docker network's gateway,
-// which the replica's container reaches. The environment-variable
+// The container provider's relay listens where the replica's container
+// reaches this process: loopback when the containers share the host's
+// network, else the gateway of the pair's Docker network. The environment-variable
 // provider runs the replica where this process may not be reachable, so
 // it keeps MASTER_DELAY: d must be a whole number of seconds, with the
 // imprecision above; any other d returns an error wrapping ErrUnsupported
@@ -109,16 +110,16 @@ func (m *localMariaDB) relayAddrs(context.Context) (string, string, error) {
 	return "127.0.0.1", net.JoinHostPort("127.0.0.1", strconv.Itoa(m.primary.port)), nil
 }
 
-// A container replica replicates from the primary's alias on their
-// network; it reaches this process at the network's gateway, the host's
-// address on it, and this process reaches the primary on its published
-// port.
+// A container replica replicates from the primary as their network names
+// it (loopback on the host's network, the primary's alias on a private
+// one); it reaches this process at serverNet.processHost, and this process
+// reaches the primary at its port there or where it is published.
 func (m *dockerMariaDB) primaryReplicationAddr() (string, int) {
-	return mariaPrimaryAlias, m.primary.port
+	return m.net.peer(mariaPrimaryAlias), m.primary.port
 }
 
 func (m *dockerMariaDB) relayAddrs(ctx context.Context) (string, string, error) {
-	gw, err := networkGateway(ctx, m.net)
+	gw, err := m.net.processHost(ctx)
 	if err != nil {
 		return "", "", err
 	}
