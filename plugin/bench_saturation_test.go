@@ -42,16 +42,35 @@ func BenchmarkReadSaturation(b *testing.B) {
 		for _, conc := range []int{8, 32, 128} {
 			for _, kind := range []string{"primary", "dbresolver", "freshread-memory", "freshread-memory-nostall", "freshread-redis", "freshread-redis-table"} {
 				b.Run(fmt.Sprintf("mix=%s/conc=%d/setup=%s", mix, conc, kind), func(b *testing.B) {
-					saturate(b, kind, conc, mix == "writes10")
+					saturate(b, kind, conc, mix == "writes10", context.Background())
 				})
 			}
 		}
 	}
 }
 
-func saturate(b *testing.B, kind string, conc int, writes bool) {
+// BenchmarkReadSaturationRequestContext is BenchmarkReadSaturation's
+// reads-only mix in a context that can end, as a service's request
+// context: database/sql and the driver then watch every read's context
+// whatever the setup, so the stall watch's own context adds less than in
+// one that cannot end (docs/design/reliability.md).
+func BenchmarkReadSaturationRequestContext(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, conc := range []int{8, 32, 128} {
+		for _, kind := range []string{"dbresolver", "freshread-memory", "freshread-memory-nostall", "freshread-redis"} {
+			b.Run(fmt.Sprintf("conc=%d/setup=%s", conc, kind), func(b *testing.B) {
+				saturate(b, kind, conc, false, ctx)
+			})
+		}
+	}
+}
+
+// saturate runs the closed loop of conc goroutines on setup kind, its
+// reads in a context derived from parent.
+func saturate(b *testing.B, kind string, conc int, writes bool, parent context.Context) {
 	s := openSetup(b, kind)
-	ctx := context.WithValue(context.Background(), readMark{}, true)
+	ctx := context.WithValue(parent, readMark{}, true)
 	db := s.db.Session(&gorm.Session{Context: ctx})
 	s.check(b, db, "before the loop")
 	// acked[i] is the highest version of row i+1 a write returned.

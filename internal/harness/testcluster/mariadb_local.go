@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,10 +147,14 @@ func (m *localMariaDB) startNode(ctx context.Context, nd *mariaNode) error {
 		return fmt.Errorf("%w: %s", err, lastLines(out, 10))
 	}
 	// The server listens on TCP before it creates its socket, which the
-	// first statements (as root@localhost) use.
+	// first statements (as root@localhost) use. The socket's file appears
+	// when it is bound, a moment before it listens (a connection then is
+	// refused: seen on a loaded machine), so wait for it to accept one.
 	sock := filepath.Join(m.base, nd.name+".sock")
+	var d net.Dialer
 	for {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := d.DialContext(ctx, "unix", sock); err == nil {
+			c.Close()
 			return nil
 		}
 		select {
