@@ -2,7 +2,8 @@ package plugin
 
 import (
 	"context"
-	"sync"
+	"slices"
+	"sync/atomic"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -16,7 +17,10 @@ import (
 // path's is. With one ask in flight at a time, reads that arrive during an
 // ask share the next: under concurrency many reads cost one round trip.
 
-// lookupBatcher queues lookups for its goroutine (run).
+// lookupBatcher queues lookups for its goroutine (run). The queue is a
+// lock-free stack (queue, linked by storeLookup.next): a read pushes its
+// lookup with one compare-and-swap, and the goroutine takes the whole stack
+// with one swap, so reads never wait on each other for a lock.
 type lookupBatcher struct {
 	p  *Plugin
 	br lsnstore.BatchReader
@@ -24,9 +28,8 @@ type lookupBatcher struct {
 	// (storeLookup.waitFor); its batched calls take the store's longest
 	// timeout.
 	live   lsnstore.Liveness
-	mu     sync.Mutex
-	q      []*storeLookup
-	closed bool          // run has ended: submit answers at once
+	queue  atomic.Pointer[storeLookup]
+	closed atomic.Bool   // run has ended: what is queued is answered with errClosed
 	wake   chan struct{} // capacity 1
 }
 
@@ -38,17 +41,43 @@ func newLookupBatcher(p *Plugin, br lsnstore.BatchReader) *lookupBatcher {
 
 // submit queues l (whose ctx and tables are set) for the next ask.
 func (b *lookupBatcher) submit(l *storeLookup) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		l.finish(lsnstore.Position{}, errClosed)
+	for {
+		head := b.queue.Load()
+		l.next = head
+		if b.queue.CompareAndSwap(head, l) {
+			break
+		}
+	}
+	// After the push: if run has ended, its last take may have come before
+	// it, so the lookups still queued are answered here (whoever takes
+	// the stack answers what it took, once).
+	if b.closed.Load() {
+		b.failQueued()
 		return
 	}
-	b.q = append(b.q, l)
-	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
 	default:
+	}
+}
+
+// take empties the queue into batch, oldest first.
+func (b *lookupBatcher) take(batch []*storeLookup) []*storeLookup {
+	n := len(batch)
+	for l := b.queue.Swap(nil); l != nil; {
+		next := l.next
+		l.next = nil
+		batch = append(batch, l)
+		l = next
+	}
+	slices.Reverse(batch[n:])
+	return batch
+}
+
+// failQueued answers every queued lookup with errClosed.
+func (b *lookupBatcher) failQueued() {
+	for _, l := range b.take(nil) {
+		l.finish(lsnstore.Position{}, errClosed)
 	}
 }
 
@@ -61,18 +90,12 @@ func (b *lookupBatcher) run(stop <-chan struct{}) {
 		select {
 		case <-b.wake:
 		case <-stop:
-			b.mu.Lock()
-			batch, b.q, b.closed = b.q, nil, true
-			b.mu.Unlock()
-			for _, l := range batch {
-				l.finish(lsnstore.Position{}, errClosed)
-			}
+			b.closed.Store(true)
+			b.failQueued()
 			return
 		}
 		for {
-			b.mu.Lock()
-			batch, b.q = b.q, batch[:0]
-			b.mu.Unlock()
+			batch = b.take(batch[:0])
 			if len(batch) == 0 {
 				break
 			}

@@ -38,6 +38,7 @@ type storeLookup struct {
 	// ctx and tables are the read's, for a batched ask (batch.go).
 	ctx    context.Context
 	tables []string
+	next   *storeLookup // the batcher's queue
 }
 
 var storeLookups = sync.Pool{New: func() any { return &storeLookup{done: make(chan struct{}, 1)} }}
@@ -84,6 +85,11 @@ func (l *storeLookup) waitFor(p *Plugin) (lsnstore.Position, error) {
 	}
 	if live == nil {
 		return l.wait()
+	}
+	select {
+	case <-l.done: // answered already, as usual by the time the rows are in: no timer
+		return l.take()
+	default:
 	}
 	bound := live.ReadBound()
 	if l.timer == nil {
