@@ -23,7 +23,6 @@ const (
 // containers (serverNet says on which network), each on a fixed port.
 type dockerMariaDB struct {
 	net              *serverNet
-	host             string
 	primary, replica *dockerServer
 }
 
@@ -32,8 +31,7 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host := sn.host
-	m := &dockerMariaDB{net: sn, host: host}
+	m := &dockerMariaDB{net: sn}
 	defer func() {
 		if err != nil {
 			m.close()
@@ -91,7 +89,7 @@ func (m *dockerMariaDB) newNode(name string) (*dockerServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := newDataDir(m.host)
+	dir, err := newDataDir(m.net.host)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +123,7 @@ func (m *dockerMariaDB) config(nd *dockerServer, db string) *mysql.Config {
 	c := mysql.NewConfig()
 	c.User = "root"
 	c.Net = "tcp"
-	c.Addr = hostPort(m.host, nd.port)
+	c.Addr = hostPort(m.net.host, nd.port)
 	c.DBName = db
 	c.ParseTime = true
 	return c

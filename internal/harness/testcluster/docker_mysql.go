@@ -28,7 +28,6 @@ const (
 // (serverNet says on which network), each on a fixed port.
 type dockerMySQL struct {
 	net              *serverNet
-	host             string
 	primary, replica *dockerMySQLNode
 }
 
@@ -85,8 +84,7 @@ func startDockerMySQL(ctx context.Context) (_ mysqlBackend, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host := sn.host
-	m := &dockerMySQL{net: sn, host: host}
+	m := &dockerMySQL{net: sn}
 	defer func() {
 		if err != nil {
 			m.close()
@@ -172,11 +170,11 @@ func dockerMySQLConfig(host string, nd *dockerMySQLNode, db string) *mysql.Confi
 }
 
 func (m *dockerMySQL) primaryDSN(db string) string {
-	return dockerMySQLConfig(m.host, m.primary, db).FormatDSN()
+	return dockerMySQLConfig(m.net.host, m.primary, db).FormatDSN()
 }
 
 func (m *dockerMySQL) replicaDSN(db string) string {
-	return dockerMySQLConfig(m.host, m.replica, db).FormatDSN()
+	return dockerMySQLConfig(m.net.host, m.replica, db).FormatDSN()
 }
 
 // close removes both containers (replica first) and the network.
@@ -187,9 +185,7 @@ func (m *dockerMySQL) close() error {
 			errs = append(errs, terminate(nd.c))
 		}
 	}
-	if m.net != nil {
-		errs = append(errs, m.net.remove())
-	}
+	errs = append(errs, m.net.remove())
 	return errors.Join(errs...)
 }
 

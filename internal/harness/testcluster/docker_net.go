@@ -35,30 +35,29 @@ import (
 // even when the engine shares it (a private network per server group).
 const EnvDockerHostNetwork = "FRESHREAD_DOCKER_HOST_NETWORK"
 
-// hostNetworkProbe caches whether containers can share this process's
-// network namespace.
-var hostNetworkProbe struct {
+// hostNetwork reports whether server containers run on the host's network:
+// the engine shares this process's network namespace
+// (engineOnThisNetwork), and EnvDockerHostNetwork is not 0.
+func hostNetwork(ctx context.Context) bool {
+	return os.Getenv(EnvDockerHostNetwork) != "0" && engineOnThisNetwork(ctx)
+}
+
+// engineNetProbe caches engineOnThisNetwork's answer for the process.
+var engineNetProbe struct {
 	once sync.Once
 	ok   bool
 }
 
-// hostNetwork reports whether server containers run on the host's network:
-// the engine's default bridge has its gateway on this machine, so the
-// engine's network namespace is this process's, and EnvDockerHostNetwork
-// is not 0.
-func hostNetwork(ctx context.Context) bool {
-	if os.Getenv(EnvDockerHostNetwork) == "0" {
-		return false
-	}
-	hostNetworkProbe.once.Do(func() { hostNetworkProbe.ok = engineOnThisNetwork(ctx) })
-	return hostNetworkProbe.ok
-}
-
 // engineOnThisNetwork reports whether the gateway of the engine's default
-// bridge network is an address of this machine.
+// bridge network is an address of this machine, so that the engine's
+// network namespace is this process's. Asked of the engine once per
+// process.
 func engineOnThisNetwork(ctx context.Context) bool {
-	gw, err := gatewayOf(ctx, "bridge")
-	return err == nil && isLocalAddr(gw)
+	engineNetProbe.once.Do(func() {
+		gw, err := gatewayOf(ctx, "bridge")
+		engineNetProbe.ok = err == nil && isLocalAddr(gw)
+	})
+	return engineNetProbe.ok
 }
 
 // serverNet is the network of one server group.

@@ -27,7 +27,6 @@ func withStopSignal(sig string) testcontainers.CustomizeRequestOption {
 // that stop and start keep the URLs.
 type dockerPostgres struct {
 	net   *serverNet
-	host  string
 	nodes []*dockerServer // nodes[0] is the primary
 }
 
@@ -36,8 +35,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 	if err != nil {
 		return nil, err
 	}
-	host := sn.host
-	p := &dockerPostgres{net: sn, host: host}
+	p := &dockerPostgres{net: sn}
 	defer func() {
 		if err != nil {
 			p.close()
@@ -62,7 +60,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 	errs := make([]error, len(p.nodes))
 	var wg sync.WaitGroup
 	for i, nd := range p.nodes {
-		if nd.dir, err = newDataDir(host); err != nil {
+		if nd.dir, err = newDataDir(sn.host); err != nil {
 			return nil, err
 		}
 		// The server listens inside the container on its host port too,
@@ -118,7 +116,7 @@ func (p *dockerPostgres) waitNode(ctx context.Context, nd *dockerServer) error {
 }
 
 func (p *dockerPostgres) url(nd *dockerServer, db string) string {
-	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(p.host, nd.port), db)
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", hostPort(p.net.host, nd.port), db)
 }
 
 func (p *dockerPostgres) primaryURL(db string) string        { return p.url(p.nodes[0], db) }

@@ -123,7 +123,7 @@ func (m *dockerMariaDB) relayAddrs(ctx context.Context) (string, string, error) 
 	if err != nil {
 		return "", "", err
 	}
-	return gw, hostPort(m.host, m.primary.port), nil
+	return gw, hostPort(m.net.host, m.primary.port), nil
 }
 
 // setMasterDelay is SetApplyDelay for the providers without a relay.
