@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/plugin"
 )
@@ -69,10 +68,7 @@ func BenchmarkReadSaturationRequestContext(b *testing.B) {
 // saturate runs the closed loop of conc goroutines on setup kind, its
 // reads in a context derived from parent.
 func saturate(b *testing.B, kind string, conc int, writes bool, parent context.Context) {
-	s := openSetup(b, kind)
-	ctx := context.WithValue(parent, readMark{}, true)
-	db := s.db.Session(&gorm.Session{Context: ctx})
-	s.check(b, db, "before the loop")
+	s, db := readSetup(b, kind, parent, false)
 	// acked[i] is the highest version of row i+1 a write returned.
 	var acked [benchRows]atomic.Int64
 	var reads, stale atomic.Int64
