@@ -3,6 +3,7 @@ package testcluster_test
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,16 +53,50 @@ func BenchmarkPostgresRoundTrip(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO roundtrip VALUES ($1, 'x') ON CONFLICT (id) DO UPDATE SET v = excluded.v`, i%1000); err != nil {
-				b.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
+			if err := upsertTx(ctx, db, i%1000); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+	// The same transaction while 8 other connections run it as fast as
+	// they can on other rows: the machine saturated by the server and its
+	// clients, as in the resharding demo.
+	b.Run("tx-upsert-loaded", func(b *testing.B) {
+		load, err := sql.Open("pgx", pg.PrimaryDSN(""))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer load.Close()
+		lctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := 0; lctx.Err() == nil; i++ {
+					upsertTx(lctx, load, 1000+w*1000+i%1000)
+				}
+			})
+		}
+		i := 0
+		for b.Loop() {
+			i++
+			if err := upsertTx(ctx, db, i%1000); err != nil {
+				b.Fatal(err)
+			}
+		}
+		stop()
+		wg.Wait()
+	})
+}
+
+// upsertTx writes row id in a transaction of its own.
+func upsertTx(ctx context.Context, db *sql.DB, id int) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO roundtrip VALUES ($1, 'x') ON CONFLICT (id) DO UPDATE SET v = excluded.v`, id); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
