@@ -279,7 +279,8 @@ func addHostConfig(req *testcontainers.GenericContainerRequest, modify func(*con
 // that of a single process (1024); with the kernel's autogroups, a test
 // and all the processes it starts weigh the same. So under a full CPU all
 // the servers together get half of it however many backends are
-// runnable, where local servers compete like the processes they are.
+// runnable, where each local server (and each PostgreSQL backend) is a
+// session of its own, with its own weight (startCmd).
 //
 // The weight is that of four processes. More starves the engine itself:
 // dockerd, containerd and the fuse-overlayfs processes serving the

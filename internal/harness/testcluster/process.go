@@ -31,6 +31,15 @@ var (
 // when the *thread* that forked them exits; pinning every fork to one thread
 // that never exits means servers die with the test binary, also when a test
 // panics and no deferred cleanup runs. No orphaned servers.
+//
+// Each server is a session of its own (setsid, which makes it its process
+// group's leader too), as a service on its own host would be: with the
+// kernel's autogroups a session shares one CPU weight, so a server left in
+// the test's session shared the test's weight with the test and whatever
+// it starts (the resharding demo's worker processes), and under a full CPU
+// everything that waited on it was served more slowly than with the
+// container provider, whose servers each have a CPU cgroup of their own.
+// PostgreSQL's backends make sessions of their own anyway.
 func startCmd(cmd *exec.Cmd) error {
 	spawnOnce.Do(func() {
 		spawnCh = make(chan spawnRequest)
@@ -45,7 +54,7 @@ func startCmd(cmd *exec.Cmd) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Setsid = true
 	req := spawnRequest{cmd: cmd, done: make(chan error, 1)}
 	spawnCh <- req
 	return <-req.done
