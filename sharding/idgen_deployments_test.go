@@ -17,7 +17,11 @@ func TestIDGeneratorDeployments(t *testing.T) {
 			rdb := d.Client(t)
 			ctx := context.Background()
 			prefix := "test:" + t.Name()
-			g1, err := NewIDGenerator(ctx, IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: 300 * time.Millisecond})
+			// A lease of 1.5 s is renewed every 0.5 s, each renewal given
+			// 0.5 s: a loaded machine (make test runs packages in
+			// parallel, the Cluster in containers) has answered a
+			// renewal in over 100 ms, which lost a 300 ms lease.
+			g1, err := NewIDGenerator(ctx, IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: 1500 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -25,7 +29,7 @@ func TestIDGeneratorDeployments(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second) // several renewals
+			time.Sleep(2 * time.Second) // past the TTL: only renewals keep the lease
 			b, err := g1.Next(1)
 			if err != nil || b <= a {
 				t.Fatalf("after renewals: %d, %v (first %d)", b, err, a)
