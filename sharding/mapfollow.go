@@ -178,10 +178,24 @@ func (s *Sharding) Map() BucketMap { return s.rt.Load().m.Clone() }
 
 // RefreshMap loads the shared map now (what the follower does every
 // Config.MapRefresh) and returns the error of the refresh; nil without
-// Config.Map. A refresh already in progress is joined, not repeated.
+// Config.Map. The load it reports starts after the call: a refresh
+// already in progress may have read the store before a version the
+// caller just published, so it is waited for, and a refresh started
+// after it is joined or run.
 func (s *Sharding) RefreshMap(ctx context.Context) error {
-	if s.fol == nil {
+	f := s.fol
+	if f == nil {
 		return nil
+	}
+	f.mu.Lock()
+	fl := f.flight
+	f.mu.Unlock()
+	if fl != nil {
+		select {
+		case <-fl.done:
+		case <-ctx.Done():
+			return fmt.Errorf("sharding: wait for the bucket map refresh: %w", ctx.Err())
+		}
 	}
 	return s.refresh(ctx)
 }

@@ -28,6 +28,9 @@ type fakeStore struct {
 	fail  bool
 	loads int
 	acks  []ack
+	// onLoad, when set, runs after Load has read the store and before it
+	// returns, outside the lock.
+	onLoad func()
 }
 
 type ack struct {
@@ -40,12 +43,23 @@ var errUnreachable = errors.New("fake store unreachable")
 
 func (f *fakeStore) Load(context.Context) (BucketMap, []MoveStatus, bool, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.loads++
 	if f.fail {
+		f.mu.Unlock()
 		return BucketMap{}, nil, false, errUnreachable
 	}
-	return f.m.Clone(), slices.Clone(f.moves), f.found, nil
+	m, moves, found, hook := f.m.Clone(), slices.Clone(f.moves), f.found, f.onLoad
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return m, moves, found, nil
+}
+
+func (f *fakeStore) setOnLoad(hook func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onLoad = hook
 }
 
 func (f *fakeStore) Publish(_ context.Context, prev int64, m BucketMap) (int64, error) {
@@ -490,6 +504,47 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// RefreshMap reports a load that started after the call: a refresh that
+// read the store before a version was published is waited for, not
+// joined, so a publisher that refreshes after publishing sees its version
+// even when the follower's own refresh is under way.
+func TestRefreshMapAfterPublishSeesIt(t *testing.T) {
+	store := &fakeStore{}
+	mt := newMapTest(t, store, func(c *Config) {
+		c.MapRefresh = time.Hour
+		c.MapLease = time.Hour + time.Second
+	})
+	read, release := make(chan struct{}), make(chan struct{})
+	store.setOnLoad(func() {
+		store.setOnLoad(nil)
+		close(read)
+		<-release
+	})
+	early := make(chan error, 1)
+	go func() { early <- mt.s.RefreshMap(context.Background()) }()
+	<-read // a refresh is in flight and has read the store: no map yet
+	if _, err := store.Publish(context.Background(), 0, movedMap(t, 0, 1, "s3")); err != nil {
+		t.Fatal(err)
+	}
+	late := make(chan error, 1)
+	go func() { late <- mt.s.RefreshMap(context.Background()) }()
+	// Give the second call time to find the flight in progress (without
+	// the wait it would join it and report version 0); the outcome does
+	// not depend on the time, only how often this test could catch the
+	// old behaviour.
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	if err := <-early; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	if v := mt.s.MapVersion(); v != 1 {
+		t.Fatalf("map version %d after RefreshMap following the publish, want 1", v)
+	}
 }
 
 func TestMapCollector(t *testing.T) {
