@@ -23,11 +23,14 @@ func newStore(t *testing.T, neg time.Duration) (*Store, redis.UniversalClient) {
 	return newStoreOn(t, rdb, neg), rdb
 }
 
-// newStoreOn is a Store on a fresh lookup database with rdb as its cache.
+// newStoreOn is a Store on a fresh lookup database with rdb as its cache,
+// under a key prefix naming that database (a rerun with -count finds no
+// cache entries of an earlier run).
 func newStoreOn(t testing.TB, rdb redis.UniversalClient, neg time.Duration) *Store {
 	t.Helper()
 	pg := testcluster.PostgresFor(t)
-	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(pg.CreateDatabase(t))), &gorm.Config{Logger: logger.Discard})
+	dbName := pg.CreateDatabase(t)
+	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(dbName)), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +39,7 @@ func newStoreOn(t testing.TB, rdb redis.UniversalClient, neg time.Duration) *Sto
 			s.Close()
 		}
 	})
-	s := New(Config{DB: db, Redis: rdb, Prefix: "t:" + t.Name() + ":", NegativeTTL: neg})
+	s := New(Config{DB: db, Redis: rdb, Prefix: "t:" + dbName + ":", NegativeTTL: neg})
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
