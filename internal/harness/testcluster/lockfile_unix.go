@@ -24,3 +24,10 @@ func lockFile(path string) (func(), error) {
 		f.Close()
 	}, nil
 }
+
+// tryLockFile takes an exclusive lock on f without waiting and reports
+// whether it did. Locks are per open file, so a second open of the same
+// path, in this process or another, does not get it.
+func tryLockFile(f *os.File) bool {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+}

@@ -5,8 +5,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Ports for the servers come from below the kernel's ephemeral range. A
@@ -46,12 +48,22 @@ func ephemeralStart() int {
 func freePort() (int, error) { return freePortOn("127.0.0.1") }
 
 // freePortOn returns a TCP port on host, below the ephemeral range, that
-// was free a moment ago; if none of a hundred random ones is, one the
-// kernel picks.
+// was free a moment ago and that no test process on this machine was
+// handed before (reservePort); if none of a hundred random ones is, one
+// the kernel picks.
+//
+// A port is free until its server binds it, which for a group is after
+// every port of the group was chosen (a Redis Cluster's twelve): without
+// the reservation two of them could be the same port, or another test
+// binary running at the same time could choose it, and one server would
+// then fail to start.
 func freePortOn(host string) (int, error) {
 	hi := ephemeralStart()
 	for range 100 {
 		p := portsFrom + rand.IntN(hi-portsFrom)
+		if !reservePort(p) {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
 		if err == nil {
 			l.Close()
@@ -63,5 +75,51 @@ func freePortOn(host string) (int, error) {
 		return 0, fmt.Errorf("testcluster: find a free port on %s: %w", host, err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	p := l.Addr().(*net.TCPAddr).Port
+	reservePort(p)
+	return p, nil
+}
+
+// reserved holds the ports this process was handed, each with the file
+// that reserves it for the process's life (nil where the lock directory
+// could not be used: then only this process is kept from it).
+var reserved struct {
+	mu    sync.Mutex
+	ports map[int]*os.File
+}
+
+// reservePort reserves p for this process and reports whether it could:
+// false when this process or another live one has it. The reservation is
+// a lock on a file named after the port in the temp directory, held open
+// until the process exits, when the kernel releases it: a test binary
+// that dies leaves nothing reserved.
+func reservePort(p int) bool {
+	reserved.mu.Lock()
+	defer reserved.mu.Unlock()
+	if _, ok := reserved.ports[p]; ok {
+		return false
+	}
+	if reserved.ports == nil {
+		reserved.ports = map[int]*os.File{}
+	}
+	dir := filepath.Join(os.TempDir(), "freshread-ports")
+	f, err := openPortLock(dir, p)
+	if err != nil {
+		reserved.ports[p] = nil
+		return true
+	}
+	if !tryLockFile(f) {
+		f.Close()
+		return false
+	}
+	reserved.ports[p] = f
+	return true
+}
+
+// openPortLock opens (creating) the lock file of port p in dir.
+func openPortLock(dir string, p int) (*os.File, error) {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
 }

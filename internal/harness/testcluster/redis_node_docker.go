@@ -26,9 +26,6 @@ type dockerRedisGroup struct {
 	what    string
 	net     *testcontainers.DockerNetwork
 	gateway string
-
-	mu    sync.Mutex
-	ports map[int]bool // every port handed out, never twice
 }
 
 func newDockerRedisGroup(ctx context.Context, what string) (*dockerRedisGroup, error) {
@@ -50,25 +47,12 @@ func newDockerRedisGroup(ctx context.Context, what string) (*dockerRedisGroup, e
 		return nil, unavailable(what, fmt.Sprintf("in containers its servers announce the Docker network's gateway %s, which the test process must reach too, but it is no address of this machine (%v): the engine runs elsewhere (a VM, a remote DOCKER_HOST); %s=0 runs local redis-server processes", gw, err, EnvDocker))
 	}
 	l.Close()
-	return &dockerRedisGroup{what: what, net: nw, gateway: gw, ports: map[int]bool{}}, nil
+	return &dockerRedisGroup{what: what, net: nw, gateway: gw}, nil
 }
 
-// freePort is a port free on the gateway a moment ago and not handed out
-// by the group before.
-func (g *dockerRedisGroup) freePort() (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for {
-		p, err := freePortOn(g.gateway)
-		if err != nil {
-			return 0, err
-		}
-		if !g.ports[p] {
-			g.ports[p] = true
-			return p, nil
-		}
-	}
-}
+// freePort is a port free on the gateway a moment ago and never handed
+// out before (freePortOn).
+func (g *dockerRedisGroup) freePort() (int, error) { return freePortOn(g.gateway) }
 
 func (g *dockerRedisGroup) host() string { return g.gateway }
 
