@@ -29,7 +29,7 @@ func newLookup(t *testing.T, pg *testcluster.Postgres) (*lookup.Store, *gorm.DB,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeDB(ldb) })
-	st := lookup.New(lookup.Config{DB: ldb, Redis: rdb, Prefix: "test:" + t.Name() + ":", TTL: time.Minute})
+	st := lookup.New(lookup.Config{DB: ldb, Redis: rdb, Prefix: "test:" + name + ":", TTL: time.Minute}) // the fresh database names the cache, so a rerun (-count) finds none of an earlier run
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}

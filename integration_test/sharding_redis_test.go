@@ -43,7 +43,7 @@ func checkShardingOnRedis(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeDB(ldb) })
-	look := lookup.New(lookup.Config{DB: ldb, Redis: rdb, Prefix: "test:" + t.Name() + ":lookup:", TTL: time.Minute})
+	look := lookup.New(lookup.Config{DB: ldb, Redis: rdb, Prefix: "test:" + ldbName + ":lookup:", TTL: time.Minute}) // named after the fresh database: a rerun (-count) finds no cache entry of an earlier run
 	if err := look.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
