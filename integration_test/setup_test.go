@@ -222,11 +222,16 @@ func (e *env) waitPollersCaughtUp() {
 	e.mu.Lock()
 	plugs := slices.Clone(e.plugs)
 	e.mu.Unlock()
+	waitPluginsCaughtUp(e.t, plugs)
+}
+
+// waitPluginsCaughtUp is waitPollersCaughtUp for plugs.
+func waitPluginsCaughtUp(t testing.TB, plugs []*plugin.Plugin) {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, p := range plugs {
 		for !pollerCaughtUp(p) {
 			if time.Now().After(deadline) {
-				e.t.Logf("a plugin's poller does not report its replicas caught up 5 s after they did")
+				t.Logf("a plugin's poller does not report its replicas caught up 5 s after they did")
 				return
 			}
 			time.Sleep(5 * time.Millisecond)

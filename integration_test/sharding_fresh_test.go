@@ -38,7 +38,6 @@ func TestShardingFreshnessPerShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitCaughtUp()
-	time.Sleep(50 * time.Millisecond) // the shards' pollers see the replicas caught up
 
 	read := e.readStatus
 	if s := read(old.ID); s.Status != "old" || !e.isReplica(s.Port) {

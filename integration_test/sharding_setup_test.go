@@ -293,6 +293,9 @@ func fixedIDs(t *testing.T, worker int) *sharding.IDGenerator {
 
 func withIDs(g *sharding.IDGenerator) shOpt { return func(c *sharding.Config) { c.IDs = g } }
 
+// waitCaughtUp waits until the replicas have replayed the primary's
+// position and every shard's freshread plugin has polled them since
+// (waitPluginsCaughtUp).
 func (e *shEnv) waitCaughtUp() {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -300,6 +303,13 @@ func (e *shEnv) waitCaughtUp() {
 	if err := e.pg.WaitCaughtUp(ctx); err != nil {
 		e.t.Fatal(err)
 	}
+	var plugs []*plugin.Plugin
+	for _, name := range e.s.ShardNames() {
+		if p, err := e.s.Freshness(name); err == nil {
+			plugs = append(plugs, p)
+		}
+	}
+	waitPluginsCaughtUp(e.t, plugs)
 }
 
 func (e *shEnv) pauseAll() {
