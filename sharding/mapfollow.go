@@ -191,13 +191,22 @@ func (s *Sharding) RefreshMap(ctx context.Context) error {
 	fl := f.flight
 	f.mu.Unlock()
 	if fl != nil {
-		select {
-		case <-fl.done:
-		case <-ctx.Done():
-			return fmt.Errorf("sharding: wait for the bucket map refresh: %w", ctx.Err())
+		if err := fl.wait(ctx); err != nil {
+			return err
 		}
 	}
 	return s.refresh(ctx)
+}
+
+// wait waits until the refresh fl is done (its outcome is then fl.err),
+// or returns an error of ctx when the caller gives up first.
+func (fl *flight) wait(ctx context.Context) error {
+	select {
+	case <-fl.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sharding: wait for the bucket map refresh: %w", ctx.Err())
+	}
 }
 
 // refresh runs one refresh, or joins the one in progress. The refresh
@@ -209,12 +218,10 @@ func (s *Sharding) refresh(ctx context.Context) error {
 	f.mu.Lock()
 	if fl := f.flight; fl != nil {
 		f.mu.Unlock()
-		select {
-		case <-fl.done:
-			return fl.err
-		case <-ctx.Done():
-			return fmt.Errorf("sharding: wait for the bucket map refresh: %w", ctx.Err())
+		if err := fl.wait(ctx); err != nil {
+			return err
 		}
+		return fl.err
 	}
 	fl := &flight{done: make(chan struct{})}
 	f.flight = fl

@@ -102,8 +102,7 @@ func reservePort(p int) bool {
 	if reserved.ports == nil {
 		reserved.ports = map[int]*os.File{}
 	}
-	dir := filepath.Join(os.TempDir(), "freshread-ports")
-	f, err := openPortLock(dir, p)
+	f, err := openPortLock(p)
 	if err != nil {
 		reserved.ports[p] = nil
 		return true
@@ -116,10 +115,13 @@ func reservePort(p int) bool {
 	return true
 }
 
-// openPortLock opens (creating) the lock file of port p in dir.
-func openPortLock(dir string, p int) (*os.File, error) {
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+// portLockDir holds a lock file per port handed out, named after it.
+var portLockDir = filepath.Join(os.TempDir(), "freshread-ports")
+
+// openPortLock opens (creating) the lock file of port p.
+func openPortLock(p int) (*os.File, error) {
+	if err := os.MkdirAll(portLockDir, 0o777); err != nil {
 		return nil, err
 	}
-	return os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
+	return os.OpenFile(filepath.Join(portLockDir, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
 }

@@ -1,10 +1,6 @@
 package testcluster
 
-import (
-	"os"
-	"path/filepath"
-	"testing"
-)
+import "testing"
 
 // freePortOn never hands out a port twice: 1,000 draws from the ~12,000
 // ports below the ephemeral range would repeat one almost surely if the
@@ -28,7 +24,7 @@ func TestFreePortNeverTwice(t *testing.T) {
 // process here.
 func TestReservePortHeldElsewhere(t *testing.T) {
 	p := portsFrom - 1 // never drawn by freePortOn
-	f, err := openPortLock(filepath.Join(os.TempDir(), "freshread-ports"), p)
+	f, err := openPortLock(p)
 	if err != nil {
 		t.Skipf("no lock directory: %v", err)
 	}
