@@ -2,7 +2,7 @@
 GO ?= go
 export FRESHREAD_REQUIRE_INTEGRATION ?= 1
 
-.PHONY: test vet fmt-check build-nocgo servers check-deps deps demo reshard-demo bench soak
+.PHONY: test vet fmt-check build-nocgo servers check-deps deps demo reshard-demo bench fleet soak api-check
 
 ## test: vet, gofmt, the CGO_ENABLED=0 build, and every test with -race,
 ## including the integration tests against real servers (a missing server
@@ -10,7 +10,7 @@ export FRESHREAD_REQUIRE_INTEGRATION ?= 1
 ## come from containers when a Docker engine answers, else from local
 ## binaries (FRESHREAD_DOCKER=1 / 0 forces one; scripts/servers).
 test: servers vet fmt-check build-nocgo
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 45m ./...
 
 vet:
 	$(GO) vet ./...
@@ -21,6 +21,11 @@ fmt-check:
 
 build-nocgo:
 	CGO_ENABLED=0 $(GO) build ./...
+
+## api-check: the exported API against the last release (RELEASES);
+## fails on an incompatible change CHANGELOG.md does not list.
+api-check:
+	scripts/api-check
 
 ## servers: get the servers: the container image, or local binaries
 ## (installed when missing, as root with apt).
@@ -67,6 +72,11 @@ reshard-demo: servers
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./plugin/ ./classify/ ./lsnstore/
 	$(GO) run ./internal/harness/workload/cmd/bench -rate 400
+
+## fleet: what 1, 10 and 100 processes using the plugin cost each database
+## server and Redis, idle and at a fixed rate (docs/measurements/fleet.md).
+fleet:
+	$(GO) run ./internal/harness/workload/cmd/fleet -processes 1,10,100
 
 ## soak: the fault-injection soak with its independent checker, per engine
 ## and per store (one Redis; a Sentinel setup) for FRESHREAD_SOAK_DURATION

@@ -426,6 +426,8 @@ func (a *tokAnalyzer) tableRef(i int, write bool) int {
 	}
 	switch {
 	case a.isCTE(n):
+	case a.d == MySQL && n == "dual" && !write:
+		// FROM DUAL: no table (DUAL is reserved in MySQL and MariaDB).
 	case write:
 		a.b.addWrite(n)
 	default:
@@ -505,6 +507,9 @@ func (a *tokAnalyzer) delete(i int, f *frame) int {
 		i++
 	}
 	f.del = true
+	if a.d == MySQL && a.tok(i).is("history") && a.tok(i+1).is("from") {
+		i++ // MariaDB's DELETE HISTORY FROM t: t's history rows
+	}
 	if a.tok(i).is("from") {
 		if a.d == MySQL {
 			f.fromList, f.fromWrite = true, true
@@ -643,6 +648,7 @@ func (a *tokAnalyzer) function(name string, open int) {
 		return
 	}
 	if a.c.isReadOnlyUserFunc(name) {
+		a.b.userFns = true
 		return
 	}
 	a.b.guess("unknown function "+name, true)

@@ -377,6 +377,14 @@ func (a *tokAnalyzer) ddlTargets(st []token) error {
 			}
 			b.addWrite(nn)
 		}
+		// [NO] INHERIT parent: what a read of the parent returns changes;
+		// ATTACH and DETACH PARTITION p: the partition is named too.
+		for k := j; k < len(st); k++ {
+			if (st[k].is("inherit") || st[k].is("partition") && (a.tok(k-1).is("attach") || a.tok(k-1).is("detach"))) && a.isName(k+1) {
+				pn, _ := a.name(k + 1)
+				b.addWrite(pn)
+			}
+		}
 		return nil
 	case "refresh":
 		for i < len(st) && (st[i].is("materialized") || st[i].is("view") || st[i].is("concurrently")) {

@@ -127,6 +127,14 @@ type Result struct {
 	// ('t'::regclass); MySQL's SHOW. current_schema() and DATABASE() do not
 	// count. It is reported whatever Kind is.
 	Catalog bool
+	// CallsUserFunctions reports a call of a user function declared
+	// read-only (Config.ReadOnlyFunctions, AddReadOnlyFunctions). Such a
+	// function writes nothing, but its body may read any table, which
+	// Reads does not name: a caller that needs every table a statement
+	// reads (a read that must see fresh data) should take them as
+	// unknown, or follow the function itself. It is reported whatever
+	// Kind is.
+	CallsUserFunctions bool
 	// Pinned, for a text of one single-table SELECT, UPDATE or DELETE
 	// whose WHERE pins columns to values, or one INSERT ... VALUES (see
 	// Pinned), says which; nil otherwise. Shared like the slices.

@@ -227,6 +227,12 @@ func TestPostgresDDLAndTemp(t *testing.T) {
 		{sql: "DROP FUNCTION f", kind: Write, unknown: true},
 		{sql: "TRUNCATE a, b RESTART IDENTITY", kind: Write, writes: l("a", "b")},
 		{sql: "ALTER TABLE IF EXISTS ONLY s.t ADD COLUMN c int", kind: Write, writes: l("s.t")},
+		// [NO] INHERIT changes what a read of the parent returns.
+		{sql: "ALTER TABLE sub NO INHERIT base", kind: Write, writes: l("base", "sub")},
+		{sql: "ALTER TABLE sub INHERIT base", kind: Write, writes: l("base", "sub")},
+		{sql: "ALTER TABLE ev DETACH PARTITION ev_x CONCURRENTLY", kind: Write, writes: l("ev", "ev_x")},
+		{sql: "ALTER TABLE ev ATTACH PARTITION ev_x FOR VALUES IN (1)", kind: Write, writes: l("ev", "ev_x")},
+		{sql: "ALTER TABLE t ADD COLUMN partition int", kind: Write, writes: l("t")},
 		{sql: "REFRESH MATERIALIZED VIEW CONCURRENTLY mv", kind: Write, writes: l("mv")},
 		{sql: "GRANT SELECT ON t TO u", kind: Write, unknown: true},
 	})
@@ -289,6 +295,14 @@ func TestMySQLEdgeCases(t *testing.T) {
 		{sql: "DELETE t1 FROM a t1 JOIN b ON b.id = t1.id", kind: Write, reads: l("a", "b"), writes: l("a")},
 		{sql: "INSERT INTO a (x) SELECT x FROM b ON DUPLICATE KEY UPDATE x = VALUES(x)", kind: Write, reads: l("b"), writes: l("a")},
 		{sql: "REPLACE INTO a VALUES (1)", kind: Write, writes: l("a")},
+		// MariaDB: the rows of t change places with the partition's; t's
+		// history rows go (TiDB's parser and the token analyzer alike).
+		{sql: "ALTER TABLE p EXCHANGE PARTITION p0 WITH TABLE t", kind: Write, writes: l("p", "t")},
+		{sql: "DELETE HISTORY FROM t", kind: Write, reads: l("t"), writes: l("t")},
+		{sql: "DELETE HISTORY FROM t BEFORE SYSTEM_TIME '2026-01-01'", kind: Write, writes: l("t")},
+		{sql: "ALTER TABLE p CONVERT PARTITION p0 TO TABLE t", kind: Write, writes: l("p", "t")},
+		{sql: "ALTER TABLE p CONVERT TABLE t TO PARTITION p1 VALUES LESS THAN (200)", kind: Write, writes: l("p", "t")},
+		{sql: "ALTER TABLE t ADD COLUMN c INT", kind: Write, writes: l("t")},
 		{sql: "SELECT my_udf(1)", kind: Write, unknown: true, reason: "unknown function my_udf"},
 		{sql: "SELECT CONCAT(a, 'x'), IFNULL(b, 0), DATE_FORMAT(NOW(), '%Y'), JSON_EXTRACT(j, '$.a'), COUNT(*) FROM t GROUP BY a", kind: Read, reads: l("t")},
 		{sql: "CREATE TEMPORARY TABLE tmp (id int); INSERT INTO tmp SELECT id FROM a; DROP TABLE tmp", kind: Buffer, reads: l("a")},

@@ -214,6 +214,7 @@ func (w *myWalker) function(name string, nargs int) {
 		return
 	}
 	if w.c.isReadOnlyUserFunc(name) {
+		w.b.userFns = true
 		return
 	}
 	w.b.guess("unknown function "+name, true)
@@ -329,9 +330,16 @@ func (c *Classifier) mysqlNode(b *builder, n ast.StmtNode) {
 				if t.Schema.L != "" {
 					key = t.Schema.L + "." + key
 				}
-				if real, ok := names[key]; ok {
+				switch real, ok := names[key]; {
+				case ok:
 					b.addWrite(myTableName(real))
-				} else {
+				case key == "history":
+					// MariaDB's DELETE HISTORY FROM t, which TiDB reads as
+					// DELETE history FROM t: t's history rows.
+					for _, t := range all {
+						b.addWrite(myTableName(t))
+					}
+				default:
 					b.addWrite(myTableName(t))
 				}
 			}
@@ -369,7 +377,9 @@ func (c *Classifier) mysqlNode(b *builder, n ast.StmtNode) {
 	case *ast.AlterTableStmt:
 		b.addWrite(myTableName(n.Table))
 		for _, spec := range n.Specs {
-			if spec.Tp == ast.AlterTableRenameTable && spec.NewTable != nil {
+			// RENAME TO names the new table; EXCHANGE PARTITION ... WITH
+			// TABLE the table whose rows change places with the partition's.
+			if (spec.Tp == ast.AlterTableRenameTable || spec.Tp == ast.AlterTableExchangePartition) && spec.NewTable != nil {
 				b.addWrite(myTableName(spec.NewTable))
 			}
 		}

@@ -142,9 +142,15 @@ func (a *tokAnalyzer) myStatement(st []token) error {
 			switch kw {
 			case "alter", "rename":
 				b.schemaChange()
-				for _, t := range st {
-					if t.is("rename") {
+				for k, t := range st {
+					switch {
+					case t.is("rename"):
 						b.unknown = true // the new names are not read here
+					case t.is("table") && k > 1 && a.isName(k+1):
+						// MariaDB's CONVERT PARTITION p TO TABLE t and CONVERT
+						// TABLE t TO PARTITION p: t's rows move.
+						n, _ := a.name(k + 1)
+						b.addWrite(n)
 					}
 				}
 			}

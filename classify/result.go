@@ -14,6 +14,7 @@ type builder struct {
 	unknown bool
 	ddl     bool // a schema change (Result.DDL)
 	catalog bool // a catalog read (Result.Catalog)
+	userFns bool // a call of a user function declared read-only (Result.CallsUserFunctions)
 	reason  string
 	temps   []string // temporary tables created earlier in the text
 }
@@ -101,7 +102,7 @@ func (b *builder) restoreEffects(m builderMark) {
 }
 
 func (b *builder) result() Result {
-	r := Result{Kind: b.kind, Locks: b.locks, UnknownTables: b.unknown, DDL: b.ddl, Catalog: b.catalog}
+	r := Result{Kind: b.kind, Locks: b.locks, UnknownTables: b.unknown, DDL: b.ddl, Catalog: b.catalog, CallsUserFunctions: b.userFns}
 	if b.kind == Write {
 		r.Reason = b.reason
 	}

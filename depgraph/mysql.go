@@ -11,9 +11,10 @@ import (
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// AnalyzeMySQL reads the current database's dependency edges from
-// information_schema (MariaDB and MySQL), the counterpart of
-// AnalyzePostgres:
+// AnalyzeMySQL reads the dependency edges of every database of the server
+// from information_schema (MariaDB and MySQL), the counterpart of
+// AnalyzePostgres; table names lose their database (lsnstore.TableKey),
+// so an edge into another database's table t raises every t:
 //
 //   - a trigger: its table -> every table of the database its body
 //     mentions, or lsnstore.Everything when the body mentions a stored
@@ -22,27 +23,29 @@ import (
 //     rather than parsed: tables it only reads get an edge too, which
 //     sends more reads to the primary, never a stale one;
 //   - a foreign key with ON UPDATE or ON DELETE CASCADE, SET NULL or SET
-//     DEFAULT: the referenced table -> the referencing table;
+//     DEFAULT: the referenced table -> the referencing table (itself for a
+//     self-referencing key: a tree of categories);
 //   - a view: each table its definition mentions -> the view (a write to
 //     the table changes what the view returns) and, for an updatable view,
-//     the view -> each of those tables (a write through the view).
+//     the view -> each of those tables (a write through the view);
+//   - self-dependencies (selfdeps.go): a self-referencing cascading key, a
+//     cycle through triggers or cascades, and a column of a primary key or
+//     unique index that a BEFORE trigger assigns (SET NEW.c = ...), that is
+//     generated, or that is ON UPDATE CURRENT_TIMESTAMP give the table an
+//     edge to itself.
 //
 // Table names are normalised as the plugin does (lsnstore.TableKey).
-func AnalyzeMySQL(ctx context.Context, db *sql.DB) (map[string][]string, error) {
-	tables, err := queryNames(ctx, db, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()")
+func AnalyzeMySQL(ctx context.Context, db *sql.DB) (*Graph, error) {
+	tables, err := queryNames(ctx, db, "SELECT DISTINCT TABLE_NAME FROM information_schema.TABLES WHERE "+userSchemas("TABLE_SCHEMA"))
 	if err != nil {
 		return nil, fmt.Errorf("depgraph: read information_schema.TABLES: %w", err)
 	}
-	routines, err := queryNames(ctx, db, "SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+	routines, err := queryNames(ctx, db, "SELECT DISTINCT ROUTINE_NAME FROM information_schema.ROUTINES WHERE "+userSchemas("ROUTINE_SCHEMA"))
 	if err != nil {
 		return nil, fmt.Errorf("depgraph: read information_schema.ROUTINES: %w", err)
 	}
-	edges := map[string][]string{}
-	add := func(from, to string) {
-		if from != to && !slices.Contains(edges[from], to) {
-			edges[from] = append(edges[from], to)
-		}
-	}
+	g := &Graph{}
+	m := newMoves()
 
 	// mentioned returns the tables of the database that sql names, and
 	// whether it names (or CALLs) a stored routine.
@@ -65,53 +68,104 @@ func AnalyzeMySQL(ctx context.Context, db *sql.DB) (map[string][]string, error) 
 		return out, routine
 	}
 
-	if err := eachRow(ctx, db, "SELECT EVENT_OBJECT_TABLE, ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()",
-		func(table, body string) {
+	if err := eachRow(ctx, db, `SELECT CONCAT_WS(CHAR(31), EVENT_OBJECT_TABLE, TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION), ACTION_STATEMENT
+FROM information_schema.TRIGGERS WHERE `+userSchemas("TRIGGER_SCHEMA"),
+		func(head, body string) {
+			f := strings.Split(head, "\x1f") // names may hold spaces
+			if len(f) != 4 {
+				return
+			}
+			table, name, timing, event := f[0], f[1], f[2], f[3]
 			from := lsnstore.TableKey(table)
 			if body == "" { // hidden without the TRIGGER privilege
-				add(from, lsnstore.Everything)
+				g.addEverything(from, fmt.Sprintf("trigger %s on %s: its body cannot be read", name, table))
 				return
+			}
+			if timing == "BEFORE" && event != "DELETE" {
+				why := fmt.Sprintf("BEFORE trigger %s on %s may change a key of the row it writes", name, table)
+				for _, c := range assignedNewColumns(lex(mysqlBodyForLex(body))) {
+					m.add(from, c, why)
+				}
 			}
 			ts, routine := mentioned(body)
 			for _, t := range ts {
-				add(from, t)
+				if t != from { // a trigger cannot write its own table here (ER_CANT_UPDATE_USED_TABLE_IN_SF_OR_TRG)
+					g.effect(from, t, fmt.Sprintf("trigger %s on %s writes %s", name, table, t))
+				}
 			}
 			if routine {
-				add(from, lsnstore.Everything)
+				g.addEverything(from, fmt.Sprintf("trigger %s on %s calls a stored routine", name, table))
 			}
 		}); err != nil {
 		return nil, fmt.Errorf("depgraph: read information_schema.TRIGGERS: %w", err)
 	}
 	if err := eachRow(ctx, db, `SELECT REFERENCED_TABLE_NAME, TABLE_NAME FROM information_schema.REFERENTIAL_CONSTRAINTS
-WHERE CONSTRAINT_SCHEMA = DATABASE()
+WHERE `+userSchemas("CONSTRAINT_SCHEMA")+`
   AND (UPDATE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT') OR DELETE_RULE IN ('CASCADE', 'SET NULL', 'SET DEFAULT'))`,
-		func(parent, child string) { add(lsnstore.TableKey(parent), lsnstore.TableKey(child)) }); err != nil {
+		func(parent, child string) {
+			p, c := lsnstore.TableKey(parent), lsnstore.TableKey(child)
+			g.effect(p, c, fmt.Sprintf("a foreign key of %s cascades to %s", child, parent))
+		}); err != nil {
 		return nil, fmt.Errorf("depgraph: read information_schema.REFERENTIAL_CONSTRAINTS: %w", err)
 	}
-	if err := eachRow(ctx, db, "SELECT TABLE_NAME, CONCAT(IS_UPDATABLE, ' ', COALESCE(VIEW_DEFINITION, '')) FROM information_schema.VIEWS WHERE TABLE_SCHEMA = DATABASE()",
+	if err := eachRow(ctx, db, "SELECT TABLE_NAME, CONCAT(IS_UPDATABLE, ' ', COALESCE(VIEW_DEFINITION, '')) FROM information_schema.VIEWS WHERE "+userSchemas("TABLE_SCHEMA"),
 		func(view, def string) {
 			v := lsnstore.TableKey(view)
 			updatable, def, _ := strings.Cut(def, " ")
 			if def == "" { // hidden without the SHOW VIEW privilege: any table may feed it
 				for t := range tables {
-					add(t, v)
+					g.alias(t, v)
 				}
 				if updatable == "YES" {
-					add(v, lsnstore.Everything)
+					g.addEverything(v, fmt.Sprintf("view %s: its definition cannot be read", view))
 				}
 				return
 			}
 			ts, _ := mentioned(def)
 			for _, t := range ts {
-				add(t, v)
+				g.alias(t, v)
 				if updatable == "YES" {
-					add(v, t)
+					g.alias(v, t)
 				}
 			}
 		}); err != nil {
 		return nil, fmt.Errorf("depgraph: read information_schema.VIEWS: %w", err)
 	}
-	return edges, nil
+	if err := eachRow(ctx, db, `SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND (EXTRA LIKE '%VIRTUAL GENERATED%' OR EXTRA LIKE '%STORED GENERATED%' OR EXTRA LIKE '%PERSISTENT%' OR EXTRA LIKE '%on update%')`,
+		func(table, col string) {
+			m.add(lsnstore.TableKey(table), strings.ToLower(col), fmt.Sprintf("column %s of %s is generated or set on update", col, table))
+		}); err != nil {
+		return nil, fmt.Errorf("depgraph: read information_schema.COLUMNS: %w", err)
+	}
+	keys := map[string][]string{}
+	if err := eachRow(ctx, db, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0",
+		func(table, col string) {
+			t := lsnstore.TableKey(table)
+			keys[t] = appendNew(keys[t], strings.ToLower(col))
+		}); err != nil {
+		return nil, fmt.Errorf("depgraph: read information_schema.STATISTICS: %w", err)
+	}
+	g.finish(m, keys)
+	return g, nil
+}
+
+// userSchemas is the condition on column that keeps the server's own
+// databases out: the graph spans every database of the server, since a
+// trigger, cascade or view may cross from one into another, and the
+// plugin names a table without its database (lsnstore.TableKey), so the
+// same-named tables of several databases share their positions (more
+// reads wait, never fewer).
+func userSchemas(column string) string {
+	return column + " NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
+}
+
+// mysqlBodyForLex makes a MySQL trigger body lexable by the PostgreSQL
+// lexer: backquoted names become double-quoted ones, and backslash escapes
+// in strings lose their backslash (so that a quote escaped by one stays
+// inside its string).
+func mysqlBodyForLex(body string) string {
+	return strings.NewReplacer("`", `"`, `\\`, "__", `\'`, "''", `\"`, `""`).Replace(body)
 }
 
 // queryNames returns the set of the normalised names query returns.

@@ -20,31 +20,56 @@ type Querier interface {
 
 // Graph is the dependency graph of one database: Edges maps a table to
 // the tables a write to it also writes, directly (one trigger, one
-// cascading foreign key, one rule, one view). Closed() gives the
-// transitive closure, which is what is published. Reasons explains every
-// edge to lsnstore.Everything.
+// cascading foreign key, one rule, one view, one partition or inheritance
+// link). Closed() gives the transitive closure, which is what is
+// published. Reasons explains every edge to lsnstore.Everything.
+//
+// A table that lists itself writes rows of itself that a statement does
+// not name (self-dependencies: see selfdeps.go); SelfReasons says why.
 type Graph struct {
-	Edges   map[string][]string
-	Reasons map[string][]string
+	Edges       map[string][]string
+	Reasons     map[string][]string
+	SelfReasons map[string][]string
+	// KeyMoves lists, per table, the columns whose value a write may change
+	// without naming them ("*": any column): those a BEFORE row trigger
+	// assigns, and stored generated columns. A table with such a column in
+	// its primary key or a unique index is self-dependent already; a
+	// process keying a table by other columns checks them against it.
+	KeyMoves map[string][]string
+
+	b *edgeBuilder
+}
+
+func (g *Graph) builder() *edgeBuilder {
+	if g.b == nil {
+		g.b = newEdgeBuilder()
+	}
+	return g.b
 }
 
 // addEverything adds the edge from -> lsnstore.Everything with a reason.
 func (g *Graph) addEverything(from, reason string) {
-	g.add(from, lsnstore.Everything)
+	g.builder().alias(from, lsnstore.Everything)
 	if g.Reasons == nil {
 		g.Reasons = map[string][]string{}
 	}
 	g.Reasons[from] = appendNew(g.Reasons[from], reason)
 }
 
-func (g *Graph) add(from, to string) {
-	if g.Edges == nil {
-		g.Edges = map[string][]string{}
-	}
-	if from == to || slices.Contains(g.Edges[from], to) {
-		return
-	}
-	g.Edges[from] = append(g.Edges[from], to)
+// effect adds the edge from -> to of a trigger, rule or cascade (why says
+// which, for a self edge).
+func (g *Graph) effect(from, to, why string) { g.builder().effect(from, to, why) }
+
+// alias adds the edge from -> to of a view, partition or inheritance link.
+func (g *Graph) alias(from, to string) { g.builder().alias(from, to) }
+
+// finish marks the self-dependent tables (cycles through an effect, keys
+// that move) and sets Edges and SelfReasons.
+func (g *Graph) finish(m *moves, keys map[string][]string) {
+	b := g.builder()
+	b.keyMoves(m, keys)
+	b.cycles()
+	g.Edges, g.SelfReasons, g.KeyMoves = b.edges, b.reasons, m.cols
 }
 
 // EdgeCount is the number of direct edges.
@@ -79,6 +104,7 @@ func (f *userFunc) String() string { return f.schema + "." + f.name }
 
 // analyzer holds one database's catalog while a graph is built.
 type analyzer struct {
+	version    int // server_version_num
 	funcs      map[uint32]*userFunc
 	byName     map[string][]uint32 // "name" and "schema.name" -> oids
 	classifier *classify.Classifier
@@ -98,18 +124,27 @@ type analyzer struct {
 //     the tables its actions write, Everything when not understood;
 //   - views: each table or view a view reads -> the view (a write to the
 //     table changes what the view returns); an automatically updatable
-//     view -> its base table (a write through the view writes it).
+//     view -> its base table (a write through the view writes it);
+//   - partitions and inheritance (pg_inherits): parent -> child and child
+//     -> parent, at every level (a write through either name changes what
+//     the other returns);
+//   - self-dependencies (selfdeps.go): a table whose writes may change
+//     other rows of it (a trigger or rule writing its own table, a
+//     self-referencing cascading foreign key, a cycle of triggers) or move
+//     a row to a key the statement does not name (a BEFORE row trigger
+//     assigning a column of its primary key or a unique index, a stored
+//     generated column in one) has an edge to itself.
 //
-// Writes of a trigger's function to the trigger's own table are dropped
-// (self edges). Table names are normalised as the plugin does (schema
-// dropped, lower case).
+// Table names are normalised as the plugin does (schema dropped, lower
+// case).
 func AnalyzePostgres(ctx context.Context, q Querier) (*Graph, error) {
 	a := &analyzer{funcs: map[uint32]*userFunc{}, byName: map[string][]uint32{}}
 	if err := a.loadFunctions(ctx, q); err != nil {
 		return nil, err
 	}
 	g := &Graph{}
-	if err := a.triggers(ctx, q, g); err != nil {
+	m := newMoves()
+	if err := a.triggers(ctx, q, g, m); err != nil {
 		return nil, err
 	}
 	if err := foreignKeys(ctx, q, g); err != nil {
@@ -121,6 +156,17 @@ func AnalyzePostgres(ctx context.Context, q Querier) (*Graph, error) {
 	if err := views(ctx, q, g); err != nil {
 		return nil, err
 	}
+	if err := inheritance(ctx, q, g); err != nil {
+		return nil, err
+	}
+	if err := a.generatedColumns(ctx, q, m); err != nil {
+		return nil, err
+	}
+	keys, err := keyColumns(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	g.finish(m, keys)
 	return g, nil
 }
 
@@ -156,6 +202,7 @@ func (a *analyzer) loadFunctions(ctx context.Context, q Querier) error {
 	if _, err := pgx.ForEachRow(rows, []any{&version}, func() error { return nil }); err != nil {
 		return fmt.Errorf("depgraph: server version: %w", err)
 	}
+	a.version = version
 	query := functionsQuery
 	if version < 140000 {
 		query = functionsQuery13
@@ -267,41 +314,64 @@ func (a *analyzer) effects(f *userFunc) (writes, dynamic []string) {
 }
 
 const triggersQuery = `
-SELECT c.relname::text, t.tgname::text, t.tgfoid::int8
+SELECT c.relname::text, t.tgname::text, t.tgfoid::int8, t.tgtype::int, t.tgargs, p.proname::text
 FROM pg_trigger t
 JOIN pg_class c ON c.oid = t.tgrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_proc p ON p.oid = t.tgfoid
 WHERE NOT t.tgisinternal AND n.nspname NOT IN ('pg_catalog', 'information_schema')`
 
-func (a *analyzer) triggers(ctx context.Context, q Querier, g *Graph) error {
+// pg_trigger.tgtype bits.
+const (
+	tgRow    = 1 << 0
+	tgBefore = 1 << 1
+	tgInsert = 1 << 2
+	tgUpdate = 1 << 4
+)
+
+func (a *analyzer) triggers(ctx context.Context, q Querier, g *Graph, m *moves) error {
 	rows, err := q.Query(ctx, triggersQuery)
 	if err != nil {
 		return fmt.Errorf("depgraph: read pg_trigger: %w", err)
 	}
 	var (
-		rel, name string
-		foid      int64
+		rel, name, fname string
+		foid             int64
+		tgtype           int32
+		args             []byte
 	)
 	type trig struct {
-		rel, name string
-		foid      uint32
+		rel, name, fname string
+		foid             uint32
+		tgtype           int32
+		args             []string
 	}
 	var trigs []trig
-	if _, err := pgx.ForEachRow(rows, []any{&rel, &name, &foid}, func() error {
-		trigs = append(trigs, trig{rel, name, uint32(foid)})
+	if _, err := pgx.ForEachRow(rows, []any{&rel, &name, &foid, &tgtype, &args, &fname}, func() error {
+		var as []string
+		if len(args) > 0 {
+			as = strings.Split(strings.TrimSuffix(string(args), "\x00"), "\x00")
+		}
+		trigs = append(trigs, trig{rel, name, fname, uint32(foid), tgtype, as})
 		return nil
 	}); err != nil {
 		return fmt.Errorf("depgraph: read pg_trigger: %w", err)
 	}
 	for _, t := range trigs {
-		f := a.funcs[t.foid]
-		if f == nil {
-			continue // a built-in trigger function (pg_catalog) changes only its row
-		}
 		from := lsnstore.TableKey(t.rel)
+		f := a.funcs[t.foid]
+		if t.tgtype&tgRow != 0 && t.tgtype&tgBefore != 0 && t.tgtype&(tgInsert|tgUpdate) != 0 {
+			why := fmt.Sprintf("BEFORE trigger %s on %s may change a key of the row it writes", t.name, t.rel)
+			for _, c := range beforeTriggerAssigns(f, t.fname, t.args) {
+				m.add(from, c, why)
+			}
+		}
+		if f == nil {
+			continue // a built-in trigger function (pg_catalog) writes no other row
+		}
 		writes, dynamic := a.effects(f)
 		for _, w := range writes {
-			g.add(from, w)
+			g.effect(from, w, fmt.Sprintf("trigger %s on %s writes %s", t.name, t.rel, w))
 		}
 		for _, d := range dynamic {
 			g.addEverything(from, fmt.Sprintf("trigger %s on %s: %s", t.name, t.rel, d))
@@ -325,18 +395,10 @@ JOIN pg_class p ON p.oid = k.confrelid
 WHERE k.contype = 'f' AND (k.confupdtype IN ('c', 'n', 'd') OR k.confdeltype IN ('c', 'n', 'd'))`
 
 func foreignKeys(ctx context.Context, q Querier, g *Graph) error {
-	rows, err := q.Query(ctx, foreignKeysQuery)
-	if err != nil {
-		return fmt.Errorf("depgraph: read pg_constraint: %w", err)
-	}
-	var parent, child string
-	if _, err := pgx.ForEachRow(rows, []any{&parent, &child}, func() error {
-		g.add(lsnstore.TableKey(parent), lsnstore.TableKey(child))
-		return nil
-	}); err != nil {
-		return fmt.Errorf("depgraph: read pg_constraint: %w", err)
-	}
-	return nil
+	return eachPgPair(ctx, q, foreignKeysQuery, "pg_constraint", func(parent, child string) {
+		p, c := lsnstore.TableKey(parent), lsnstore.TableKey(child)
+		g.effect(p, c, fmt.Sprintf("a foreign key of %s cascades to %s", child, p))
+	})
 }
 
 const rulesQuery = `
@@ -364,7 +426,7 @@ func (a *analyzer) rules(ctx context.Context, q Querier, g *Graph) error {
 		from := lsnstore.TableKey(r.rel)
 		writes, dynamic := a.ruleEffects(r.def)
 		for _, w := range writes {
-			g.add(from, w)
+			g.effect(from, w, fmt.Sprintf("rule %s on %s writes %s", r.name, r.rel, w))
 		}
 		for _, d := range dynamic {
 			g.addEverything(from, fmt.Sprintf("rule %s on %s: %s", r.name, r.rel, d))
@@ -453,11 +515,11 @@ func views(ctx context.Context, q Querier, g *Graph) error {
 		return fmt.Errorf("depgraph: read views: %w", err)
 	}
 	for _, d := range deps {
-		g.add(d.table, d.view)
+		g.alias(d.table, d.view)
 		// An automatically updatable view reads exactly one relation: a
 		// write through it writes that relation.
 		if d.updatable && count[d.view] == 1 {
-			g.add(d.view, d.table)
+			g.alias(d.view, d.table)
 		}
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -144,34 +143,7 @@ func TestMetricsCollector(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		e.readOther(e.db)
 	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(e.plug.Collector()); err != nil {
-		t.Fatal(err)
-	}
-	gather := func() map[string]float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		found := map[string]float64{}
-		for _, mf := range mfs {
-			for _, m := range mf.GetMetric() {
-				key := mf.GetName()
-				for _, l := range m.GetLabel() {
-					key += "," + l.GetName() + "=" + l.GetValue()
-				}
-				switch {
-				case m.Counter != nil:
-					found[key] = m.Counter.GetValue()
-				case m.Gauge != nil:
-					found[key] = m.Gauge.GetValue()
-				case m.Histogram != nil:
-					found[key] = float64(m.Histogram.GetSampleCount())
-				}
-			}
-		}
-		return found
-	}
+	gather := func() map[string]float64 { return pluginMetrics(t, e.plug) }
 	// Both replicas up for the poller (one may still be coming back from
 	// an earlier test on the shared servers).
 	found := gather()

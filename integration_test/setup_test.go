@@ -253,6 +253,12 @@ func pollerCaughtUp(p *plugin.Plugin) bool {
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			switch mf.GetName() {
+			case "freshread_poller_resting":
+				if m.GetGauge().GetValue() == 1 {
+					// Its gauges are its last poll's; the next read
+					// wakes it and waits for a poll.
+					return true
+				}
 			case "freshread_replica_up":
 				if m.GetGauge().GetValue() != 1 {
 					return false

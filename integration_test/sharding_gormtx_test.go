@@ -408,4 +408,13 @@ func TestShardingAssociations(t *testing.T) {
 	if got, items := e.statusOn("omitted"), itemsOn("m"); got[e.s.ShardOf(a)] != 1 || len(items) != 0 {
 		t.Fatalf("Omit: orders %v, items %v", got, items)
 	}
+	// An item created alone, its model named in another model's has-many
+	// (GORM lists that relation among the item's own): written on its
+	// user's shard, without a panic.
+	if err := e.db.Create(&ShItem{UserID: b, Sku: "alone"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if items := itemsOn("alone"); items[e.s.ShardOf(b)] != 1 || len(items) != 1 {
+		t.Fatalf("an item created alone: %v, want one on %s", items, e.s.ShardOf(b))
+	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lookup"
-	"github.com/freshread/freshread/sharding"
 )
 
 // newLookup makes a lookup database and a Store cached in the shared Redis.
@@ -41,10 +40,7 @@ func newLookup(t *testing.T, pg *testcluster.Postgres) (*lookup.Store, *gorm.DB,
 func TestShardingLookupRouting(t *testing.T) {
 	pg := testcluster.PostgresFor(t)
 	st, ldb, r := newLookup(t, pg)
-	e := newShEnv(t, func(c *sharding.Config) {
-		c.Lookup = st
-		c.Tables[0].Lookup = true
-	})
+	e := newShEnv(t, withLookup(st))
 	// Old-style IDs chosen by the application (no generator).
 	var orders []ShOrder
 	for i := int64(1); i <= 40; i++ {

@@ -32,7 +32,8 @@ func TestShardingRedisDeployments(t *testing.T) {
 func checkShardingOnRedis(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	pg := testcluster.PostgresFor(t)
-	ids, err := sharding.NewIDGenerator(ctx, sharding.IDConfig{Redis: rdb, Prefix: "test:" + t.Name() + ":idgen"})
+	// A short lease: a new generator waits one before minting.
+	ids, err := sharding.NewIDGenerator(ctx, sharding.IDConfig{Redis: rdb, Prefix: "test:" + t.Name() + ":idgen", LeaseTTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,6 +293,14 @@ func fixedIDs(t *testing.T, worker int) *sharding.IDGenerator {
 
 func withIDs(g *sharding.IDGenerator) shOpt { return func(c *sharding.Config) { c.IDs = g } }
 
+// withLookup routes the orders table's IDs through lk (Table.Lookup).
+func withLookup(lk sharding.Lookup) shOpt {
+	return func(c *sharding.Config) {
+		c.Lookup = lk
+		c.Tables[0].Lookup = true
+	}
+}
+
 // waitCaughtUp waits until the replicas have replayed the primary's
 // position and every shard's freshread plugin has polled them since
 // (waitPluginsCaughtUp).

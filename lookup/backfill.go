@@ -14,12 +14,15 @@ import (
 
 // Source is one shard to read pairs from.
 type Source struct {
+	// Name is the shard's name, in errors and progress.
 	Name string
-	DB   *gorm.DB
+	// DB is the shard's *gorm.DB (its primary).
+	DB *gorm.DB
 }
 
 // BackfillConfig configures Backfill.
 type BackfillConfig struct {
+	// Sources are the shards the pairs are read from, every one.
 	Sources   []Source
 	Table     string // the sharded table, e.g. "orders"
 	IDColumn  string // e.g. "id"

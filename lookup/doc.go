@@ -6,9 +6,12 @@
 // bigint) in a lookup database, with a read-through Redis cache:
 //
 //   - Put (called by the sharding plugin before it inserts the orders)
-//     upserts the rows, then caches them. An order never exists without its
-//     lookup row; a lookup row whose order insert failed is tolerated (a
-//     read by that ID routes to the user's shard and finds no order).
+//     records the rows (a row already recorded for the same user is kept;
+//     one recorded for another user refuses the whole call with
+//     sharding.ErrIDInUse), then caches them. An order never exists without its
+//     lookup row. The sharding plugin deletes the rows again when the
+//     insert fails or its transaction rolls back, and deletes the rows of
+//     deleted orders only once their transaction commits.
 //   - Resolve reads the cache with one MGET for the whole ID list, then the
 //     table for the misses (one query), and fills the cache: found IDs for
 //     TTL, unknown IDs for the much shorter NegativeTTL so an order created

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/freshread/freshread/internal/lib/breaker"
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/sharding"
 )
 
@@ -48,7 +49,10 @@ type Store struct {
 	hits, negHits, misses, redisErrors, skips atomic.Int64
 }
 
-var _ sharding.Lookup = (*Store)(nil)
+var (
+	_ sharding.Lookup          = (*Store)(nil)
+	_ sharding.LookupRefresher = (*Store)(nil)
+)
 
 // Stats are the cache counters since the Store was made.
 type Stats struct {
@@ -71,6 +75,7 @@ const negative = "-"
 
 // New returns a Store.
 func New(cfg Config) *Store {
+	lsnstore.WatchRedis(cfg.Redis) // a refused command is logged and counted; failures name their cause
 	if cfg.Table == "" {
 		cfg.Table = "order_lookup"
 	}
@@ -148,7 +153,10 @@ type row struct {
 	UserID  int64 `gorm:"column:user_id"`
 }
 
-// Put upserts pairs, then caches them.
+// Put records pairs, then caches them. A pair already recorded for the
+// same user is kept (a retried Create); one recorded for another user is
+// refused with sharding.ErrIDInUse, and then none of the pairs is
+// written (one transaction).
 func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 	if len(pairs) == 0 {
 		return nil
@@ -157,10 +165,18 @@ func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 	for i, p := range pairs {
 		rows[i] = row{OrderID: p.OrderID, UserID: p.UserID}
 	}
-	err := s.cfg.DB.WithContext(ctx).Table(s.cfg.Table).Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "order_id"}},
-		DoUpdates: clause.AssignmentColumns([]string{"user_id"}),
-	}).CreateInBatches(&rows, 1000).Error
+	err := s.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Table(s.cfg.Table).Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "order_id"}},
+			DoNothing: true,
+		}).CreateInBatches(&rows, 1000)
+		if res.Error != nil {
+			return res.Error
+		}
+		// RowsAffected cannot say which rows conflicted (GORM counts the
+		// rows of a RETURNING as given): read them back.
+		return s.checkOwners(tx, rows)
+	})
 	if err != nil {
 		return fmt.Errorf("lookup: put: %w", err)
 	}
@@ -175,6 +191,26 @@ func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 			})
 			return err
 		})
+	}
+	return nil
+}
+
+// checkOwners returns sharding.ErrIDInUse (wrapped) when an order ID of
+// rows is recorded for another user than the row's.
+func (s *Store) checkOwners(tx *gorm.DB, rows []row) error {
+	ids := make([]int64, len(rows))
+	want := make(map[int64]int64, len(rows))
+	for i, r := range rows {
+		ids[i], want[r.OrderID] = r.OrderID, r.UserID
+	}
+	var have []row
+	if err := tx.Table(s.cfg.Table).Where("order_id IN ?", ids).Find(&have).Error; err != nil {
+		return err
+	}
+	for _, h := range have {
+		if u := want[h.OrderID]; u != h.UserID {
+			return fmt.Errorf("%w: order %d is recorded for user %d, not %d (create it with a new ID)", sharding.ErrIDInUse, h.OrderID, h.UserID, u)
+		}
 	}
 	return nil
 }
@@ -290,6 +326,66 @@ func (s *Store) delMany(ctx context.Context, keys []string) error {
 		return nil
 	})
 	return err
+}
+
+// Refresh implements sharding.LookupRefresher: it reads ids from the
+// cache and from the table, corrects the cached pairs that differ from
+// the table (a pair the cache kept while it was unreachable when the
+// table's changed), and returns their IDs. The plugin calls it only
+// when a statement routed through the lookup found no row. Without a
+// cache, or with the cache unreachable (Resolve then reads the table),
+// it corrects nothing.
+func (s *Store) Refresh(ctx context.Context, ids []int64) ([]int64, error) {
+	if s.cfg.Redis == nil || len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = s.key(id)
+	}
+	var vals []any
+	if !s.cache(ctx, func() (err error) { vals, err = s.getMany(ctx, keys); return err }) {
+		return nil, nil
+	}
+	var rows []row
+	if err := s.cfg.DB.WithContext(ctx).Table(s.cfg.Table).Where("order_id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("lookup: refresh: %w", err)
+	}
+	owner := make(map[int64]int64, len(rows))
+	for _, r := range rows {
+		owner[r.OrderID] = r.UserID
+	}
+	var stale []int64
+	for i, id := range ids {
+		cached, _ := vals[i].(string)
+		u, known := owner[id]
+		switch {
+		case known && cached != strconv.FormatInt(u, 10):
+			stale = append(stale, id)
+		case !known && cached != "" && cached != negative:
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	fixed := s.cache(ctx, func() error {
+		_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, id := range stale {
+				if u, ok := owner[id]; ok {
+					p.Set(ctx, s.key(id), u, s.cfg.TTL)
+				} else {
+					p.Del(ctx, s.key(id))
+				}
+			}
+			return nil
+		})
+		return err
+	})
+	if !fixed {
+		return nil, fmt.Errorf("lookup: refresh: the cache holds %d stale pairs and could not be corrected", len(stale))
+	}
+	return stale, nil
 }
 
 // Delete removes pairs from the table, then from the cache.

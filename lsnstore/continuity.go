@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,12 +90,14 @@ type RedisReader struct {
 	// guardEvictions: reads check the server's eviction count
 	// (EvictionGuard).
 	guardEvictions atomic.Bool
+	lease          leaseState // Leaser (lease.go)
 }
 
 // NewReader implements LossyStore. The first reader of a client installs
 // a go-redis hook on it (clientWatch).
 func (r *Redis) NewReader() Verifier {
 	rr := &RedisReader{Redis: r}
+	rr.lease.member = leaseMember()
 	rr.guardEvictions.Store(true)
 	if r.err == nil {
 		rr.watch = watchClient(r.rdb)
@@ -154,45 +157,112 @@ func (r *Redis) Invalidate(ctx context.Context) error {
 	return nil
 }
 
-// anchorScript returns the anchor: "<run_id>:<evicted_keys>:<random>".
-// It replaces it with a new one (ARGV[1] random) when it is missing
-// (restart without persistence, FLUSHALL, eviction), when the server is
-// another (failover, restart: a new run_id) or when the server evicted
-// keys since it was written. Run where the anchor's slot lives, so it
-// speaks of the server that holds the positions.
+// anchorScript returns the anchor, "<run_id>:<evicted_keys>:<random>",
+// and the server's time in milliseconds. It replaces the anchor with a
+// new one (ARGV[1] random) when it is missing (restart without
+// persistence, FLUSHALL, eviction, a lease that lapsed: lease.go), when
+// the server is another (failover, restart: a new run_id), when the
+// server evicted keys since it was written, or when a lease in the
+// leases set (KEYS[2]) has lapsed. Run where the anchor's slot lives, so
+// it speaks of the server that holds the positions.
+//
+// Leases: ARGV[2] is the caller's member, ARGV[3] the milliseconds to
+// renew it for ("0": no renewal), ARGV[4] the latest server time at which
+// the renewal may still extend an existing lease ("0": it may only create
+// one). A renewal that arrives later (a call stuck in the network) is
+// refused, so that a lease never outlives what its holder can bound
+// (RedisReader.leaseBounds). The anchor then expires with the earliest
+// lease.
 var anchorScript = redis.NewScript(`
 local a = redis.call('GET', KEYS[1])
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '?'
 local ev = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)') or '?'
-if a then
-  local r, e = string.match(a, '^([^:]*):([^:]*):')
-  if r == run and e == ev then return a end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lapsed = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+local leases = lapsed > 0
+local ttl = tonumber(ARGV[3])
+local renewed = 0
+if ttl > 0 then
+  local held = redis.call('ZSCORE', KEYS[2], ARGV[2])
+  local by = tonumber(ARGV[4])
+  if not held or (by > 0 and now <= by) then
+    redis.call('ZADD', KEYS[2], now + ttl, ARGV[2])
+    leases, renewed = true, 1
+  end
 end
-local n = run .. ':' .. ev .. ':' .. ARGV[1]
-redis.call('SET', KEYS[1], n)
-return n
+local keep = false
+if a and lapsed == 0 then
+  local r, e = string.match(a, '^([^:]*):([^:]*):')
+  keep = r == run and e == ev
+end
+if not keep then
+  a = run .. ':' .. ev .. ':' .. ARGV[1]
+  redis.call('SET', KEYS[1], a)
+  leases = true
+end
+if leases then
+  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if first[2] then
+    redis.call('PEXPIREAT', KEYS[1], first[2])
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    redis.call('PEXPIREAT', KEYS[2], last[2])
+  else
+    redis.call('PERSIST', KEYS[1])
+  end
+end
+return {a, tostring(now), renewed}
 `)
 
-// Verify implements Verifier with one script call.
+// Verify implements Verifier with one script call, which also renews
+// this reader's lease when it is due (Leaser).
 func (rr *RedisReader) Verify(ctx context.Context) (Epoch, error) {
+	return rr.verify(ctx, false)
+}
+
+// verify is Verify, renewing the lease when it is due or when renew.
+func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	r := rr.Redis
 	if r.err != nil {
 		return Epoch{}, r.err
+	}
+	if err := rr.verifyFormat(ctx); err != nil {
+		return Epoch{}, err
 	}
 	suspect := rr.watch.suspect.Load()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	tok, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey}, hex.EncodeToString(nonce[:])).Text()
-	if err == nil {
-		r.alive.Answered()
-	}
+	lease := rr.leaseCall(renew, r.maxTimeout)
+	v, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey, r.leasesKey()},
+		hex.EncodeToString(nonce[:]), rr.lease.member, lease.ms, lease.by).Slice()
 	if err != nil {
+		rr.leaseFailed(lease)
 		return Epoch{}, fmt.Errorf("lsnstore: redis verify: %w", err)
 	}
+	r.alive.Answered()
+	tok, now, renewed, err := anchorReply(v)
+	if err != nil {
+		rr.leaseFailed(lease)
+		return Epoch{}, err
+	}
+	rr.leaseAnswered(lease, now, renewed)
 	acc := rr.accepted.Load()
 	return Epoch{Token: tok, Changed: acc == nil || *acc != tok, suspect: suspect}, nil
+}
+
+// anchorReply reads anchorScript's reply.
+func anchorReply(v []any) (tok string, now int64, renewed bool, err error) {
+	if len(v) == 3 {
+		tok, _ = v[0].(string)
+		ns, _ := v[1].(string)
+		n, _ := v[2].(int64)
+		if now, err = strconv.ParseInt(ns, 10, 64); err == nil && tok != "" {
+			return tok, now, n == 1, nil
+		}
+	}
+	return "", 0, false, fmt.Errorf("lsnstore: redis verify: unexpected reply %v", v)
 }
 
 // Accept implements Verifier.
@@ -266,7 +336,7 @@ func (rr *RedisReader) checkAnchor(v any, evicted, runID string) error {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return fmt.Errorf("%w: its anchor key is gone (restarted empty, flushed or evicted)", ErrDiscontinuity)
+		return fmt.Errorf("%w: its anchor key is gone (restarted empty, flushed, evicted, or a process sharing it stopped renewing its lease)", ErrDiscontinuity)
 	}
 	if s != *acc {
 		return fmt.Errorf("%w: its anchor changed (failover, restart or eviction)", ErrDiscontinuity)

@@ -30,6 +30,8 @@ const Everything = "*"
 // holds every table reachable from t. Lists are sorted and hold no
 // duplicates; Everything may appear in them.
 type Dependents struct {
+	// Graph maps a table to every table writing it also writes
+	// (transitively), as store table keys.
 	Graph map[string][]string
 	// Version identifies the content of Graph (a hash): equal versions,
 	// equal graphs. Empty when nothing was published.

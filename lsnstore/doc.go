@@ -29,6 +29,7 @@
 //	P{D}-replay_lsn                 minimum replay position over the replicas of the latest publication
 //	P{D}-replay_lsn-<replica>       replay position of one replica
 //	P{D}-replicas                   hash replica -> replay position, of the latest publication
+//	P{D}-format                     the formats and releases of the processes using the store (format.go)
 //
 // Values are the text of a Position: the canonical text of a pg_lsn
 // ("16/B374D848") for the main lane, then "+name=hi/lo" per named lane

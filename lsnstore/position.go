@@ -36,7 +36,8 @@ type Position struct {
 type Lane struct {
 	// Name: ASCII letters, digits, '-', ':' and '_'; 1 to MaxLaneName
 	// bytes.
-	Name  string
+	Name string
+	// Value is how far the lane has got.
 	Value LSN
 }
 

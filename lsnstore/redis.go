@@ -46,6 +46,8 @@ type Redis struct {
 	// (continuity.go).
 	anchorKey string
 	anchorArg any
+
+	format formatState // the store format's last check (format.go)
 }
 
 // NewRedis returns a store over rdb, a *redis.Client, *redis.ClusterClient
@@ -58,6 +60,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 		r.err = errors.Join(r.err, errors.New("lsnstore: NewRedis: nil redis client"))
 	}
 	r.err = errors.Join(r.err, refuseClientCache(rdb))
+	WatchRedis(rdb) // refusals (NOPERM) logged and counted; failures name their cause
 	o := opts.withDefaults()
 	r.opts = o
 	r.timeout, r.maxTimeout = o.Timeout, o.MaxTimeout

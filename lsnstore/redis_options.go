@@ -15,13 +15,19 @@ const (
 	DefaultTimeout = 50 * time.Millisecond
 )
 
+// ErrNoDatabase is the error of a Redis store built with an empty
+// RedisOptions.Database (Validate, every call of the store, and db.Use of
+// a plugin given the store): check it with errors.Is.
+var ErrNoDatabase = errors.New("lsnstore: RedisOptions.Database is empty: set it to the logical name of the database, the same in every process (and the tracker) sharing it")
+
 // RedisOptions configures a Redis store. The zero value of every field but
 // Database selects its default.
 type RedisOptions struct {
 	// Database is the logical name of the database, used in every key
 	// inside a hash tag ({Database}). Required: a store built with an empty
-	// Database returns "lsnstore: RedisOptions.Database is empty" from every
-	// call. It must not contain "}", which would end the hash tag early.
+	// Database returns ErrNoDatabase from every call, and the plugin
+	// refuses it at db.Use. It must not contain "}", which would end the
+	// hash tag early.
 	Database string
 
 	// Prefix is prepended to every key. It must not contain "{" or "}",
@@ -94,7 +100,7 @@ type RedisOptions struct {
 func (o RedisOptions) Validate() error {
 	var errs []error
 	if o.Database == "" {
-		errs = append(errs, errors.New("lsnstore: RedisOptions.Database is empty"))
+		errs = append(errs, ErrNoDatabase)
 	}
 	if strings.Contains(o.Database, "}") {
 		errs = append(errs, fmt.Errorf("lsnstore: RedisOptions.Database %q contains \"}\", which breaks its hash tag", o.Database))

@@ -202,7 +202,7 @@ func TestRedisInvalidOptions(t *testing.T) {
 		opts RedisOptions
 		want string
 	}{
-		{rdb, RedisOptions{}, "lsnstore: RedisOptions.Database is empty"},
+		{rdb, RedisOptions{}, ErrNoDatabase.Error()},
 		{rdb, RedisOptions{Database: "d", Prefix: "p", NoPrefix: true}, "lsnstore: RedisOptions.Prefix is \"p\" with NoPrefix set"},
 		{rdb, RedisOptions{Database: "d", TTL: -time.Second}, "lsnstore: RedisOptions.TTL is -1s; it must be at least 1ms"},
 		{rdb, RedisOptions{Database: "d", TTL: time.Microsecond}, "lsnstore: RedisOptions.TTL is 1µs; it must be at least 1ms"},
@@ -223,9 +223,13 @@ func TestRedisInvalidOptions(t *testing.T) {
 		errs = append(errs, err)
 		_, err = s.ReplayPosition(ctx)
 		errs = append(errs, err)
+		errs = append(errs, s.Err())
 		for i, err := range errs {
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("%+v: call %d error = %v; want %s", tc.opts, i, err, tc.want)
+			}
+			if noDB := tc.opts.Database == ""; errors.Is(err, ErrNoDatabase) != noDB {
+				t.Errorf("%+v: call %d error %v: errors.Is(ErrNoDatabase) = %v", tc.opts, i, err, !noDB)
 			}
 		}
 	}
@@ -426,5 +430,35 @@ func TestRedisKeySignatureTTL(t *testing.T) {
 	time.Sleep(ttl + ttl/4)
 	if got := claim("v1:id;user_id"); got != "v1:id;user_id" {
 		t.Fatalf("claim after the first signature went unused for its TTL: %q, want the new one", got)
+	}
+}
+
+// TestRedisContextTimeouts: the store tells whether its client honours
+// context deadlines on sockets, for a single-server, Sentinel and Cluster
+// client (none is contacted), and says it cannot tell for other clients.
+func TestRedisContextTimeouts(t *testing.T) {
+	single := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	plain := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	failover := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	for _, c := range []interface{ Close() error }{single, plain, failover, cluster, ring} {
+		defer c.Close()
+	}
+	for _, tc := range []struct {
+		name           string
+		rdb            redis.UniversalClient
+		enabled, known bool
+	}{
+		{"single", single, true, true},
+		{"single without", plain, false, true},
+		{"sentinel without", failover, false, true},
+		{"cluster", cluster, true, true},
+		{"ring", ring, false, false},
+	} {
+		enabled, known := NewRedis(tc.rdb, RedisOptions{Database: "d"}).ContextTimeouts()
+		if enabled != tc.enabled || known != tc.known {
+			t.Errorf("%s: ContextTimeouts() = %v, %v; want %v, %v", tc.name, enabled, known, tc.enabled, tc.known)
+		}
 	}
 }

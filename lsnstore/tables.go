@@ -43,15 +43,20 @@ func TableKey(name string) string {
 }
 
 // CloseGraph returns the transitive closure of a dependency graph: for each
-// table, every table reachable from it, sorted, without itself. Tables
-// that reach nothing are left out. Everything ("*") is kept like any other
-// name.
+// table, every table reachable from it, sorted. A table is in its own list
+// only when the graph has an edge from it to itself (it writes rows of
+// itself that a statement does not name: depgraph's self-dependencies),
+// not for a cycle through other tables. Tables that reach nothing are left
+// out. Everything ("*") is kept like any other name.
 func CloseGraph(edges map[string][]string) map[string][]string {
 	out := make(map[string][]string, len(edges))
 	for t := range edges {
 		seen := map[string]bool{t: true}
 		stack := slices.Clone(edges[t])
 		var reach []string
+		if slices.Contains(edges[t], t) {
+			reach = append(reach, t)
+		}
 		for len(stack) > 0 {
 			d := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]

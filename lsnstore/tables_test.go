@@ -25,8 +25,9 @@ func TestCloseGraph(t *testing.T) {
 		"b":      {"c", "a"}, // a cycle back to a
 		"other":  {"d", "*"},
 		"unused": nil,
+		"self":   {"self", "e"}, // writes other rows of itself
 	})
-	want := map[string][]string{"a": {"b", "c"}, "b": {"a", "c"}, "other": {"*", "d"}}
+	want := map[string][]string{"a": {"b", "c"}, "b": {"a", "c"}, "other": {"*", "d"}, "self": {"e", "self"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("CloseGraph = %v, want %v", got, want)
 	}

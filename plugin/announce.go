@@ -20,8 +20,8 @@ type redisStore interface {
 	Prefix() string
 }
 
-// announce registers the database in the tracker's registry.
-func (p *Plugin) announce(ctx context.Context, db *gorm.DB) error {
+// announce registers the database and replicas in the tracker's registry.
+func (p *Plugin) announce(ctx context.Context, db *gorm.DB, replicas []Replica) error {
 	store, ok := p.cfg.Store.(redisStore)
 	if !ok {
 		return fmt.Errorf("%w: Announce needs the Redis store (the registry lives there)", ErrConfig)
@@ -34,7 +34,7 @@ func (p *Plugin) announce(ctx context.Context, db *gorm.DB) error {
 		return fmt.Errorf("%w: Announce: primary: %w", ErrConfig, err)
 	}
 	e := registry.Entry{Host: host, Port: port, Database: database, Store: store.Database(), Prefix: store.Prefix()}
-	for _, r := range p.cfg.Replicas {
+	for _, r := range replicas {
 		rh, rp, _, err := pgAddress(r.Dialector)
 		if err != nil {
 			return fmt.Errorf("%w: Announce: replica %q: %w", ErrConfig, r.Name, err)

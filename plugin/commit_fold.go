@@ -184,7 +184,7 @@ func (t *trackedTx) endFolded(end func(context.Context, *pgconn.PgConn) (lsnstor
 func (t *trackedTx) closeFolded(end func(context.Context, *pgconn.PgConn) (lsnstore.Position, error)) (lsnstore.Position, error) {
 	defer t.conn.Close()
 	ctx := context.WithoutCancel(t.ctx)
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, t.p.cfg.PublishTimeout)
 	defer cancel()
 	var pos lsnstore.Position
 	err := onPgConn(t.conn, func(pgc *pgconn.PgConn) error {

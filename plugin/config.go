@@ -16,8 +16,43 @@ type Replica struct {
 	// Name identifies the replica in decisions, logs, metrics and the
 	// store. Required, unique.
 	Name string
-	// Dialector opens the replica, e.g. postgres.Open(dsn). Required.
+	// Dialector opens the replica, e.g. postgres.Open(dsn). Required. The
+	// DSN must reach one server: a reader endpoint, load balancer, DNS
+	// name or pooler that spreads connections over several servers is
+	// refused at Initialize and by SetReplicas (ErrSeveralServers), since
+	// the plugin polls the replay position on one connection and reads on
+	// others.
 	Dialector gorm.Dialector
+	// Pool sizes this replica's connection pool; each field that is zero
+	// takes Config.ReplicaPool's.
+	Pool Pool
+}
+
+// Pool is a replica's connection pool settings, applied with database/sql's
+// SetMaxOpenConns, SetMaxIdleConns, SetConnMaxLifetime and
+// SetConnMaxIdleTime when the replica is opened. A zero field leaves
+// database/sql's default (or the setting of a pool the Dialector brings,
+// such as postgres.Config.Conn): no limit on open connections, 2 idle
+// connections kept, no age limits. A negative field sets "none" where a
+// shared default set a value: no limit on open connections or on age, no
+// idle connection kept. The replay poll takes one connection of the pool
+// per poll (docs/guide/configuration.md, "Sizing replica pools").
+type Pool struct {
+	// MaxOpenConns bounds the connections open to the replica at once
+	// (reads and the poll); a read waits for a free one beyond it.
+	// Default: 0 (no limit).
+	MaxOpenConns int
+	// MaxIdleConns is how many unused connections are kept open.
+	// Default: database/sql's 2.
+	MaxIdleConns int
+	// ConnMaxLifetime closes a connection this long after it was opened
+	// (when next released). It also bounds how long connections to a
+	// server the DSN no longer reaches stay in the pool. Default: 0 (no
+	// limit).
+	ConnMaxLifetime time.Duration
+	// ConnMaxIdleTime closes a connection unused for this long. Default:
+	// 0 (no limit).
+	ConnMaxIdleTime time.Duration
 }
 
 // Consistency says how fresh a read must be.
@@ -56,8 +91,36 @@ func (c Consistency) String() string {
 // means its documented default.
 type Config struct {
 	// Replicas are the streaming replicas reads may go to. With none, every
-	// statement goes to the primary.
+	// statement goes to the primary. Plugin.SetReplicas changes them while
+	// the plugin runs.
 	Replicas []Replica
+
+	// Discovery, when set, finds replicas in DNS (A or SRV records)
+	// every Discovery.Interval and adds them to Replicas, which stay; the
+	// replicas then change only with the DNS answers (SetReplicas returns
+	// ErrConfig). See DNSDiscovery. Default: nil (Replicas only, changed
+	// with SetReplicas).
+	Discovery *DNSDiscovery
+
+	// Sources are the primaries of a resolver registered with Register
+	// for some models or tables (dbresolver's Sources): their statements
+	// run there instead of on the *gorm.DB's own database, writes spread
+	// over the Sources by Policy. Every source must reach the same primary
+	// server (checked at db.Use: freshread keeps one primary's positions
+	// per resolver); reads go to Replicas, which replicate from it. Empty:
+	// the *gorm.DB's own database. Ignored by New; refused on Register's
+	// default resolver. Default: none.
+	Sources []gorm.Dialector
+
+	// TraceResolverMode prefixes each SQL line GORM's logger prints with
+	// where it ran, "[source]" (the primary) or "[replica <name>]", as
+	// dbresolver's TraceResolverMode does. Default: false.
+	TraceResolverMode bool
+
+	// ReplicaPool is the pool settings of every replica; a replica's own
+	// Pool fields override it field by field. Default: database/sql's
+	// (see Pool).
+	ReplicaPool Pool
 
 	// Store keeps the write position of each table (and the replicas'
 	// replay positions). Default: lsnstore.NewMemory(), correct only when
@@ -194,6 +257,28 @@ type Config struct {
 	// read. Default: 20ms.
 	PollInterval time.Duration
 
+	// PollerLease is how long one process holds the poller's lease in a
+	// store other processes share (Redis): while it holds it, it alone
+	// polls the primary and the replicas and publishes what it found,
+	// and the others read that from the store instead of polling the
+	// servers, so the servers' polling load does not grow with the number
+	// of processes. When the holder stops (closed, idle, cut off, dead),
+	// another process takes the lease over at its next poll once the
+	// published positions are gone, which is at most PollerLease later.
+	// Negative: every process polls the servers itself. Ignored with
+	// ReplayFromStore and with a store that is not shared. Default: 1s.
+	PollerLease time.Duration
+
+	// IdleAfter is how long a process goes without a read or a write
+	// before its poller rests: it stops polling (and gives up its writer
+	// lease and the poller's lease, when it holds them) until the next
+	// read or write, which wakes it; the first read after a rest waits at
+	// most one poll (100ms at the most) for fresh replica positions, and
+	// goes to the primary if there are none by then. An idle process
+	// then costs the servers and the store nothing. Negative: the poller
+	// never rests. Default: 5s.
+	IdleAfter time.Duration
+
 	// MaxLag is the longest a replica may go without its replay position
 	// being confirmed by a poll; past it the replica is not used. It must
 	// be shorter than the Redis store's TTL (an expired write position is
@@ -238,6 +323,31 @@ type Config struct {
 	// database/sql watches with a goroutine when the caller's cannot end:
 	// docs/design/reliability.md). Default: 1s.
 	StallTimeout time.Duration
+
+	// WriterLease is the lease this process holds in a store other
+	// processes share (Redis), renewed by its poll. It is how the others
+	// learn of a write this process committed but could neither publish
+	// nor tell them of, because the store is unreachable from here while
+	// they reach it: the store's anchor, which every read checks, expires
+	// with the earliest lease, and their next poll then takes the
+	// primary's position as their floor. So such a write is acknowledged
+	// once this lease has surely ended (at most WriterLease after the
+	// last renewal), and a process whose lease has ended, or is about to
+	// (less than a fifth left), refuses to commit a write
+	// (ErrStoreUnreachable: nothing was committed, a retry is safe) until
+	// it reaches the store again. A process that stops without Close
+	// makes the others' reads go to the primary for a poll once its lease
+	// ends. Negative: no lease (writes are never refused or delayed for
+	// the store, and another process may read stale a write this process
+	// could not publish: docs/design/reliability.md). Default: 5s.
+	WriterLease time.Duration
+
+	// PublishTimeout bounds, after a commit, reading the primary's
+	// position and publishing it to the store (and, when that fails,
+	// telling the other processes: lsnstore.Invalidator). A write that
+	// could not be published within it waits for its lease to end
+	// (WriterLease) before its commit returns. Default: 1s.
+	PublishTimeout time.Duration
 
 	// BreakerFailures is the number of consecutive store failures after
 	// which reads stop consulting the store (and go to the primary) until a
@@ -296,6 +406,18 @@ func (c Config) withDefaults() Config {
 	if c.MaxLag <= 0 {
 		c.MaxLag = time.Minute
 	}
+	if c.PollerLease == 0 {
+		c.PollerLease = time.Second
+	}
+	if c.IdleAfter == 0 {
+		c.IdleAfter = 5 * time.Second
+	}
+	if c.WriterLease == 0 {
+		c.WriterLease = 5 * time.Second
+	}
+	if c.PublishTimeout <= 0 {
+		c.PublishTimeout = time.Second
+	}
 	if c.StallTimeout == 0 {
 		c.StallTimeout = time.Second
 	}
@@ -304,6 +426,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	c.Discovery = c.Discovery.withDefaults()
+	if c.TraceResolverMode {
+		c.OnDecision = noteMode(c.OnDecision) // trace_mode.go
 	}
 	return c
 }

@@ -35,7 +35,7 @@ func (p *Plugin) verifyStore(ctx context.Context) (lsnstore.Epoch, bool) {
 		// primary.
 		if !p.verifyFailing {
 			p.verifyFailing = true
-			p.cfg.Logger.WarnContext(ctx, "freshread: cannot verify the position store; table reads go to the primary until it can", "err", err)
+			p.cfg.Logger.WarnContext(ctx, "freshread: cannot verify the position store; table reads go to the primary until it can: err says why (Redis down or unreachable: start it or fix the network to it; NOPERM: grant the Redis user the commands of the operations guide, Redis permissions)", "err", err)
 		}
 		return lsnstore.Epoch{}, false
 	}

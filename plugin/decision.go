@@ -40,15 +40,18 @@ const (
 	ReasonUnknownSQL     Reason = "unknown-sql"     // raw SQL that could not be shown to be a plain read
 	ReasonReplicaFailed  Reason = "replica-failed"  // the replica failed; retried on the primary
 	ReasonReplicaStalled Reason = "replica-stalled" // the replica answered neither the read nor a ping within Config.StallTimeout; run again elsewhere
+	ReasonReplicaRemoved Reason = "replica-removed" // the replica chosen was removed (SetReplicas, discovery) before the read reached it; run again elsewhere
 	ReasonSticky         Reason = "sticky"          // the session wrote within Config.StickyWindow
 	ReasonPinned         Reason = "pinned"          // db.Connection: the statement stays on its connection
 )
 
 // Decision describes one routing decision, for Config.OnDecision.
 type Decision struct {
+	// Target is where the statement was sent: the primary or a replica.
 	Target  Target
 	Replica string // replica name when Target is ReplicaTarget
-	Reason  Reason
+	// Reason says why (see the Reason constants).
+	Reason Reason
 	// Tables the read touches; nil when unknown (the database-wide
 	// position applied).
 	Tables []string
@@ -59,7 +62,10 @@ type Decision struct {
 	// none was fresh enough, that of the least lagging usable replica.
 	ReplicaPosition lsnstore.Position
 	// Keys are the keyed positions (positions by key, the default) the read
-	// looked up instead of its table's position; nil when none.
+	// looked up instead of its table's position, as "orders id=7" (the
+	// rows whose id is 7), "orders (unkeyed writes)" (the table's writes
+	// that proved no key) and "orders (writes not keyed by user_id)";
+	// nil when none.
 	Keys []string
 	// Waited is how long the read waited for a replica to catch up
 	// (Config.MaxWait); zero when it did not wait.

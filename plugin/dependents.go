@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/depgraph"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -33,12 +36,15 @@ type depSources struct {
 	published   map[string][]string // the tracker's, from the store
 	version     string
 	learned     map[string][]string // from the database's catalog
+	keyMoves    map[string][]string // columns that change unnamed (depgraph.Graph.KeyMoves)
+	selfReasons map[string][]string // why a table is self-dependent (depgraph.Graph.SelfReasons)
+	selfLogged  map[string]bool     // the self-dependent tables already logged
 	learnFailed bool
 	learnedAt   time.Time
 	// learn reads the database's own graph: pgDependents or
 	// depgraph.AnalyzeMySQL; nil when the plugin cannot (PostgreSQL through
 	// another driver than pgx).
-	learn func(ctx context.Context, db *sql.DB) (map[string][]string, error)
+	learn func(ctx context.Context, db *sql.DB) (*depgraph.Graph, error)
 }
 
 // dependentsRefresh is how often the poller checks the store graph's
@@ -114,7 +120,8 @@ func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
 
 // dependencyWords are the words of a CREATE or ALTER that can add a
 // dependency between tables.
-var dependencyWords = []string{"trigger", "view", "rule", "function", "procedure", "references", "foreign", "rename"}
+var dependencyWords = []string{"trigger", "view", "rule", "function", "procedure", "references", "foreign", "rename",
+	"partition", "inherit", "generated", "on update"}
 
 // addsDependency reports whether sql is a schema change that can add a
 // dependency or rename a table: RENAME, or CREATE or ALTER naming one of
@@ -190,11 +197,11 @@ func (p *Plugin) learnNow(ctx context.Context) {
 		return
 	case err != nil:
 		if !p.depSrc.learnFailed {
-			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the database's triggers, foreign keys and views; every write now delays reads of every table until they can be read", "err", err)
+			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the database's triggers, foreign keys and views; every write now delays reads of every table until they can be read: let the primary's role read the catalog (err says what failed), or run the tracker, or set Config.Dependents", "err", err)
 		}
 		p.depSrc.learnFailed = true
 	default:
-		p.depSrc.learned, p.depSrc.learnFailed = g, false
+		p.depSrc.learned, p.depSrc.keyMoves, p.depSrc.selfReasons, p.depSrc.learnFailed = g.Edges, g.KeyMoves, g.SelfReasons, false
 	}
 	p.installDependents()
 }
@@ -208,7 +215,42 @@ func (p *Plugin) installDependents() {
 			union[t] = append(union[t], ds...)
 		}
 	}
+	// A column the plugin keys a table by (Config.KeyColumns) that changes
+	// without a statement naming it makes the table's writes unkeyed: an
+	// edge to itself (the catalog's keys are checked by depgraph).
+	self := maps.Clone(p.depSrc.selfReasons)
+	for t, cols := range p.cfg.KeyColumns {
+		k := lsnstore.TableKey(t)
+		for _, c := range cols {
+			if moved := p.depSrc.keyMoves[k]; slices.Contains(moved, "*") || slices.Contains(moved, strings.ToLower(c)) {
+				union[k] = append(union[k], k)
+				if self == nil {
+					self = map[string][]string{}
+				}
+				self[k] = append(self[k], "Config.KeyColumns names "+c+", which changes without a statement naming it")
+				break
+			}
+		}
+	}
+	p.logSelfDependent(self)
 	p.deps.Store(&depGraph{graph: closeDependents(union), version: p.depSrc.version, unknown: p.depSrc.learnFailed})
+}
+
+// logSelfDependent says once per table, at Info, that a table's writes
+// are unkeyed because they change rows of it they do not name, and why:
+// the answer to "why do reads of this table by key go to the primary after
+// every write to it" (caller holds depMu).
+func (p *Plugin) logSelfDependent(self map[string][]string) {
+	for t, why := range self {
+		if p.depSrc.selfLogged[t] || !p.cfg.keyed() {
+			continue
+		}
+		if p.depSrc.selfLogged == nil {
+			p.depSrc.selfLogged = map[string]bool{}
+		}
+		p.depSrc.selfLogged[t] = true
+		p.cfg.Logger.Info("freshread: writes to this table may change rows of it that they do not name, so each of them delays reads of the table by key too", "table", t, "because", strings.Join(why, "; "))
+	}
 }
 
 // dependentsOf returns the graph's dependents of t.

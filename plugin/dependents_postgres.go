@@ -20,13 +20,13 @@ var errNotPgx = errors.New("plugin: the PostgreSQL driver is not pgx (gorm.io/dr
 // and the functions they call, cascading foreign keys, rules, views; see
 // depgraph.AnalyzePostgres) on one connection of the primary pool, so the
 // plugin knows the dependencies without a tracker daemon too.
-func pgDependents(ctx context.Context, db *sql.DB) (map[string][]string, error) {
+func pgDependents(ctx context.Context, db *sql.DB) (*depgraph.Graph, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	var edges map[string][]string
+	var graph *depgraph.Graph
 	err = conn.Raw(func(dc any) error {
 		pc, ok := dc.(interface{ Conn() *pgx.Conn })
 		if !ok {
@@ -36,10 +36,10 @@ func pgDependents(ctx context.Context, db *sql.DB) (map[string][]string, error) 
 		if err != nil {
 			return err
 		}
-		edges = g.Edges
+		graph = g
 		return nil
 	})
-	return edges, err
+	return graph, err
 }
 
 // dependentsLearnInterval is how often the plugin rereads its database's

@@ -1,6 +1,12 @@
 package plugin
 
-import "testing"
+import (
+	"bytes"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+)
 
 func TestAddsDependency(t *testing.T) {
 	for sql, want := range map[string]bool{
@@ -11,17 +17,51 @@ func TestAddsDependency(t *testing.T) {
 		"# a comment\nRENAME TABLE a TO b":                                         true,
 		"(create or replace function f() returns trigger as $$ begin end $$)":      true,
 		"CREATE TABLE plain (id int)":                                              false,
-		"DROP VIEW v":                                                              false,
-		"INSERT INTO created VALUES ('trigger')":                                   false,
-		"UPDATE items SET name = 'create view'":                                    false,
-		"SELECT 1":                                                                 false,
-		"creates view":                                                             false,
-		"":                                                                         false,
-		"/* unterminated":                                                          false,
-		"-- only a comment":                                                        false,
+		"CREATE TABLE ev_eu PARTITION OF ev FOR VALUES IN ('eu')":                  true,
+		"CREATE TABLE sub () INHERITS (base)":                                      true,
+		"ALTER TABLE ev DETACH PARTITION ev_eu":                                    true,
+		"ALTER TABLE g ADD COLUMN k int GENERATED ALWAYS AS (a * 2) STORED":        true,
+		"DROP VIEW v":                            false,
+		"INSERT INTO created VALUES ('trigger')": false,
+		"UPDATE items SET name = 'create view'":  false,
+		"SELECT 1":                               false,
+		"creates view":                           false,
+		"":                                       false,
+		"/* unterminated":                        false,
+		"-- only a comment":                      false,
 	} {
 		if got := addsDependency(sql); got != want {
 			t.Errorf("addsDependency(%q) = %v; want %v", sql, got, want)
 		}
+	}
+}
+
+// TestSelfDependentTables: a table the catalog finds self-dependent, and
+// one whose Config.KeyColumns column changes unnamed, list themselves among
+// their dependents (so every write raises their unkeyed position); each
+// is logged once, however often the graph is installed.
+func TestSelfDependentTables(t *testing.T) {
+	var logs bytes.Buffer
+	p := &Plugin{cfg: Config{
+		KeyColumns: map[string][]string{"parts": {"item_id"}, "orders": {"user_id"}},
+		Logger:     slog.New(slog.NewTextHandler(&logs, nil)),
+	}}
+	p.depSrc.learned = map[string][]string{"cat": {"cat"}, "a": {"b"}}
+	p.depSrc.selfReasons = map[string][]string{"cat": {"a foreign key of cat cascades to cat"}}
+	p.depSrc.keyMoves = map[string][]string{"parts": {"item_id"}, "orders": {"note"}}
+	p.installDependents()
+	p.installDependents()
+	for table, self := range map[string]bool{"cat": true, "parts": true, "orders": false, "a": false} {
+		if got := slices.Contains(p.dependentsOf(table), table); got != self {
+			t.Errorf("%s among its own dependents: %v, want %v (%v)", table, got, self, p.dependentsOf(table))
+		}
+	}
+	for _, table := range []string{"table=cat", "table=parts"} {
+		if n := strings.Count(logs.String(), table+" "); n != 1 {
+			t.Errorf("%s logged %d times, want once:\n%s", table, n, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "orders") {
+		t.Errorf("orders logged, but its key column does not move:\n%s", logs.String())
 	}
 }

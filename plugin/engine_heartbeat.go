@@ -112,8 +112,27 @@ func (h *heartbeatEngine) writePosition(ctx context.Context, primary *sql.DB) (l
 	return lsnstore.PositionOf(lsnstore.LSN(n)), err
 }
 
+// replayPosition reads the replica's counter with, in the same query, the
+// identity of the server it reached (endpoint.go), as the native engines
+// do: a replica DSN that reaches another server than the one verified is
+// down until its connections agree again.
 func (h *heartbeatEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
-	return h.counter(ctx, replica)
+	si, ok := h.engine.(serverIdentifier)
+	if !ok {
+		return h.counter(ctx, replica)
+	}
+	expr := si.identityExpr()
+	var (
+		n  int64
+		id string
+	)
+	if err := replica.QueryRowContext(ctx, "SELECT n, "+expr+" FROM "+h.table+" WHERE id = 1").Scan(&n, &id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	if err := checkEndpoint(ctx, replica, id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	return lsnstore.PositionOf(lsnstore.LSN(n)), nil
 }
 
 // errUnsupportedByEngine: the base engine of a heartbeat engine cannot do

@@ -39,6 +39,11 @@ func (m *mariaEngine) gtidPosition(ctx context.Context, db *sql.DB, variable str
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL."+variable).Scan(&s); err != nil {
 		return lsnstore.Position{}, err
 	}
+	return parseGTIDPosition(variable, s)
+}
+
+// parseGTIDPosition parses the value s of a GTID list variable.
+func parseGTIDPosition(variable, s string) (lsnstore.Position, error) {
 	l, err := position.ParseMariaDBGTIDList(s)
 	if err != nil {
 		return lsnstore.Position{}, fmt.Errorf("plugin: %s: %w", variable, err)
@@ -102,8 +107,17 @@ func (m *mariaEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnst
 	return m.gtidPosition(ctx, primary, "gtid_binlog_pos")
 }
 
+// replayPosition reads @@gtid_slave_pos and, in the same query, the
+// server's identity (endpoint.go), which must be the one verified.
 func (m *mariaEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
-	return m.gtidPosition(ctx, replica, "gtid_slave_pos")
+	var s, id string
+	if err := replica.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_slave_pos, "+mariadbIdentity).Scan(&s, &id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	if err := checkEndpoint(ctx, replica, id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	return parseGTIDPosition("gtid_slave_pos", s)
 }
 
 // waitApplied runs MASTER_GTID_WAIT on the replica (MaxScale's causal

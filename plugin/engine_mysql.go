@@ -41,6 +41,10 @@ func (m *mysqlEngine) executed(ctx context.Context, db *sql.DB) (position.MySQLG
 	if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&s); err != nil {
 		return position.MySQLGTIDSet{}, err
 	}
+	return parseExecuted(s)
+}
+
+func parseExecuted(s string) (position.MySQLGTIDSet, error) {
 	set, err := position.ParseMySQLGTIDSet(s)
 	if err != nil {
 		return set, fmt.Errorf("plugin: gtid_executed: %w", err)
@@ -75,8 +79,17 @@ func (m *mysqlEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnst
 	return mysqlPosition(set.Lasts())
 }
 
+// replayPosition reads @@gtid_executed and, in the same query, the
+// server's identity (endpoint.go), which must be the one verified.
 func (m *mysqlEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
-	set, err := m.executed(ctx, replica)
+	var s, id string
+	if err := replica.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed, "+mysqlIdentity).Scan(&s, &id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	if err := checkEndpoint(ctx, replica, id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	set, err := parseExecuted(s)
 	if err != nil {
 		return lsnstore.Position{}, err
 	}

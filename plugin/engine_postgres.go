@@ -54,8 +54,18 @@ func (pgEngine) writePosition(ctx context.Context, primary *sql.DB) (lsnstore.Po
 	return scanLSN(ctx, primary, "SELECT pg_current_wal_insert_lsn()::text")
 }
 
+// replayPosition reads the replay position and, in the same query, the
+// server's identity (endpoint.go), which must be the one verified.
 func (pgEngine) replayPosition(ctx context.Context, replica *sql.DB) (lsnstore.Position, error) {
-	return scanLSN(ctx, replica, "SELECT coalesce(pg_last_wal_replay_lsn()::text, '')")
+	var s, id string
+	if err := replica.QueryRowContext(ctx, "SELECT coalesce(pg_last_wal_replay_lsn()::text, ''), "+pgIdentity).Scan(&s, &id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	if err := checkEndpoint(ctx, replica, id); err != nil {
+		return lsnstore.Position{}, err
+	}
+	l, err := lsnstore.ParseLSN(s)
+	return lsnstore.PositionOf(l), err
 }
 
 func (pgEngine) isReplica(ctx context.Context, db *sql.DB) (bool, error) {

@@ -93,7 +93,7 @@ func (p *Plugin) checkReplication(ctx context.Context, now time.Time) {
 		return
 	}
 	p.replicationCheckedAt = now
-	for _, r := range p.replicas {
+	for _, r := range p.replicas() {
 		st, err := rr.replicationStatus(ctx, r.db)
 		if err != nil {
 			if privilegeDenied(err) {

@@ -2,7 +2,7 @@ package plugin
 
 import "errors"
 
-// Errors returned by Initialize (and RecordWrite), wrapped with details; test with errors.Is.
+// Errors returned by Initialize (and RecordWrite, SetReplicas), wrapped with details; test with errors.Is.
 var (
 	// ErrConfig: the Config is invalid (duplicate or empty replica names,
 	// missing dialector, a non-PostgreSQL database).
@@ -18,6 +18,8 @@ var (
 	// ErrNotInstalled: a method that needs the primary (RecordWrite) was
 	// called on a Plugin that no *gorm.DB has initialized (db.Use).
 	ErrNotInstalled = errors.New("plugin: not installed on a *gorm.DB")
+	// ErrClosed: SetReplicas was called on a Plugin that is closed.
+	ErrClosed = errors.New("plugin: closed")
 	// ErrPrivilege: the database refuses the plugin something it cannot
 	// work without (PostgreSQL: the primary's WAL position to a role not
 	// allowed pg_current_wal_insert_lsn()); the error names the GRANT.

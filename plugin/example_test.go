@@ -20,16 +20,17 @@ func Example_quickStart() {
 		panic(err)
 	}
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"localhost:6379"}, ContextTimeoutEnabled: true})
-	err = db.Use(plugin.New(plugin.Config{
+	p := plugin.New(plugin.Config{
 		Replicas: []plugin.Replica{
 			{Name: "r1", Dialector: postgres.Open("postgres://app@replica1/shop")},
 			{Name: "r2", Dialector: postgres.Open("postgres://app@replica2/shop")},
 		},
 		Store: lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "shop"}), // nil: in-memory, one process
-	}))
-	if err != nil {
+	})
+	if err := db.Use(p); err != nil {
 		panic(err)
 	}
+	defer p.Close() // stops the poller and closes the replicas' pools
 }
 
 // Read-your-writes across requests: wrap the HTTP handler; the session

@@ -56,27 +56,56 @@ func (l *fallbackLimiter) allow(now time.Time) bool {
 	}
 }
 
+// half returns a limiter of half l's rate and half its burst (at least
+// one read): the share of sessions' token-caused fallbacks.
+func (l *fallbackLimiter) half() *fallbackLimiter {
+	burst := l.tolerance/l.interval + 1
+	return &fallbackLimiter{interval: 2 * l.interval, tolerance: max(burst/2-1, 0) * 2 * l.interval}
+}
+
 // limitedFallback reports whether a read falling back to the primary for
 // reason must be refused (Config.MaxFallbackRate): only fallbacks are
 // limited, the reasons a healthy deployment would have served from a
 // replica; a read that needs the primary (a transaction, a lock, a
 // session's write) never is. A refused read is counted by reason.
-func (p *Plugin) limitedFallback(reason Reason) error {
+//
+// A fallback caused by the session token (no usable replica has replayed
+// the token's position: tokenCaused) must pass the sessions' share first:
+// half the rate and half the burst. Tokens come from clients, so one
+// client sending reads with a token just ahead of the replicas can take
+// at most that half; the other half stays for every other fallback
+// (docs/design/sessions.md).
+func (p *Plugin) limitedFallback(ctx context.Context, reason Reason) error {
 	if p.fallbacks == nil {
 		return nil
 	}
 	switch reason {
 	case ReasonLagging, ReasonStoreError:
 	case ReasonNoReplica:
-		if len(p.replicas) == 0 {
+		if len(p.replicas()) == 0 {
 			return nil // no replica configured: the primary is the design
 		}
 	default:
 		return nil
 	}
-	if p.fallbacks.allow(time.Now()) {
+	now := time.Now()
+	if p.tokenCaused(ctx) {
+		g := &p.sessions
+		g.shareOnce.Do(func() { g.share = p.fallbacks.half() })
+		if !g.share.allow(now) {
+			g.refused.Add(1)
+			return p.refusedFallback(reason)
+		}
+	}
+	if p.fallbacks.allow(now) {
 		return nil
 	}
+	return p.refusedFallback(reason)
+}
+
+// refusedFallback counts a read refused by Config.MaxFallbackRate and
+// returns its error.
+func (p *Plugin) refusedFallback(reason Reason) error {
 	if i := reasonIndex(reason); i >= 0 {
 		p.stats.refused[i].Add(1)
 	}
@@ -86,7 +115,7 @@ func (p *Plugin) limitedFallback(reason Reason) error {
 // fallbackTo is the pool of a read decided for the primary (d): the
 // primary, or a refusedPool when limitedFallback refuses it.
 func (p *Plugin) fallbackTo(ctx context.Context, primary gorm.ConnPool, d Decision) gorm.ConnPool {
-	if err := p.limitedFallback(d.Reason); err != nil {
+	if err := p.limitedFallback(ctx, d.Reason); err != nil {
 		return refusedPool{ConnPool: primary, err: err}
 	}
 	p.decided(ctx, d)

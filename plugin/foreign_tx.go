@@ -81,7 +81,7 @@ func (p *Plugin) identifyForeignWrite(db *gorm.DB, fw *foreignWrite) {
 	// A privilege revoked since Initialize (checkForeignTxPrivilege), a
 	// table outside InnoDB (its write is committed already), or an
 	// INNODB_TRX cache that other readers keep from refreshing.
-	p.cfg.Logger.Warn("freshread: cannot identify a transaction not begun through the plugin; its write is published at the next poll, which may come before it commits", "err", err)
+	p.cfg.Logger.Warn("freshread: cannot identify a transaction not begun through the plugin; its write is published at the next poll, which may come before it commits: begin transactions with db.Transaction or Begin, and check the role's PROCESS privilege (err says why)", "err", err)
 	p.pending.release(fw)
 }
 

@@ -54,6 +54,7 @@ func (p *Plugin) retryOnPrimary(db *gorm.DB) {
 // derived from one (a chain reused after Find, a Session taken from it,
 // the statements of an association), and only the read chains route.
 func (p *Plugin) writeOnPrimary(db *gorm.DB) {
+	p.demand(false)
 	if _, ok := replicaOf(db.Statement.ConnPool); ok {
 		db.Statement.ConnPool = db.ConnPool
 	}
@@ -91,6 +92,9 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 		// Put there after writeOnPrimary (by another callback): refused
 		// before the statement is sent.
 		db.AddError(p.refuseWrite(db.Statement.Context, r))
+		return
+	}
+	if p.fenceAutocommit(db) {
 		return
 	}
 	var tables []string // nil: unknown, the database-wide position
@@ -200,6 +204,7 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 	if db.Error != nil {
 		return
 	}
+	p.demand(false)
 	if _, pinned := db.Statement.ConnPool.(*sql.Conn); pinned {
 		p.followPinned(db, db.Statement.SQL.String())
 	}
@@ -208,6 +213,9 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 		return
 	}
 	if c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
+		if p.fenceAutocommit(db) {
+			return
+		}
 		p.recordRawWrite(db, c)
 	}
 }

@@ -38,7 +38,7 @@ func (p *Plugin) keyedWriteNames(stmt *gorm.Statement, table, sig string) (names
 	pkCol := ""
 	if pk, ok := integerKey(stmt); ok {
 		pkCol = pk.DBName
-		keys, ok := writtenKeys(stmt, pk, true)
+		keys, ok := p.writtenKeys(stmt, table, pk, true)
 		kw.add(table, pkCol, keys, ok)
 	}
 	p.addModelKeyColumns(&kw, stmt, table, pkCol)
@@ -56,7 +56,7 @@ func (p *Plugin) addModelKeyColumns(kw *keyedWrite, stmt *gorm.Statement, table,
 		var keys []string
 		ok := false
 		if f != nil {
-			keys, ok = writtenKeys(stmt, f, false)
+			keys, ok = p.writtenKeys(stmt, table, f, false)
 		}
 		kw.add(table, col, keys, ok)
 	}
@@ -92,9 +92,12 @@ func (w *keyedWrite) result(signed string) ([]string, bool) {
 	return append([]string{signed}, w.names...), true
 }
 
-// writtenKeys returns the values of f's integer column in the rows a
-// Create, Update or Delete touched, when it proves them.
-func writtenKeys(stmt *gorm.Statement, f *schema.Field, pk bool) ([]string, bool) {
+// writtenKeys returns the values of f's integer column of table in the
+// rows a Create, Update or Delete touched, when it proves them. An Update
+// that assigns the column moves its rows from the values its WHERE pins
+// to the one it assigns: both, when the SQL it ran names that one
+// (updateAssigns), else nothing proved.
+func (p *Plugin) writtenKeys(stmt *gorm.Statement, table string, f *schema.Field, pk bool) ([]string, bool) {
 	switch {
 	case hasClause(stmt, "INSERT"):
 		if hasClause(stmt, "ON CONFLICT") {
@@ -106,13 +109,7 @@ func writtenKeys(stmt *gorm.Statement, f *schema.Field, pk bool) ([]string, bool
 		if !ok {
 			return nil, false
 		}
-		if pk {
-			if setsKey(stmt, f) {
-				return nil, false // the row moves to another key
-			}
-			return old, true
-		}
-		v, sets, known := assigned(stmt, f)
+		v, sets, known := p.updateAssigns(stmt, table, f.DBName)
 		switch {
 		case !sets:
 			return old, true
@@ -275,37 +272,6 @@ func integerField(stmt *gorm.Statement, col string) *schema.Field {
 	return f
 }
 
-// assigned reports whether an Update assigns f's column (judged, like
-// setsKey, from what it was given) and, when the value is a known
-// integer, which (its canonical form).
-func assigned(stmt *gorm.Statement, f *schema.Field) (v string, sets, known bool) {
-	switch d := stmt.Dest.(type) {
-	case map[string]any:
-		for col, val := range d {
-			if strings.EqualFold(col, f.DBName) || col == f.Name {
-				v, known = keyInt.canon(val)
-				return v, true, known
-			}
-		}
-		return "", false, false
-	case nil:
-		return "", true, false
-	}
-	rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
-	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType {
-		return "", true, false
-	}
-	val, zero := f.ValueOf(stmt.Context, rv)
-	if zero {
-		if destIsModel(stmt) {
-			return "", true, false // Save writes zero values too
-		}
-		return "", false, false // Updates skips zero fields
-	}
-	v, known = keyInt.canon(val)
-	return v, true, known
-}
-
 // integerKey is the statement's model's single integer primary key.
 func integerKey(stmt *gorm.Statement) (*schema.Field, bool) {
 	if stmt.Schema == nil || len(stmt.Schema.PrimaryFields) != 1 {
@@ -321,33 +287,6 @@ func integerKey(stmt *gorm.Statement) (*schema.Field, bool) {
 func hasClause(stmt *gorm.Statement, name string) bool {
 	_, ok := stmt.Clauses[name]
 	return ok
-}
-
-// setsKey reports whether an Update may assign the primary key (the row
-// would move to another key), judged from what it was given (GORM drops
-// its SET clause once the statement has run): a map naming the key, or a
-// struct other than the model with a non-zero key. Anything else: yes.
-func setsKey(stmt *gorm.Statement, pk *schema.Field) bool {
-	switch d := stmt.Dest.(type) {
-	case map[string]any:
-		for col := range d {
-			if strings.EqualFold(col, pk.DBName) || col == pk.Name {
-				return true
-			}
-		}
-		return false
-	case nil:
-		return true
-	}
-	if destIsModel(stmt) {
-		return false // GORM turns the model's key into the WHERE
-	}
-	rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
-	if rv.Kind() != reflect.Struct || rv.Type() != stmt.Schema.ModelType {
-		return true
-	}
-	_, zero := pk.ValueOf(stmt.Context, rv)
-	return !zero
 }
 
 // modelKeys reads the keys of the rows a Create inserted from its model
@@ -619,20 +558,4 @@ func mapRows(stmt *gorm.Statement) bool {
 		}
 	}
 	return t.Kind() == reflect.Map
-}
-
-// destIsModel reports whether a statement's Dest is its Model: the same
-// pointer, or equal values of one type (Save of a struct value makes its
-// Model the Dest). Compared by reflection: == on two values of a struct
-// type that holds a slice or a map panics (GORM's generic API passes
-// such structs by value).
-func destIsModel(stmt *gorm.Statement) bool {
-	d, m := reflect.ValueOf(stmt.Dest), reflect.ValueOf(stmt.Model)
-	if !d.IsValid() || !m.IsValid() || d.Type() != m.Type() {
-		return false
-	}
-	if d.Kind() == reflect.Pointer {
-		return d.Pointer() == m.Pointer()
-	}
-	return reflect.DeepEqual(stmt.Dest, stmt.Model)
 }

@@ -200,17 +200,24 @@ func (p *Plugin) rawAssigns(pn *classify.Pinned, col string) bool {
 }
 
 // rawAssigned is the canonical form of the value of type t an UPDATE
-// assigns to col, when known.
+// assigns to col, when known: col assigned once (MySQL applies several
+// assignments of one column in order, each seeing the one before: `SET
+// item_id = 5, parts.item_id = 6` stores 6), to a literal or a
+// placeholder.
 func (p *Plugin) rawAssigned(pn *classify.Pinned, col string, t keyType, vars []any) (string, bool) {
-	for _, s := range pn.Sets {
+	var set *classify.Set
+	for i, s := range pn.Sets {
 		if p.sameRawColumn(s.Column, col) {
-			if !s.Known || s.Value.Array {
+			if set != nil {
 				return "", false
 			}
-			return rawValue(s.Value, t, vars)
+			set = &pn.Sets[i]
 		}
 	}
-	return "", false
+	if set == nil || !set.Known || set.Value.Array {
+		return "", false
+	}
+	return rawValue(set.Value, t, vars)
 }
 
 // rawValue resolves a literal or a placeholder against the arguments, as

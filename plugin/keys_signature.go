@@ -98,7 +98,7 @@ func (p *Plugin) keysAgreed(ctx context.Context, tn *tableKeyNames, table, sig s
 	now := time.Now()
 	inForce, valid, err := ks.ClaimSignature(ctx, table, sig)
 	if err != nil {
-		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read a table's key signature; its reads and writes use the table position", "table", table, "err", err)
+		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read a table's key signature from the position store; its reads and writes use the table position (safe, fewer replica reads) until the store answers: err says why (Redis unreachable, or its user lacks a command: operations guide, Redis permissions)", "table", table, "err", err)
 		return false
 	}
 	c := &signatureClaim{sig: sig, inForce: inForce == sig}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -87,31 +86,5 @@ func TestCapKeys(t *testing.T) {
 	want := map[string]struct{}{"items": {}, "other": {}}
 	if !maps.Equal(got.tables, want) {
 		t.Fatalf("past the cap: %v, want %v", got.tables, want)
-	}
-}
-
-// TestDestIsModelWithUncomparableValues: a struct value holding a slice
-// (GORM's generic API passes the model so) is compared without panicking.
-func TestDestIsModelWithUncomparableValues(t *testing.T) {
-	type withSlice struct {
-		ID   uint
-		Tags []string
-	}
-	a := &withSlice{ID: 1}
-	for _, tt := range []struct {
-		dest, model any
-		want        bool
-	}{
-		{withSlice{ID: 1, Tags: []string{"x"}}, withSlice{ID: 1, Tags: []string{"x"}}, true},
-		{withSlice{ID: 1}, withSlice{ID: 2}, false},
-		{a, a, true},
-		{a, &withSlice{ID: 1}, false},
-		{withSlice{ID: 1}, &withSlice{ID: 1}, false},
-		{nil, a, false},
-	} {
-		stmt := &gorm.Statement{Dest: tt.dest, Model: tt.model}
-		if got := destIsModel(stmt); got != tt.want {
-			t.Errorf("destIsModel(%#v, %#v) = %v, want %v", tt.dest, tt.model, got, tt.want)
-		}
 	}
 }

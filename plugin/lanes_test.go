@@ -35,7 +35,8 @@ func TestFreshReplicaComparesEveryLane(t *testing.T) {
 		replicas = append(replicas, r)
 	}
 	for _, random := range []bool{true, false} {
-		p := &Plugin{cfg: Config{MaxLag: time.Minute, Policy: dbresolver.RoundRobinPolicy()}, randomPolicy: random, replicas: replicas}
+		p := &Plugin{cfg: Config{MaxLag: time.Minute, Policy: dbresolver.RoundRobinPolicy()}, randomPolicy: random}
+		p.replicaSet.Store(&replicas)
 		for _, c := range []struct {
 			required, want, best string
 		}{

@@ -21,7 +21,7 @@ const learnSchemaSize = 100
 
 // benchLearn creates the schema qs in a new database reached through
 // driver and dsn, measures learn over it and returns the last graph.
-func benchLearn(b *testing.B, driver, dsn string, qs []string, learn func(context.Context, *sql.DB) (map[string][]string, error)) map[string][]string {
+func benchLearn(b *testing.B, driver, dsn string, qs []string, learn func(context.Context, *sql.DB) (*depgraph.Graph, error)) map[string][]string {
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		b.Fatal(err)
@@ -33,14 +33,14 @@ func benchLearn(b *testing.B, driver, dsn string, qs []string, learn func(contex
 		}
 	}
 	ctx := context.Background()
-	var g map[string][]string
+	var g *depgraph.Graph
 	b.ReportAllocs()
 	for b.Loop() {
 		if g, err = learn(ctx, db); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return g
+	return g.Edges
 }
 
 // checkLearnedSchema checks the graph of the benchmarks' schema: every

@@ -22,8 +22,20 @@ import (
 //	freshread_store_eviction_possible           1 when the store's Redis may evict position keys (maxmemory with an evicting policy), 0 when not; absent when unknown
 //	freshread_fallbacks_refused_total{reason}   reads refused by Config.MaxFallbackRate (ErrFallbackLimited), by the
 //	                                            reason they would have gone to the primary
+//	freshread_writes_fenced_total               writes refused before they committed because this process's lease in the store
+//	                                            ended (ErrStoreUnreachable: Redis unreachable from this process)
+//	freshread_writes_unprotected_total          committed writes neither published, nor announced, nor covered by the lease:
+//	                                            other processes may read them stale (docs/design/reliability.md)
 //	freshread_reads_unknown_tables_total        reads whose tables could not all be named (a join or FROM written as SQL, raw SQL the
 //	                                            classifier cannot name every table of): they waited for the database-wide position
+//	freshread_session_tokens_ignored_total{reason} session tokens, or their position on this database, ignored: bad-signature
+//	                                            (MiddlewareConfig.Keys set, no valid MAC), malformed, beyond-primary (a position
+//	                                            past the primary's), other-database (positions of other databases only: normal in
+//	                                            an application with several), future-write-time; counted by the first read routed
+//	freshread_session_fallbacks_refused_total   fallbacks caused by a session token refused by the sessions' half of
+//	                                            Config.MaxFallbackRate (also counted in freshread_fallbacks_refused_total)
+//	freshread_replica_set_changes_total         changes of the replicas (SetReplicas, Config.Discovery)
+//	freshread_discovery_failures_total          Config.Discovery lookups that failed or found no replica (the replicas were kept)
 func (p *Plugin) Collector() prometheus.Collector { return collector{p} }
 
 var (
@@ -38,6 +50,17 @@ var (
 	descDiscarded   = prometheus.NewDesc("freshread_overlap_discarded_total", "Replica queries started before the store answered whose rows were discarded because the replica turned out not to be fresh enough.", nil, nil)
 	descEviction    = prometheus.NewDesc("freshread_store_eviction_possible", "1 when the position store's Redis may evict position keys (maxmemory with an evicting policy).", nil, nil)
 	descUnknown     = prometheus.NewDesc("freshread_reads_unknown_tables_total", "Reads whose tables could not all be named; they waited for the database-wide position.", nil, nil)
+	descSetChanges  = prometheus.NewDesc("freshread_replica_set_changes_total", "Changes of the replicas (SetReplicas, Config.Discovery).", nil, nil)
+	descDiscovery   = prometheus.NewDesc("freshread_discovery_failures_total", "Config.Discovery lookups that failed or found no replica; the replicas were kept.", nil, nil)
+)
+
+// The session token descriptors (session_cap.go).
+var (
+	descTokens       = prometheus.NewDesc("freshread_session_tokens_ignored_total", "Session tokens, or their position on this database, ignored, by reason.", []string{"reason"}, nil)
+	descTokenRefused = prometheus.NewDesc("freshread_session_fallbacks_refused_total", "Fallbacks caused by a session token refused by the sessions' share of Config.MaxFallbackRate.", nil, nil)
+	descResting      = prometheus.NewDesc("freshread_poller_resting", "1 while the poller rests for want of reads and writes (Config.IdleAfter): the replica gauges are those of its last poll.", nil, nil)
+	descRests        = prometheus.NewDesc("freshread_poller_rests_total", "Times the poller began to rest for want of reads and writes (Config.IdleAfter).", nil, nil)
+	descLeading      = prometheus.NewDesc("freshread_poller_leading", "1 while this process holds the poller's lease and polls for the processes sharing its store (Config.PollerLease).", nil, nil)
 )
 
 type collector struct{ p *Plugin }
@@ -53,7 +76,16 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDiscarded
 	ch <- descEviction
 	ch <- descUnknown
+	ch <- descFenced
+	ch <- descUnprotected
 	ch <- descRefused
+	ch <- descTokens
+	ch <- descTokenRefused
+	ch <- descResting
+	ch <- descRests
+	ch <- descLeading
+	ch <- descSetChanges
+	ch <- descDiscovery
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -70,6 +102,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), string(r))
 		}
 	}
+	for i, r := range ignoredReasons {
+		if n := p.sessions.ignored[i].Load(); n > 0 {
+			ch <- prometheus.MustNewConstMetric(descTokens, prometheus.CounterValue, float64(n), r)
+		}
+	}
+	if p.fallbacks != nil {
+		ch <- prometheus.MustNewConstMetric(descTokenRefused, prometheus.CounterValue, float64(p.sessions.refused.Load()))
+	}
 	buckets := make(map[float64]uint64, len(storeBucketBounds))
 	var cum uint64
 	for i, b := range storeBucketBounds {
@@ -80,7 +120,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		float64(p.stats.storeSumNano.Load())/1e9, buckets)
 	primary := p.lastPrimary.Load()
 	now := time.Now()
-	for _, r := range p.replicas {
+	for _, r := range p.replicas() {
 		st := r.state.Load()
 		up := 0.0
 		if st.usable(now, p.cfg.MaxLag) {
@@ -104,13 +144,30 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		pending = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, pending)
+	ch <- prometheus.MustNewConstMetric(descResting, prometheus.GaugeValue, boolGauge(p.resting.Load()))
+	ch <- prometheus.MustNewConstMetric(descRests, prometheus.CounterValue, float64(p.stats.rests.Load()))
+	ch <- prometheus.MustNewConstMetric(descLeading, prometheus.GaugeValue, boolGauge(p.leading.Load()))
 	ch <- prometheus.MustNewConstMetric(descLosses, prometheus.CounterValue, float64(p.stats.discontinuities.Load()))
 	ch <- prometheus.MustNewConstMetric(descDiscarded, prometheus.CounterValue, float64(p.stats.overlapDiscarded.Load()))
 	ch <- prometheus.MustNewConstMetric(descUnknown, prometheus.CounterValue, float64(p.stats.unknownTables.Load()))
+	ch <- prometheus.MustNewConstMetric(descSetChanges, prometheus.CounterValue, float64(p.stats.replicaSetChanges.Load()))
+	if p.cfg.Discovery != nil {
+		ch <- prometheus.MustNewConstMetric(descDiscovery, prometheus.CounterValue, float64(p.stats.discoveryFailures.Load()))
+	}
+	ch <- prometheus.MustNewConstMetric(descFenced, prometheus.CounterValue, float64(p.stats.fencedWrites.Load()))
+	ch <- prometheus.MustNewConstMetric(descUnprotected, prometheus.CounterValue, float64(p.stats.unprotectedWrites.Load()))
 	switch p.evictionRisk.Load() {
 	case evictionYes:
 		ch <- prometheus.MustNewConstMetric(descEviction, prometheus.GaugeValue, 1)
 	case evictionNo:
 		ch <- prometheus.MustNewConstMetric(descEviction, prometheus.GaugeValue, 0)
 	}
+}
+
+// boolGauge is a gauge's value for b: 1 or 0.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

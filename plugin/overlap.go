@@ -177,6 +177,11 @@ func (o *overlapPool) QueryContext(ctx context.Context, query string, args ...an
 	if !st.usable(time.Now(), o.p.cfg.MaxLag) {
 		return o.rerun(ctx, query, args) // it went down since routing
 	}
+	if !o.cand.enter() {
+		o.p.replicaRemoved(o.ctx, o.cand)
+		return o.rerun(ctx, query, args)
+	}
+	defer o.cand.leave()
 	rows, err, stalled := o.p.queryReplica(ctx, o.cand, query, args)
 	if stalled {
 		if err := ctx.Err(); err != nil {
@@ -273,7 +278,7 @@ func (p *Plugin) resolve(ctx context.Context, primary gorm.ConnPool, tables []st
 		note.waited = time.Since(start)
 	}
 	if pool == nil {
-		return p.fallbackTo(ctx, primary, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: required,
+		return p.fallbackTo(ctx, primary, Decision{Target: Primary, Reason: p.laggingOrNone(), Tables: tables, Keys: note.keys, Required: required,
 			ReplicaPosition: best, Waited: note.waited, StoreRoundTrips: note.trips})
 	}
 	var r *replica

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -26,9 +27,17 @@ type Plugin struct {
 	primaryDB *sql.DB
 	// primary is the primary's pool the plugin installed: transactions
 	// begun from a replica's pool begin there (pool.go).
-	primary  *primaryPool
-	cluster  uint64 // the primary's system identifier
-	replicas []*replica
+	primary *primaryPool
+	cluster uint64 // the primary's system identifier
+	// replicaSet is the replicas reads may go to, replaced whole by
+	// SetReplicas (replica_set.go) and never changed in place: a read
+	// loads it once, without a lock. setMu serialises the replacements
+	// and Close; closing is set by Close under it. gormDB is the *gorm.DB
+	// installed on, whose Config opens replicas.
+	replicaSet atomic.Pointer[[]*replica]
+	setMu      sync.Mutex
+	closing    bool
+	gormDB     *gorm.DB
 	// bufferedDB serves results read in full (buffered_rows.go), opened
 	// on first use.
 	bufferedOnce sync.Once
@@ -56,6 +65,8 @@ type Plugin struct {
 	// replica (Config.MaxFallbackRate); nil: no limit.
 	fallbacks *fallbackLimiter
 	stats     stats
+	// sessions checks session tokens (session_cap.go).
+	sessions sessionGuard
 	// lastPrimary is the primary's insert position at the last poll.
 	lastPrimary atomic.Pointer[lsnstore.Position]
 	// floor is a position every Table read must wait for (floor.go); nil
@@ -97,6 +108,8 @@ type Plugin struct {
 	// replicationCheckedAt is when checkReplication last ran (poller only).
 	replicationCheckedAt time.Time
 	lastPublishedAt      time.Time
+	// discovery is Config.Discovery's state (discovery.go).
+	discovery discovery
 
 	foreignTxWarning sync.Once
 	// foreignTxDenied says why foreign transactions cannot be followed
@@ -122,6 +135,21 @@ type Plugin struct {
 	endLife   context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+
+	// The poller's rest (rest.go): lastDemand is when the last read or
+	// write came, lastFence when a write last passed its lease's fence
+	// (Unix nanoseconds); awaiting counts writes waiting for their lease
+	// to end; resting is set while the poller rests, which wake ends;
+	// restMu orders a rest's release of the writer lease with fences.
+	lastDemand, lastFence atomic.Int64
+	awaiting              atomic.Int32
+	resting               atomic.Bool
+	wake                  chan struct{}
+	restMu                sync.RWMutex
+	// The shared poll (shared_poll.go): this process's member in the
+	// poller's lease, and whether it holds it (set by the poller only).
+	pollerMember string
+	leading      atomic.Bool
 }
 
 // New returns a plugin for cfg. Configuration errors are reported by
@@ -134,6 +162,9 @@ func New(cfg Config) *Plugin {
 	p.overlapping = !p.cfg.SequentialLookup && !inMemory
 	ch := make(chan struct{})
 	p.tick.Store(&ch)
+	p.wake = make(chan struct{}, 1)
+	p.pollerMember = pollerMember()
+	p.lastDemand.Store(time.Now().UnixNano())
 	return p
 }
 
@@ -153,6 +184,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err := p.validate(db.Dialector.Name()); err != nil {
 		return err
 	}
+	p.warnStoreClient()
 	burst := p.cfg.FallbackBurst
 	if burst == 0 {
 		burst = int(p.cfg.MaxFallbackRate)
@@ -162,6 +194,12 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		// This plugin's own view, which verifies the store's continuity
 		// (continuity.go).
 		p.cfg.Store = ls.NewReader()
+		if l, ok := p.leaser(); ok {
+			l.SetLease(p.cfg.WriterLease) // lease.go
+		}
+	}
+	if err := p.checkStoreFormat(); err != nil { // store_format.go
+		return err
 	}
 	// The primary's pool: a *sql.DB, or GORM's prepared-statement cache
 	// around one (gorm.Config.PrepareStmt).
@@ -184,6 +222,13 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	p.primaryDB = sqlDB
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	isPG := db.Dialector.Name() == "postgres"
+	if isPG {
+		// A pooler in transaction mode (pooler.go).
+		if err := p.checkPooler(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt); err != nil {
+			return err
+		}
+	}
 	eng, err := engineFor(ctx, db.Dialector.Name(), sqlDB)
 	if err != nil {
 		return err
@@ -226,13 +271,17 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		p.classifier.AddReadOnlyFunctions(fns...)
 	}
 
-	for _, rc := range p.cfg.Replicas {
-		r, err := p.openReplica(ctx, db, rc)
-		if err != nil {
-			p.closeReplicas()
-			return err
-		}
-		p.replicas = append(p.replicas, r)
+	p.gormDB = db
+	replicas, err := p.openReplicas(ctx, p.cfg.Replicas, nil)
+	if err != nil {
+		return err
+	}
+	p.replicaSet.Store(&replicas)
+	var discoveryErr error
+	if p.cfg.Discovery != nil {
+		// The first lookup before the first poll: the replicas found are
+		// polled with the others before Initialize returns.
+		discoveryErr = p.refreshDiscovery(ctx)
 	}
 
 	pool := &primaryPool{ConnPool: sqlDB, db: sqlDB, p: p}
@@ -248,9 +297,12 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	if err := callbacks.RegisterFreshness(db, hooks{p}); err != nil {
 		return err
 	}
+	if err := p.registerResolverHooks(db); err != nil { // resolver_use.go
+		return err
+	}
 	p.refreshDependents(ctx, time.Now(), false)
 	if p.cfg.Announce {
-		if err := p.announce(ctx, db); err != nil {
+		if err := p.announce(ctx, db, p.cfg.Replicas); err != nil {
 			return err
 		}
 	}
@@ -265,6 +317,10 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	p.wg.Add(1)
 	go p.poll()
+	if p.cfg.Discovery != nil {
+		p.wg.Add(1)
+		go p.discover(discoveryErr)
+	}
 	return nil
 }
 
@@ -275,19 +331,18 @@ func (p *Plugin) validate(dialector string) error {
 	if p.cfg.MaxFallbackRate < 0 || p.cfg.FallbackBurst < 0 {
 		return fmt.Errorf("%w: MaxFallbackRate %v and FallbackBurst %d must not be negative", ErrConfig, p.cfg.MaxFallbackRate, p.cfg.FallbackBurst)
 	}
-	seen := make(map[string]bool, len(p.cfg.Replicas))
-	for i, r := range p.cfg.Replicas {
-		switch {
-		case r.Name == "":
-			return fmt.Errorf("%w: replica %d has no Name", ErrConfig, i)
-		case seen[r.Name]:
-			return fmt.Errorf("%w: duplicate replica name %q", ErrConfig, r.Name)
-		case r.Dialector == nil:
-			return fmt.Errorf("%w: replica %q has no Dialector", ErrConfig, r.Name)
-		case r.Dialector.Name() != dialector:
-			return fmt.Errorf("%w: replica %q: dialector %q differs from the primary's %q", ErrConfig, r.Name, r.Dialector.Name(), dialector)
+	if err := validateReplicas(p.cfg.Replicas, dialector); err != nil {
+		return err
+	}
+	if err := p.cfg.Discovery.validate(); err != nil {
+		return err
+	}
+	if c, ok := p.cfg.Store.(lsnstore.Checked); ok {
+		if err := c.Err(); err != nil {
+			// Every call of the store would fail, and every read go to
+			// the primary: refused now rather than found in the metrics.
+			return fmt.Errorf("%w: the position store is unusable: %w", ErrConfig, err)
 		}
-		seen[r.Name] = true
 	}
 	if e, ok := p.cfg.Store.(lsnstore.Expirer); ok && p.cfg.MaxLag >= e.KeyTTL() {
 		return fmt.Errorf("%w: MaxLag (%v) must be shorter than the store's key TTL (%v): a replica lagging longer could miss an expired write position", ErrConfig, p.cfg.MaxLag, e.KeyTTL())
@@ -296,6 +351,21 @@ func (p *Plugin) validate(dialector string) error {
 		return fmt.Errorf("%w: MaxWait is negative", ErrConfig)
 	}
 	return nil
+}
+
+// warnStoreClient warns, once per plugin, when the store's client ignores
+// the store's deadlines on its sockets (lsnstore.ClientTimeouts): a Redis
+// that stops answering then holds a read for go-redis's ReadTimeout (5 s
+// by default), not the store's Timeout.
+func (p *Plugin) warnStoreClient() {
+	c, ok := p.cfg.Store.(lsnstore.ClientTimeouts)
+	if !ok {
+		return
+	}
+	if enabled, known := c.ContextTimeouts(); known && !enabled {
+		p.cfg.Logger.Warn("freshread: the position store's go-redis client ignores context deadlines on its sockets, so a Redis that stops answering holds reads for the client's ReadTimeout instead of the store's Timeout: build the client with ContextTimeoutEnabled: true",
+			"option", "ContextTimeoutEnabled")
+	}
 }
 
 // openReplica opens a replica's pool. An unreachable replica is not fatal:
@@ -313,7 +383,9 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 	if err != nil {
 		return nil, fmt.Errorf("plugin: open replica %q: %w", rc.Name, err)
 	}
-	r := &replica{name: rc.Name, db: sqlDB}
+	pool := rc.Pool.over(p.cfg.ReplicaPool)
+	pool.apply(sqlDB) // replica_pool.go
+	r := &replica{name: rc.Name, db: sqlDB, secrets: replicaSecrets(rc.Dialector)}
 	r.pool = &replicaPool{ConnPool: sqlDB, r: r, p: p}
 	r.state.Store(&replicaState{})
 	isReplica, err := p.engine.isReplica(ctx, sqlDB)
@@ -324,6 +396,19 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 	case err != nil && privilegeDenied(err):
 		p.warnReplicaPrivilege(ctx, r, err)
 	}
+	// The DSN must reach one server (endpoint.go): refused when
+	// connections opened at once reach several; unverified (the first
+	// poll that answers verifies it) when the replica is down now.
+	if si, ok := identifierOf(p.engine); ok {
+		e := &endpoint{name: rc.Name, read: serverIdentity(si.identityExpr()), log: p.cfg.Logger, secrets: r.secrets, idle: pool.MaxIdleConns}
+		if err == nil {
+			if verr := e.verify(ctx, sqlDB); errors.Is(verr, ErrSeveralServers) {
+				sqlDB.Close()
+				return nil, verr
+			}
+		}
+		watchEndpoint(sqlDB, e)
+	}
 	return r, nil
 }
 
@@ -331,11 +416,15 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 // belongs to the caller's *gorm.DB and stays open.
 func (p *Plugin) Close() error {
 	p.closeOnce.Do(func() {
+		p.setMu.Lock()
+		p.closing = true // no SetReplicas from now on
+		p.setMu.Unlock()
 		close(p.stop)
 		if p.endLife != nil {
 			p.endLife()
 		}
 		p.wg.Wait()
+		p.releaseLease()
 		p.closeReplicas()
 		p.buffered().Close()
 	})
@@ -343,7 +432,7 @@ func (p *Plugin) Close() error {
 }
 
 func (p *Plugin) closeReplicas() {
-	for _, r := range p.replicas {
+	for _, r := range p.replicas() {
 		r.db.Close()
 	}
 }

@@ -34,18 +34,20 @@ func (p *Plugin) replicaAnswerWait() time.Duration {
 // as they are. It returns the positions of the replicas that answered, up
 // at most replicaAnswerWait after it asked (every answer with waitAll).
 func (p *Plugin) pollReplicas(ctx context.Context, fromStore map[string]lsnstore.Position, pv primaryView, waitAll bool) map[string]lsnstore.Position {
-	published := make(map[string]lsnstore.Position, len(p.replicas))
+	replicas := p.replicas()
+	published := make(map[string]lsnstore.Position, len(replicas))
 	type answer struct {
 		name string
 		st   *replicaState
 	}
-	answers := make(chan answer, len(p.replicas))
+	answers := make(chan answer, len(replicas))
 	asked := 0
-	for _, r := range p.replicas {
+	for _, r := range replicas {
 		if pos, ok := fromStore[r.name]; ok {
 			if st := p.storeReplicaState(r, pos, nil, pv); st.up {
 				published[r.name] = st.pos
 			}
+			p.noteReplicaHealth(ctx, r, nil)
 			continue
 		}
 		if !r.polling.CompareAndSwap(false, true) {
@@ -62,7 +64,9 @@ func (p *Plugin) pollReplicas(ctx context.Context, fromStore map[string]lsnstore
 			if err != nil && privilegeDenied(err) {
 				p.warnReplayPrivilege(rctx, r, err)
 			}
-			answers <- answer{r.name, p.storeReplicaState(r, pos, err, pv)}
+			st := p.storeReplicaState(r, pos, err, pv)
+			p.noteReplicaHealth(rctx, r, err)
+			answers <- answer{r.name, st}
 		}()
 	}
 	var late <-chan time.Time

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,9 +44,11 @@ func TestPollNotHeldByAStalledReplica(t *testing.T) {
 	}
 	stalled, healthy := &replica{name: "r0", db: dummy()}, &replica{name: "r1", db: dummy()}
 	eng := &stallingEngine{stalled: stalled.db, release: make(chan struct{})}
-	p := &Plugin{engine: eng, replicas: []*replica{stalled, healthy}}
+	p := &Plugin{engine: eng}
+	p.replicaSet.Store(&[]*replica{stalled, healthy})
 	p.cfg.PollInterval = 5 * time.Millisecond
 	p.cfg.MaxLag = time.Minute
+	p.cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil)) // the stalled replica's failure is logged
 	ctx := context.Background()
 	pv := primaryView{ok: true, ins: lsnstore.PositionOf(0x6000), flush: lsnstore.PositionOf(0x6000), threshold: lsnstore.PositionOf(0x4000)}
 

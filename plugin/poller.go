@@ -21,6 +21,7 @@ type primarySample struct {
 // pending writes and wakes MaxWait waiters.
 func (p *Plugin) poll() {
 	defer p.wg.Done()
+	defer p.resignOnClose()
 	t := time.NewTicker(p.cfg.PollInterval)
 	defer t.Stop()
 	for {
@@ -28,10 +29,16 @@ func (p *Plugin) poll() {
 		case <-p.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), p.pollTimeout())
-			p.pollOnce(ctx, false)
-			cancel()
 		}
+		if p.shouldRest(time.Now()) {
+			if !p.rest() {
+				return // closing
+			}
+			t.Reset(p.cfg.PollInterval)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), p.pollTimeout())
+		p.pollOnce(ctx, false)
+		cancel()
 	}
 }
 
@@ -61,6 +68,14 @@ const (
 // pollOnce polls once. waitAll: wait for every replica's answer (the
 // first poll, before Initialize returns), else at most replicaAnswerWait.
 func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
+	defer p.wakeWaiters()
+	// A follower takes the shared poll's snapshot (shared_poll.go); this
+	// process polls the servers itself when there is none it can use.
+	sp, shared := p.sharedPoller()
+	if shared && !p.leading.Load() && p.followOnce(ctx, sp) {
+		return
+	}
+	began := time.Now()
 	// The store first (continuity.go): the primary's position read next
 	// is after the verification.
 	epoch, verified := p.verifyStore(ctx)
@@ -119,7 +134,14 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 		p.depsCheckedAt = now
 		p.refreshDependents(ctx, now, true)
 	}
-	// Wake waiters.
+	if shared {
+		p.lead(ctx, sp, began)
+	}
+}
+
+// wakeWaiters wakes the reads waiting for a poll (MaxWait, a read after
+// the poller rested).
+func (p *Plugin) wakeWaiters() {
 	next := make(chan struct{})
 	old := p.tick.Swap(&next)
 	close(*old)

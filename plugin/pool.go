@@ -6,12 +6,11 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -158,12 +157,15 @@ func (t *trackedTx) takeWritten() writeSet {
 // outcome is unknown (the connection failed under it) leaves its writes
 // pending: reads go to the primary until they are published.
 func (t *trackedTx) Commit() error {
+	if err := t.fence(); err != nil {
+		return err
+	}
 	if t.conn != nil {
 		return t.commitFolded()
 	}
 	if err := t.Tx.Commit(); err != nil {
 		if w := t.takeWritten(); !w.empty() && commitOutcomeUnknown(err) {
-			t.p.unpublished(t.ctx, w)
+			t.p.unpublished(t.ctx, w, time.Now())
 		}
 		return err
 	}
@@ -188,14 +190,34 @@ func (t *trackedTx) commitFolded() error {
 	switch {
 	case err == nil || errors.Is(err, errPosition):
 		if !w.empty() {
-			ctx, cancel := publishContext(t.ctx)
-			t.p.publishAt(ctx, w, t.foldedPos, err)
+			committed := time.Now()
+			ctx, cancel := t.p.publishContext(t.ctx)
+			t.p.publishAt(ctx, w, t.foldedPos, err, committed)
 			cancel()
 		}
 		return nil
 	case !w.empty() && commitOutcomeUnknown(err):
-		t.p.unpublished(t.ctx, w)
+		t.p.unpublished(t.ctx, w, time.Now())
 	}
+	return err
+}
+
+// fence rolls back, and returns the error, a transaction that wrote when
+// the plugin refuses commits (fenceWrite): committed, its writes might be
+// read stale.
+func (t *trackedTx) fence() error {
+	t.mu.Lock()
+	wrote := !t.written.empty()
+	t.mu.Unlock()
+	if !wrote {
+		return nil
+	}
+	err := t.p.fenceWrite(t.ctx)
+	if err == nil {
+		return nil
+	}
+	t.takeWritten()
+	_ = t.Rollback()
 	return err
 }
 
@@ -214,17 +236,7 @@ func (t *trackedTx) GetDBConn() (*sql.DB, error) { return t.p.primaryDB, nil }
 // transaction that was already over. A PostgreSQL error that ends the
 // session (FATAL, PANIC: the server was shut down or the backend
 // terminated) may have come after the commit record.
-func commitOutcomeUnknown(err error) bool {
-	var pgErr *pgconn.PgError
-	var myErr *mysql.MySQLError
-	switch {
-	case errors.As(err, &pgErr):
-		return pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC"
-	case errors.As(err, &myErr), errors.Is(err, sql.ErrTxDone), errors.Is(err, pgx.ErrTxCommitRollback):
-		return false
-	}
-	return true
-}
+func commitOutcomeUnknown(err error) bool { return !sqlerr.Refused(err) }
 
 // writeSet is the set of tables a transaction wrote; unknown is set when a
 // statement's tables could not be determined.
@@ -284,6 +296,11 @@ func (rp *replicaPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.C
 }
 
 func (rp *replicaPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if !rp.r.enter() {
+		rp.p.replicaRemoved(ctx, rp.r)
+		return rp.p.primaryDB.QueryContext(ctx, query, args...)
+	}
+	defer rp.r.leave()
 	rows, err, stalled := rp.p.queryReplica(ctx, rp.r, query, args)
 	if stalled {
 		if err := ctx.Err(); err != nil {
@@ -300,6 +317,11 @@ func (rp *replicaPool) QueryContext(ctx context.Context, query string, args ...a
 }
 
 func (rp *replicaPool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if !rp.r.enter() {
+		rp.p.replicaRemoved(ctx, rp.r)
+		return rp.p.primaryDB.QueryRowContext(ctx, query, args...)
+	}
+	defer rp.r.leave()
 	row, stalled := rp.p.queryRowReplica(ctx, rp.r, query, args)
 	if stalled {
 		if ctx.Err() == nil {

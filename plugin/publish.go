@@ -79,34 +79,32 @@ func (p *Plugin) currentPosition(ctx context.Context) (lsnstore.Position, error)
 	return p.engine.writePosition(ctx, p.primaryDB)
 }
 
-// publishTimeout bounds reading the position after a commit and publishing
-// it; the store bounds its own calls within it.
-const publishTimeout = 5 * time.Second
-
 // publish records w's position after its commit: the caller's session
 // first (in process, cannot fail), then the store.
 func (p *Plugin) publish(ctx context.Context, w writeSet) {
-	ctx, cancel := publishContext(ctx)
+	committed := time.Now()
+	ctx, cancel := p.publishContext(ctx)
 	defer cancel()
 	pos, err := p.currentPosition(ctx)
-	p.publishAt(ctx, w, pos, err)
+	p.publishAt(ctx, w, pos, err, committed)
 }
 
 // publishContext is the context of a publication: not cancelled with the
-// caller's (the write happened), bounded by publishTimeout.
-func publishContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+// caller's (the write happened), bounded by Config.PublishTimeout.
+func (p *Plugin) publishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
 }
 
-// publishAt publishes w at pos, read after its commit (err: it could not
-// be read), in a context from publishContext.
-func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Position, err error) {
+// publishAt publishes w at pos, read after its commit, which returned at
+// committed (err: the position could not be read), in a context from
+// publishContext.
+func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Position, err error, committed time.Time) {
 	if s := SessionFrom(ctx); s != nil {
 		s.wrote(time.Now())
 	}
 	if err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the primary's position after commit; reads go to the primary until it is published", "err", err)
-		p.unpublished(ctx, w)
+		p.unpublished(ctx, w, committed)
 		return
 	}
 	if s := SessionFrom(ctx); s != nil {
@@ -114,19 +112,21 @@ func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Positio
 	}
 	if err := p.raise(ctx, w, pos); err != nil {
 		p.cfg.Logger.WarnContext(ctx, "freshread: cannot publish write position; this process reads from the primary until it is", "err", err)
-		p.unpublished(ctx, w)
+		p.unpublished(ctx, w, committed)
 	}
 }
 
-// unpublished keeps w, committed (or perhaps committed) but missing from
-// the store, pending in this process, and tells the other processes
-// sharing the store (lsnstore.Invalidator): until their pollers have
-// verified the store again and taken the primary's position, past the
-// write, as their floor, they read from the primary. It runs before the
-// commit returns, so no read that begins after the write was acknowledged
-// can miss it. A store that cannot be told (down, partitioned) leaves the
-// other processes' reads to their own view of it: docs/design/reliability.md.
-func (p *Plugin) unpublished(ctx context.Context, w writeSet) {
+// unpublished keeps w, committed (or perhaps committed) by committed but
+// missing from the store, pending in this process, and tells the other
+// processes sharing the store (lsnstore.Invalidator): until their pollers
+// have verified the store again and taken the primary's position, past
+// the write, as their floor, they read from the primary. When the store
+// cannot be told either (unreachable from this process, not from the
+// others), it waits for this process's lease to end, which tells them the
+// same (lease.go). It runs before the commit returns, so no read that
+// begins after the write was acknowledged can miss it
+// (docs/design/reliability.md).
+func (p *Plugin) unpublished(ctx context.Context, w writeSet, committed time.Time) {
 	p.pending.add(w)
 	inv, ok := p.cfg.Store.(lsnstore.Invalidator)
 	if !ok {
@@ -135,11 +135,18 @@ func (p *Plugin) unpublished(ctx context.Context, w writeSet) {
 	// Its own context: the caller's may be cancelled, or spent on the
 	// position read that failed (a primary that hung after COMMIT), and
 	// Redis may answer.
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
-	defer cancel()
-	if err := inv.Invalidate(ictx); err != nil {
-		p.cfg.Logger.WarnContext(ctx, "freshread: cannot tell the other processes of a write missing from the position store; they may read it stale until it is published", "err", err)
+	ictx, cancel := p.publishContext(ctx)
+	err := inv.Invalidate(ictx)
+	cancel()
+	if err == nil {
+		return
 	}
+	if p.awaitLease(context.WithoutCancel(ctx), w, committed) {
+		p.cfg.Logger.WarnContext(ctx, "freshread: could not publish a write nor reach the position store; acknowledged it once this process's lease in the store ended, so other processes read it from the primary or fresh replicas", "err", err)
+		return
+	}
+	p.stats.unprotectedWrites.Add(1)
+	p.cfg.Logger.ErrorContext(ctx, "freshread: a committed write could not be published and the other processes could not be told (the position store is unreachable from this process, and the write committed after its lease in the store had ended or with leases off); they may read it stale until this process reaches the store: check the network between this process and Redis", "err", err)
 }
 
 // capKeys bounds the key positions one raise carries (a transaction's
@@ -199,6 +206,16 @@ func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) e
 	return p.cfg.Store.Raise(ctx, tables, pos)
 }
 
+// raiseNow publishes w, committed earlier, at the primary's position now
+// (past its commit: a higher position is still correct).
+func (p *Plugin) raiseNow(ctx context.Context, w writeSet) error {
+	pos, err := p.currentPosition(ctx)
+	if err != nil {
+		return err
+	}
+	return p.raise(ctx, w, pos)
+}
+
 // retryPending publishes pending writes with the current position, after
 // releasing the held writes whose transactions ended.
 func (p *Plugin) retryPending(ctx context.Context) {
@@ -208,11 +225,7 @@ func (p *Plugin) retryPending(ctx context.Context) {
 	p.releaseEndedForeign(ctx)
 	w, ok := p.pending.take()
 	if ok {
-		pos, err := p.currentPosition(ctx)
-		if err == nil {
-			err = p.raise(ctx, w, pos)
-		}
-		if err != nil {
+		if err := p.raiseNow(ctx, w); err != nil {
 			p.pending.add(w)
 			return
 		}

@@ -29,6 +29,10 @@ type rawClass struct {
 
 var noTables = []string{}
 
+// fragmentWrite is a GORM read whose text written by hand calls a
+// function that writes (tables.go): a write of unknown tables.
+var fragmentWrite = rawClass{kind: kindWrite}
+
 // classify analyses raw SQL with the PostgreSQL classifier (cached by text).
 // Anything it cannot prove to be a read is not a read; a write whose tables
 // it cannot name raises the database-wide position.
@@ -38,7 +42,9 @@ func (p *Plugin) classify(sql string) rawClass {
 	switch r.Kind {
 	case classify.Read:
 		c.kind = kindRead
-		c.reads, c.readsKnown = normalizeTables(r.Reads), !r.UnknownTables
+		// A user function declared read-only may read any table: the
+		// database-wide position.
+		c.reads, c.readsKnown = normalizeTables(r.Reads), !r.UnknownTables && !r.CallsUserFunctions
 		if r.Catalog {
 			c.reads = withSchema(c.reads) // the catalog: wait for the last schema change
 		}

@@ -36,11 +36,12 @@ func (p *Plugin) RecordWrite(ctx context.Context, tables ...string) error {
 	} else {
 		w.add(normalizeTables(tables))
 	}
-	ctx, cancel := publishContext(ctx)
+	called := time.Now() // the write committed before
+	ctx, cancel := p.publishContext(ctx)
 	defer cancel()
 	pos, err := p.currentPosition(ctx)
 	if err != nil {
-		p.unpublished(ctx, w)
+		p.unpublished(ctx, w, called)
 		return fmt.Errorf("plugin: record write: read the primary's position: %w", err)
 	}
 	if s := SessionFrom(ctx); s != nil {
@@ -48,7 +49,7 @@ func (p *Plugin) RecordWrite(ctx context.Context, tables ...string) error {
 		s.raise(p.cluster, pos)
 	}
 	if err := p.raise(ctx, w, pos); err != nil {
-		p.unpublished(ctx, w)
+		p.unpublished(ctx, w, called)
 		return fmt.Errorf("plugin: record write: publish: %w", err)
 	}
 	return nil

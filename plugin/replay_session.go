@@ -86,10 +86,11 @@ var (
 // or starts on the primary when there is none.
 func (s *replaySession) start(ctx context.Context) error {
 	var required = s.sessionPosition()
-	for _, r := range s.p.replicas {
+	for _, r := range s.p.replicas() {
 		st := r.state.Load()
-		if st.usable(time.Now(), s.p.cfg.MaxLag) && st.pos.Covers(required) {
+		if st.usable(time.Now(), s.p.cfg.MaxLag) && st.pos.Covers(required) && r.enter() {
 			conn, err := r.db.Conn(ctx)
+			r.leave() // the session holds the connection
 			if err != nil {
 				continue
 			}
@@ -102,7 +103,7 @@ func (s *replaySession) start(ctx context.Context) error {
 
 func (s *replaySession) sessionPosition() lsnstore.Position {
 	if ss := SessionFrom(s.ctx); ss != nil {
-		return ss.position(s.p.cluster)
+		return s.p.sessionPosition(s.ctx, ss)
 	}
 	return lsnstore.Position{}
 }
@@ -308,7 +309,7 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, args []a
 			s.p.publish(ctx, w)
 		case commitOutcomeUnknown(err):
 			// It may have committed: as a trackedTx's Commit does.
-			s.p.unpublished(ctx, w)
+			s.p.unpublished(ctx, w, time.Now())
 		}
 		return
 	}

@@ -30,7 +30,47 @@ type replica struct {
 	// stall: the round trips of its reads' first answers, and its ping
 	// (stall.go).
 	stall replicaStall
+	// health is what the log said last of its polls (healthUnknown,
+	// healthUp, healthDown: replica_health.go); secrets are what its
+	// errors must not show in the log (its DSN and password).
+	health  atomic.Int32
+	secrets []string
+	// failed is when a read on it last failed here (Unix nanoseconds; 0:
+	// never): a follower keeps it down for a while whatever the shared
+	// poll says (shared_poll.go).
+	failed atomic.Int64
+	// target is what the replica was opened on (replica_set.go): a
+	// SetReplicas naming it again with the same target keeps it open.
+	target replicaTarget
+	// retired: removed from the replica set (replica_set.go); reads that
+	// chose it before then run elsewhere unless already in flight, and
+	// inFlight counts those (enter, leave) so that its pool is closed
+	// only once they have their connections.
+	retired  atomic.Bool
+	inFlight atomic.Int64
 }
+
+// failedAt is when a read on r last failed here (the zero time: never).
+func (r *replica) failedAt() time.Time {
+	if n := r.failed.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// enter reports whether a read may use r now, and if so counts it in
+// flight until leave: false once r is retired. The read's connection is
+// held by then, and closing the pool does not break it.
+func (r *replica) enter() bool {
+	r.inFlight.Add(1)
+	if r.retired.Load() {
+		r.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (r *replica) leave() { r.inFlight.Add(-1) }
 
 // replicaState is one poll's result. A cached position is only ever older
 // than the truth, so using it is conservative.

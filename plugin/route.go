@@ -25,6 +25,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	if db.Error != nil {
 		return
 	}
+	p.demand(true)
 	stmt := db.Statement
 	ctx := stmt.Context
 	switch stmt.ConnPool.(type) {
@@ -43,6 +44,8 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 			if c := p.classify(stmt.SQL.String()); c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
 				p.recordAutocommitRawWrite(db, c)
 			}
+		} else if walkStatement(stmt, p.classifier).write {
+			p.recordAutocommitRawWrite(db, fragmentWrite)
 		}
 		return
 	}
@@ -50,6 +53,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	var (
 		tables []string
 		known  bool
+		opaque bool // reads rows other than those it pins: not keyed
 		raw    = stmt.SQL.Len() > 0
 		c      rawClass
 	)
@@ -60,8 +64,11 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 	// Inside a transaction everything stays on its connection (the
 	// primary); a write there is marked for the commit to publish.
 	if _, inTx := stmt.ConnPool.(gorm.TxCommitter); inTx {
-		if raw && c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
+		switch {
+		case raw && c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0):
 			p.recordRawWrite(db, c)
+		case !raw && walkStatement(stmt, p.classifier).write:
+			p.recordRawWrite(db, fragmentWrite)
 		}
 		p.decided(ctx, Decision{Target: Primary, Reason: ReasonTransaction})
 		return
@@ -87,11 +94,27 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		}
 		tables, known = c.reads, c.readsKnown
 	} else {
-		if _, locking := stmt.Clauses["FOR"]; locking {
+		wk := walkStatement(stmt, p.classifier)
+		_, locking := stmt.Clauses["FOR"]
+		switch {
+		case wk.write:
+			// Text written by hand calls a function that writes: a
+			// write of unknown tables, as raw SQL that does.
+			reason := ReasonWrite
+			if locking {
+				reason = ReasonLocking
+			}
+			p.toPrimary(db, reason, nil)
+			p.recordAutocommitRawWrite(db, fragmentWrite)
+			return
+		case locking, wk.locks:
 			p.toPrimary(db, ReasonLocking, nil)
 			return
+		case wk.session:
+			p.toPrimary(db, ReasonUnknownSQL, nil)
+			return
 		}
-		tables, known = statementTables(stmt, p.classifier)
+		tables, known, opaque = wk.tables, wk.known, wk.opaque
 	}
 	if !known {
 		tables = nil
@@ -119,7 +142,7 @@ func (p *Plugin) routeRead(db *gorm.DB) {
 		p.toFresh(db, tables, nil, false, false)
 	default:
 		lookup, keyed := tables, false
-		if p.cfg.keyed() && len(tables) == 1 {
+		if p.cfg.keyed() && len(tables) == 1 && !opaque {
 			var names []string
 			var ok bool
 			if raw {
@@ -158,7 +181,7 @@ func (p *Plugin) toAnyReplica(db *gorm.DB, reason Reason, tables []string) {
 // doubt: the primary.
 func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites, keyed bool) {
 	ctx := db.Statement.Context
-	if len(p.replicas) == 0 {
+	if len(p.replicas()) == 0 {
 		p.toPrimary(db, ReasonNoReplica, tables)
 		return
 	}
@@ -172,7 +195,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites, keye
 			p.toPrimary(db, ReasonSticky, tables)
 			return
 		}
-		required = s.position(p.cluster)
+		required = p.sessionPosition(ctx, s)
 	}
 	var note routeNote
 	if keyed {
@@ -186,7 +209,7 @@ func (p *Plugin) toFresh(db *gorm.DB, tables, lookup []string, tableWrites, keye
 		if p.cfg.MaxWait == 0 {
 			// No replica covers what is known locally: the store's answer
 			// could only require more.
-			db.Statement.ConnPool = p.fallbackTo(ctx, db.ConnPool, Decision{Target: Primary, Reason: ReasonLagging, Tables: tables, Keys: note.keys, Required: local})
+			db.Statement.ConnPool = p.fallbackTo(ctx, db.ConnPool, Decision{Target: Primary, Reason: p.laggingOrNone(), Tables: tables, Keys: note.keys, Required: local})
 			return
 		}
 	}
@@ -259,7 +282,7 @@ func (p *Plugin) freshReplica(required lsnstore.Position) (gorm.ConnPool, lsnsto
 		best laggard
 	)
 	fresh := buf[:0]
-	for _, r := range p.replicas {
+	for _, r := range p.replicas() {
 		st := r.state.Load()
 		if !st.usable(now, p.cfg.MaxLag) {
 			continue
@@ -295,10 +318,11 @@ func (l *laggard) consider(r *replica, pos, required lsnstore.Position) {
 // fresh replicas, draw one, find it again.
 func (p *Plugin) freshReplicaRandom(now time.Time, required lsnstore.Position) (gorm.ConnPool, lsnstore.Position) {
 	var (
-		n    int
-		best laggard
+		n        int
+		best     laggard
+		replicas = p.replicas()
 	)
-	for _, r := range p.replicas {
+	for _, r := range replicas {
 		st := r.state.Load()
 		if !st.usable(now, p.cfg.MaxLag) {
 			continue
@@ -316,7 +340,7 @@ func (p *Plugin) freshReplicaRandom(now time.Time, required lsnstore.Position) (
 	if n > 1 {
 		k = rand.IntN(n)
 	}
-	for _, r := range p.replicas {
+	for _, r := range replicas {
 		st := r.state.Load()
 		if st.usable(now, p.cfg.MaxLag) && st.pos.Covers(required) {
 			if k == 0 {
@@ -369,15 +393,16 @@ func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.Position) (gor
 func (p *Plugin) waitOnReplica(ctx context.Context, w causalWaiter, required lsnstore.Position) (gorm.ConnPool, lsnstore.Position) {
 	now := time.Now()
 	var best laggard
-	for _, r := range p.replicas {
+	for _, r := range p.replicas() {
 		if st := r.state.Load(); st.usable(now, p.cfg.MaxLag) {
 			best.consider(r, st.pos, required)
 		}
 	}
-	if best.r == nil {
+	if best.r == nil || !best.r.enter() {
 		return nil, lsnstore.Position{}
 	}
 	ok, err := w.waitApplied(ctx, best.r.db, required, p.cfg.MaxWait)
+	best.r.leave()
 	if err != nil || !ok {
 		return nil, best.pos
 	}
@@ -421,6 +446,9 @@ func (p *Plugin) observed(ctx context.Context) bool {
 
 func (p *Plugin) decided(ctx context.Context, d Decision) {
 	p.stats.decision(d.Target, d.Reason)
+	if d.Keys != nil && p.observed(ctx) {
+		d.Keys = displayNames(d.Keys) // display_names.go
+	}
 	if p.cfg.OnDecision != nil {
 		p.cfg.OnDecision(ctx, d)
 	}
@@ -434,6 +462,7 @@ func (p *Plugin) decided(ctx context.Context, d Decision) {
 // replicaFailed marks r down until the next poll answers, and reports the
 // retry on the primary.
 func (p *Plugin) replicaFailed(ctx context.Context, r *replica, err error) {
+	r.failed.Store(time.Now().UnixNano())
 	r.state.Store(&replicaState{polledAt: time.Now()})
 	p.cfg.Logger.WarnContext(ctx, "freshread: replica failed; read retried on the primary", "replica", r.name, "err", err)
 	p.decided(ctx, Decision{Target: Primary, Replica: r.name, Reason: ReasonReplicaFailed})

@@ -21,8 +21,22 @@ import (
 type SessionState struct {
 	mu sync.Mutex
 	// positions by cluster: the primary's system identifier, because
-	// positions of different clusters cannot be compared.
+	// positions of different clusters cannot be compared. They are this
+	// process's own writes: trusted.
 	positions map[uint64]lsnstore.Position
+	// claims are the positions a token brought (ParseToken, Middleware):
+	// the client's word, checked against the primary's position before a
+	// read relies on one (session_cap.go); checked marks those that passed.
+	claims  map[uint64]lsnstore.Position
+	checked map[uint64]bool
+	// received is when the token was parsed: a primary position read after
+	// it covers every genuine claim (docs/design/sessions.md).
+	received time.Time
+	// ignored says why the token, or a part of it, was ignored (a label of
+	// freshread_session_tokens_ignored_total); reported by the first plugin
+	// that routes a read of the session.
+	ignored  string
+	reported bool
 	// lastWrite is the time of the session's last write (unix ms), for
 	// Config.StickyWindow.
 	lastWrite int64
@@ -70,10 +84,13 @@ func consistencyFrom(ctx context.Context, def Consistency) Consistency {
 	return def
 }
 
+// position is the session's position on cluster: its own writes' and its
+// token's claim, unchecked (the plugin reads it through sessionPosition,
+// which checks the claim).
 func (s *SessionState) position(cluster uint64) lsnstore.Position {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.positions[cluster]
+	return s.positions[cluster].Merge(s.claims[cluster])
 }
 
 func (s *SessionState) raise(cluster uint64, pos lsnstore.Position) {
@@ -105,19 +122,27 @@ func (s *SessionState) wroteWithin(now time.Time, d time.Duration) bool {
 func (s *SessionState) Empty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.positions) == 0 && s.lastWrite == 0
+	return len(s.positions) == 0 && len(s.claims) == 0 && s.lastWrite == 0
 }
 
 // Token serializes the session: "v1", then ".w=<unix ms>" when it has
 // written, then ".<cluster>=<position>" per cluster (lsnstore.Position's
 // text), e.g. "v1.w=1764430000000.7312345678901234567=0/3000148" or, with
 // MariaDB GTID domains 0 and 1, "...=0/64+1=0/14" (cookie-safe). It holds
-// positions and a time only, no secrets.
+// positions and a time only, no secrets, and no signature: Middleware
+// with MiddlewareConfig.Keys appends one.
 func (s *SessionState) Token() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	clusters := make([]uint64, 0, len(s.positions))
-	for c := range s.positions {
+	all := make(map[uint64]lsnstore.Position, len(s.positions)+len(s.claims))
+	for c, pos := range s.claims {
+		all[c] = pos
+	}
+	for c, pos := range s.positions {
+		all[c] = all[c].Merge(pos)
+	}
+	clusters := make([]uint64, 0, len(all))
+	for c := range all {
 		clusters = append(clusters, c)
 	}
 	sort.Slice(clusters, func(i, j int) bool { return clusters[i] < clusters[j] })
@@ -127,7 +152,7 @@ func (s *SessionState) Token() string {
 		fmt.Fprintf(&b, ".w=%d", s.lastWrite)
 	}
 	for _, c := range clusters {
-		fmt.Fprintf(&b, ".%d=%s", c, s.positions[c])
+		fmt.Fprintf(&b, ".%d=%s", c, all[c])
 	}
 	return b.String()
 }
@@ -135,10 +160,20 @@ func (s *SessionState) Token() string {
 // ErrBadToken: a session token could not be parsed.
 var ErrBadToken = errors.New("plugin: malformed session token")
 
+// maxWriteTimeSkew is how far in the future a token's write time may be
+// (the clocks of the processes that wrote and that read it differ); a
+// later one is ignored, else it would keep Config.StickyWindow open.
+const maxWriteTimeSkew = time.Minute
+
 // ParseToken parses a token made by Token. An empty string is an empty
-// session.
+// session. The token's positions are the client's word: before a read
+// relies on one, the plugin checks that it is not beyond the primary's
+// position (a position beyond it is ignored: docs/design/sessions.md). A
+// write time more than a minute in the future is ignored. ParseToken
+// checks no signature: Middleware does, with MiddlewareConfig.Keys.
 func ParseToken(tok string) (*SessionState, error) {
-	s := &SessionState{}
+	now := time.Now()
+	s := &SessionState{received: now}
 	if tok == "" {
 		return s, nil
 	}
@@ -156,6 +191,10 @@ func ParseToken(tok string) (*SessionState, error) {
 			if err != nil || ms <= 0 {
 				return nil, fmt.Errorf("%w: bad write time", ErrBadToken)
 			}
+			if ms > now.Add(maxWriteTimeSkew).UnixMilli() {
+				s.ignored = ignoredFutureWrite
+				continue
+			}
 			s.lastWrite = ms
 			continue
 		}
@@ -167,7 +206,7 @@ func ParseToken(tok string) (*SessionState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadToken, err)
 		}
-		s.raise(cluster, p)
+		s.claim(cluster, p)
 	}
 	return s, nil
 }

@@ -166,6 +166,7 @@ func (p *Plugin) pingReplica(r *replica, since time.Time, timeout time.Duration)
 			// Down until a poll answers (as a failed replica); said once
 			// per ping, not per read.
 			r.state.Store(&replicaState{polledAt: time.Now()})
+			markReplicaDown(r)
 			p.cfg.Logger.Warn("freshread: replica stalled (reads and a ping unanswered); its reads run again elsewhere, replica down until a poll answers",
 				"replica", r.name, "stall_timeout", p.cfg.StallTimeout)
 		}

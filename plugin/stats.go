@@ -10,7 +10,7 @@ import (
 var reasons = [...]Reason{
 	ReasonFresh, ReasonLagging, ReasonNoReplica, ReasonStoreError, ReasonTransaction,
 	ReasonLocking, ReasonHint, ReasonConsistency, ReasonWrite, ReasonUnknownSQL, ReasonReplicaFailed,
-	ReasonSticky, ReasonPinned, ReasonReplicaStalled,
+	ReasonSticky, ReasonPinned, ReasonReplicaStalled, ReasonReplicaRemoved,
 }
 
 func reasonIndex(r Reason) int {
@@ -35,12 +35,24 @@ type stats struct {
 	// overlapDiscarded counts replica queries started before the store
 	// answered whose rows were discarded (overlap.go).
 	overlapDiscarded atomic.Uint64
+	// replicaSetChanges counts the changes of the replica set
+	// (replica_set.go), discoveryFailures the failed DNS lookups of the
+	// discovery (discovery.go).
+	replicaSetChanges atomic.Uint64
+	discoveryFailures atomic.Uint64
 	// refused counts reads refused by Config.MaxFallbackRate, by the
 	// reason they would have gone to the primary (fallback_limit.go).
 	refused [len(reasons)]atomic.Uint64
 	// unknownTables counts reads whose tables could not all be named
 	// (route.go): they wait for the database-wide position.
 	unknownTables atomic.Uint64
+	// fencedWrites counts writes refused because this process's lease
+	// in the store ended (lease.go); unprotectedWrites, writes
+	// acknowledged that other processes may read stale (neither
+	// published, nor invalidated, nor covered by the lease).
+	fencedWrites, unprotectedWrites atomic.Uint64
+	// rests counts the poller's rests (rest.go).
+	rests atomic.Uint64
 }
 
 // storeBucketBounds are the upper bounds of the store latency buckets.

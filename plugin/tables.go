@@ -10,112 +10,183 @@ import (
 	"github.com/freshread/freshread/lsnstore"
 )
 
-// statementTables returns the tables a GORM-built statement touches: its
-// table, its joins (Joins and clause.From), the tables of subqueries in its
-// clauses, and those of subqueries written as text in its conditions,
-// selected columns and orderings (classified by cls; nil: such a
-// statement is unknown). It returns ok=false when any part is unknown: then
-// the database-wide position applies.
-func statementTables(stmt *gorm.Statement, cls *classify.Classifier) (tables []string, ok bool) {
-	return tableWalker{cls: cls}.statement(nil, stmt, 0)
+// statementWalk is what routing learns of a GORM-built statement from its
+// clauses and the SQL text written by hand in them.
+type statementWalk struct {
+	// tables are the tables the statement reads: its table, its joins
+	// (Joins and clause.From), the tables of subqueries in its clauses
+	// and of those written as text. Valid when known.
+	tables []string
+	// known: every table is named. Otherwise the database-wide position
+	// applies (a part is unknown, or the statement calls a user function
+	// declared read-only, whose body may read any table).
+	known bool
+	// opaque: the statement may read rows other than those its
+	// conditions pin (a subquery, a join, a call of a function other than
+	// the immutable built-ins): a read pinned by key waits for its
+	// tables, not for its keys' positions.
+	opaque bool
+	// write: text written by hand calls a function that writes, or one
+	// that is not an immutable built-in in text the classifier cannot
+	// parse: the statement goes to the primary and is published as a
+	// write of unknown tables.
+	write bool
+	// locks: text written by hand holds a locking subquery (the primary).
+	locks bool
+	// session: text written by hand changes session state (set_config):
+	// the primary.
+	session bool
 }
 
-// tableWalker walks a statement's clauses for statementTables.
-type tableWalker struct{ cls *classify.Classifier }
+// walkStatement walks a GORM-built statement's clauses, classifying the
+// text written by hand in them with cls (nil: such text is unknown, and a
+// write when it calls a function).
+func walkStatement(stmt *gorm.Statement, cls *classify.Classifier) statementWalk {
+	w := tableWalker{cls: cls}
+	w.statement(stmt, 0)
+	return statementWalk{tables: w.tables, known: !w.unknown, opaque: w.opaque, write: w.write, locks: w.locks, session: w.session}
+}
+
+// statementTables is walkStatement's tables, ok=false when any part is
+// unknown: then the database-wide position applies.
+func statementTables(stmt *gorm.Statement, cls *classify.Classifier) (tables []string, ok bool) {
+	wk := walkStatement(stmt, cls)
+	if !wk.known {
+		return nil, false
+	}
+	return wk.tables, true
+}
+
+// tableWalker walks a statement's clauses for walkStatement. A part whose
+// tables are unknown does not end the walk: a later part may still write.
+type tableWalker struct {
+	cls                                    *classify.Classifier
+	tables                                 []string
+	unknown, opaque, write, locks, session bool
+}
 
 const maxSubqueryDepth = 8
 
-func (w tableWalker) statement(tables []string, stmt *gorm.Statement, depth int) ([]string, bool) {
+func (w *tableWalker) statement(stmt *gorm.Statement, depth int) {
 	if depth > maxSubqueryDepth {
-		return nil, false
+		w.unknown, w.opaque = true, true
+		return
 	}
 	if stmt.Table == "" && stmt.Model != nil && stmt.TableExpr == nil {
 		if err := stmt.Parse(stmt.Model); err != nil {
-			return nil, false
+			w.unknown, w.opaque = true, true
+			return
 		}
 	}
-	name, ok := statementTable(stmt)
-	if !ok {
-		return nil, false
+	if name, ok := statementTable(stmt); ok {
+		w.tables = append(w.tables, name)
+	} else {
+		w.unknown = true
+		if te := stmt.TableExpr; te != nil {
+			// db.Table("(?) AS x", sub), or a FROM written by hand.
+			w.opaque = true
+			w.fragment(te.SQL, atFrom)
+			w.vars(te.Vars, depth)
+		}
 	}
-	tables = append(tables, name)
 	if catalogStatement(stmt) {
 		// db.Table("information_schema.tables"): the catalog.
-		tables = append(tables, lsnstore.Schema)
+		w.tables = append(w.tables, lsnstore.Schema)
 	}
 	for _, j := range stmt.Joins {
-		t, ok := joinTable(stmt, j.Name)
-		if !ok {
-			return nil, false
+		w.opaque = true
+		switch t, ok := joinTable(stmt, j.Name); {
+		case j.Expression != nil:
+			w.unknown = true
+			w.exprAt(j.Expression, depth, atJoin)
+		case ok:
+			w.tables = append(w.tables, t)
+		default:
+			w.unknown = true
+			w.fragment(j.Name, atJoin) // a join written by hand
 		}
-		if j.Expression != nil {
-			return nil, false
-		}
-		tables = append(tables, t)
 		for _, c := range j.Conds {
 			if sub, isDB := c.(*gorm.DB); isDB && sub != nil && sub.Statement != nil && sub.Statement.SQL.Len() == 0 {
 				// Joins("Rel", db.Where(...)): conditions on the joined
 				// table, a statement without a table of its own.
-				tables, ok = w.clauses(tables, sub.Statement, depth+1)
+				w.clauses(sub.Statement, depth+1)
 			} else {
-				tables, ok = w.value(tables, c, depth)
-			}
-			if !ok {
-				return nil, false
+				w.value(c, depth)
 			}
 		}
 		if j.On != nil {
-			if tables, ok = w.expr(tables, *j.On, depth); !ok {
-				return nil, false
-			}
+			w.expr(*j.On, depth)
 		}
 	}
-	return w.clauses(tables, stmt, depth)
+	w.clauses(stmt, depth)
 }
 
 // clauses adds the tables of a statement's selected columns and clauses.
-func (w tableWalker) clauses(tables []string, stmt *gorm.Statement, depth int) ([]string, bool) {
+func (w *tableWalker) clauses(stmt *gorm.Statement, depth int) {
 	if depth > maxSubqueryDepth {
-		return nil, false
+		w.unknown, w.opaque = true, true
+		return
 	}
-	var ok bool
 	for _, sel := range stmt.Selects {
-		if tables, ok = w.fragment(tables, sel); !ok {
-			return nil, false
-		}
+		w.fragment(sel, atSelect)
 	}
 	for name, c := range stmt.Clauses {
 		if strings.HasPrefix(name, "gorm:db_resolver") {
 			continue // dbresolver.Use: a hint, not SQL
 		}
-		if tables, ok = w.expr(tables, c.Expression, depth); !ok {
-			return nil, false
-		}
+		w.expr(c.Expression, depth)
 	}
-	return tables, true
 }
 
-// fragment adds the tables of SQL text written by hand. Text that cannot
-// hold a subquery (no SELECT or TABLE keyword) reads nothing but the
-// statement's tables; other text is classified as the condition of a
-// SELECT, and is unknown unless that is a plain read whose tables are all
-// named.
-func (w tableWalker) fragment(tables []string, sql string) ([]string, bool) {
-	if !mayReadTables(sql) {
-		return tables, true
+// fragment adds what SQL text written by hand, in its place at of a
+// statement, reads. Text that neither calls a function other than the
+// immutable built-ins nor can hold a subquery (scanFragment) reads only
+// the statement's rows and costs only the scan. Other text may read other
+// rows (opaque), and is classified in a statement that parses for its
+// place: a write makes the statement one; a read adds its tables, unknown
+// when it calls a user function declared read-only or does not name them
+// all.
+func (w *tableWalker) fragment(sql string, at fragmentPlace) {
+	f := scanFragment(sql, w.dialect())
+	if f == 0 {
+		return
 	}
+	w.opaque = true
 	if w.cls == nil {
-		return nil, false
+		w.unknown = true
+		w.write = w.write || f&scanCall != 0
+		return
 	}
-	r := w.cls.Classify("SELECT 1 WHERE (" + placeholdersToNull(sql) + ")")
-	if r.Kind != classify.Read || r.UnknownTables {
-		return nil, false
+	r := w.cls.Classify(at.wrap(w.cls.Dialect(), placeholdersToNull(sql)))
+	switch {
+	case r.Kind == classify.Read:
+		if r.UnknownTables || r.CallsUserFunctions || at == atJoin || at == atFrom {
+			w.unknown = true // (a join or FROM written by hand: its tables at best)
+		}
+		w.tables = append(w.tables, normalizeTables(r.Reads)...)
+		if r.Catalog {
+			w.tables = append(w.tables, lsnstore.Schema)
+		}
+	case r.Kind == classify.Buffer:
+		w.unknown, w.session = true, true
+	case r.Reason == classify.ReasonUnparseable:
+		// Text the classifier cannot parse: a write when it calls a
+		// function that is not an immutable built-in.
+		w.unknown = true
+		w.write = w.write || f&scanCall != 0
+	case r.Locks && !r.UnknownTables && len(r.Writes) == 0:
+		w.unknown, w.locks = true, true // a locking subquery
+	default:
+		w.unknown, w.write = true, true
 	}
-	tables = append(tables, normalizeTables(r.Reads)...)
-	if r.Catalog {
-		tables = append(tables, lsnstore.Schema)
+}
+
+// dialect is the classifier's dialect (PostgreSQL without one).
+func (w *tableWalker) dialect() classify.Dialect {
+	if w.cls == nil {
+		return classify.Postgres
 	}
-	return tables, true
+	return w.cls.Dialect()
 }
 
 // placeholdersToNull replaces GORM's placeholders (? and @name) with NULL,
@@ -142,31 +213,6 @@ func placeholdersToNull(sql string) string {
 	return b.String()
 }
 
-// mayReadTables reports whether SQL text has the word SELECT or TABLE
-// (any case): a subquery, or PostgreSQL's TABLE t.
-func mayReadTables(sql string) bool {
-	for i := 0; i+5 <= len(sql); i++ {
-		c := sql[i] | 0x20
-		if c != 's' && c != 't' {
-			continue
-		}
-		var word string
-		switch {
-		case i+6 <= len(sql) && strings.EqualFold(sql[i:i+6], "select"):
-			word = "select"
-		case strings.EqualFold(sql[i:i+5], "table"):
-			word = "table"
-		default:
-			continue
-		}
-		end := i + len(word)
-		if (i == 0 || !identByte(sql[i-1])) && (end == len(sql) || !identByte(sql[end])) {
-			return true
-		}
-	}
-	return false
-}
-
 func identByte(c byte) bool {
 	return c == '_' || c == '$' || c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' || c >= 0x80
 }
@@ -174,64 +220,59 @@ func identByte(c byte) bool {
 // from adds the tables of a clause.From (GORM builds joins of many2many
 // associations and Joins into one): its tables, each join's table and
 // conditions; a join written as an expression is unknown.
-func (w tableWalker) from(tables []string, f clause.From, depth int) ([]string, bool) {
-	var ok bool
+func (w *tableWalker) from(f clause.From, depth int) {
 	for _, t := range f.Tables {
-		if tables, ok = appendClauseTable(tables, t); !ok {
-			return nil, false
-		}
+		w.clauseTable(t)
 	}
 	for _, j := range f.Joins {
+		w.opaque = true
 		if j.Expression != nil {
-			return nil, false // a join written as SQL
+			w.unknown = true // a join written as SQL
+			w.exprAt(j.Expression, depth, atJoin)
+			continue
 		}
-		if tables, ok = appendClauseTable(tables, j.Table); !ok {
-			return nil, false
-		}
-		if tables, ok = w.exprs(tables, j.ON.Exprs, depth); !ok {
-			return nil, false
-		}
+		w.clauseTable(j.Table)
+		w.exprs(j.ON.Exprs, depth)
 	}
-	return tables, true
 }
 
-// appendClauseTable adds a clause.Table: the statement's own table
+// clauseTable adds a clause.Table: the statement's own table
 // (clause.CurrentTable, already added) adds nothing; a raw name must be a
 // plain table name.
-func appendClauseTable(tables []string, t clause.Table) ([]string, bool) {
+func (w *tableWalker) clauseTable(t clause.Table) {
 	switch {
 	case t.Name == clause.CurrentTable:
-		return tables, true
+		return
 	case t.Raw:
-		name, ok := tableFromExpr(t.Name)
-		if !ok {
-			return nil, false
+		w.opaque = true
+		if name, ok := tableFromExpr(t.Name); ok {
+			w.tables = append(w.tables, name)
+			return
 		}
-		return append(tables, name), true
+		w.unknown = true
+		w.fragment(t.Name, atFrom)
+		return
 	case t.Name == "":
-		return nil, false
+		w.unknown = true
+		return
 	}
-	return append(tables, lsnstore.TableKey(t.Name)), true
+	w.opaque = true
+	w.tables = append(w.tables, lsnstore.TableKey(t.Name))
 }
 
-// columns adds the tables of raw column text (Select, Order and Group
-// columns written by hand).
-func (w tableWalker) columns(tables []string, cols []clause.Column) ([]string, bool) {
-	var ok bool
+// columns adds the tables of raw column text (Select and Group columns
+// written by hand), in its place at.
+func (w *tableWalker) columns(cols []clause.Column, at fragmentPlace) {
 	for _, c := range cols {
-		if tables, ok = w.column(tables, c); !ok {
-			return nil, false
-		}
+		w.column(c, at)
 	}
-	return tables, true
 }
 
 // column adds the tables of one column: text when written by hand (Raw).
-func (w tableWalker) column(tables []string, c clause.Column) ([]string, bool) {
-	if !c.Raw {
-		return tables, true
+func (w *tableWalker) column(c clause.Column, at fragmentPlace) {
+	if c.Raw {
+		w.fragment(c.Name, at)
 	}
-	return w.fragment(tables, c.Name)
 }
 
 // statementTable is the normalized name of the one table a statement
@@ -262,24 +303,15 @@ func catalogStatement(stmt *gorm.Statement) bool {
 	return len(fields) > 0 && classify.IsCatalogTable(fields[0])
 }
 
-// tableFromExpr accepts `"orders"`, `orders o`, `orders AS o` and
-// `"public"."orders"`; anything else (joins or subqueries written by hand)
-// is unknown.
+// tableFromExpr is the normalized table a db.Table expression names
+// (classify.TableExprName); anything else (joins or subqueries written by
+// hand) is unknown.
 func tableFromExpr(sql string) (string, bool) {
-	if strings.ContainsAny(sql, "(),;") {
+	name, ok := classify.TableExprName(sql)
+	if !ok {
 		return "", false
 	}
-	fields := strings.Fields(sql)
-	switch len(fields) {
-	case 1, 2:
-	case 3:
-		if !strings.EqualFold(fields[1], "as") {
-			return "", false
-		}
-	default:
-		return "", false
-	}
-	return lsnstore.TableKey(fields[0]), true
+	return lsnstore.TableKey(name), true
 }
 
 // joinTable resolves a Joins("Rel") name through the schema's
@@ -303,115 +335,104 @@ func joinTable(stmt *gorm.Statement, name string) (string, bool) {
 }
 
 // expr walks the clause expressions GORM builds; an expression type it
-// does not know makes the tables unknown.
-func (w tableWalker) expr(tables []string, e clause.Expression, depth int) ([]string, bool) {
-	var ok bool
+// does not know makes the tables unknown (and the rows: opaque). Text in
+// it is a condition.
+func (w *tableWalker) expr(e clause.Expression, depth int) {
+	w.exprAt(e, depth, atCondition)
+}
+
+// exprAt is expr for an expression in place at (text written by hand in it
+// is classified there).
+func (w *tableWalker) exprAt(e clause.Expression, depth int, at fragmentPlace) {
 	switch x := e.(type) {
 	case nil:
 	case clause.Where:
-		return w.exprs(tables, x.Exprs, depth)
+		w.exprs(x.Exprs, depth)
 	case clause.AndConditions:
-		return w.exprs(tables, x.Exprs, depth)
+		w.exprs(x.Exprs, depth)
 	case clause.OrConditions:
-		return w.exprs(tables, x.Exprs, depth)
+		w.exprs(x.Exprs, depth)
 	case clause.NotConditions:
-		return w.exprs(tables, x.Exprs, depth)
+		w.exprs(x.Exprs, depth)
 	case clause.Expr:
-		if tables, ok = w.fragment(tables, x.SQL); !ok {
-			return nil, false
-		}
-		return w.vars(tables, x.Vars, depth)
+		w.fragment(x.SQL, at)
+		w.vars(x.Vars, depth)
 	case *clause.Expr:
-		if x == nil {
-			return tables, true
+		if x != nil {
+			w.fragment(x.SQL, at)
+			w.vars(x.Vars, depth)
 		}
-		if tables, ok = w.fragment(tables, x.SQL); !ok {
-			return nil, false
-		}
-		return w.vars(tables, x.Vars, depth)
 	case clause.NamedExpr:
-		if tables, ok = w.fragment(tables, x.SQL); !ok {
-			return nil, false
-		}
-		return w.vars(tables, x.Vars, depth)
+		w.fragment(x.SQL, at)
+		w.vars(x.Vars, depth)
 	case clause.Eq:
-		return w.value(tables, x.Value, depth)
+		w.value(x.Value, depth)
 	case clause.Neq:
-		return w.value(tables, x.Value, depth)
+		w.value(x.Value, depth)
 	case clause.Gt:
-		return w.value(tables, x.Value, depth)
+		w.value(x.Value, depth)
 	case clause.Gte:
-		return w.value(tables, x.Value, depth)
+		w.value(x.Value, depth)
 	case clause.Lt:
-		return w.value(tables, x.Value, depth)
+		w.value(x.Value, depth)
 	case clause.Lte:
-		return w.value(tables, x.Value, depth)
+		w.value(x.Value, depth)
 	case clause.Like:
-		return w.value(tables, x.Value, depth)
+		w.value(x.Value, depth)
 	case clause.IN:
-		return w.vars(tables, x.Values, depth)
+		w.vars(x.Values, depth)
 	case clause.Select:
-		if tables, ok = w.columns(tables, x.Columns); !ok {
-			return nil, false
-		}
-		return w.expr(tables, x.Expression, depth)
+		w.columns(x.Columns, atSelect)
+		w.exprAt(x.Expression, depth, atSelect)
 	case clause.OrderBy:
 		for _, c := range x.Columns {
-			if tables, ok = w.column(tables, c.Column); !ok {
-				return nil, false
-			}
+			w.column(c.Column, atOrder)
 		}
-		return w.expr(tables, x.Expression, depth)
+		w.exprAt(x.Expression, depth, atOrder)
 	case clause.GroupBy:
-		if tables, ok = w.columns(tables, x.Columns); !ok {
-			return nil, false
-		}
-		return w.exprs(tables, x.Having, depth)
+		w.columns(x.Columns, atGroup)
+		w.exprs(x.Having, depth)
 	case clause.From:
-		return w.from(tables, x, depth)
+		w.from(x, depth)
 	case clause.Limit, clause.Locking:
 	default:
-		return nil, false
+		w.unknown, w.opaque = true, true
 	}
-	return tables, true
 }
 
-func (w tableWalker) exprs(tables []string, es []clause.Expression, depth int) ([]string, bool) {
-	var ok bool
+func (w *tableWalker) exprs(es []clause.Expression, depth int) {
 	for _, e := range es {
-		if tables, ok = w.expr(tables, e, depth); !ok {
-			return nil, false
-		}
+		w.expr(e, depth)
 	}
-	return tables, true
 }
 
-func (w tableWalker) vars(tables []string, vars []any, depth int) ([]string, bool) {
-	var ok bool
+func (w *tableWalker) vars(vars []any, depth int) {
 	for _, v := range vars {
-		if tables, ok = w.value(tables, v, depth); !ok {
-			return nil, false
-		}
+		w.value(v, depth)
 	}
-	return tables, true
 }
 
 // value adds the tables of a subquery (*gorm.DB) or nested expression used
 // as a value; plain values add nothing.
-func (w tableWalker) value(tables []string, v any, depth int) ([]string, bool) {
+func (w *tableWalker) value(v any, depth int) {
 	switch x := v.(type) {
 	case *gorm.DB:
 		if x == nil || x.Statement == nil {
-			return tables, true
+			return
 		}
+		w.opaque = true // a subquery reads rows of its own
 		if x.Statement.SQL.Len() > 0 {
-			return nil, false // raw subquery text
+			// Raw subquery text: its tables unknown; a write if it
+			// writes.
+			w.unknown = true
+			w.fragment(x.Statement.SQL.String(), atSubquery)
+			w.vars(x.Statement.Vars, depth+1)
+			return
 		}
-		return w.statement(tables, x.Statement, depth+1)
+		w.statement(x.Statement, depth+1)
 	case clause.Expression:
-		return w.expr(tables, x, depth+1)
+		w.expr(x, depth+1)
 	case []any:
-		return w.vars(tables, x, depth+1)
+		w.vars(x, depth+1)
 	}
-	return tables, true
 }

@@ -12,8 +12,9 @@ const (
 	// RouteEvent records a routing decision (Decision).
 	RouteEvent = "freshread.route"
 	// WriteEvent records a write sent to the primary, with AttrTables the
-	// positions it marks: table names, or keyed-position names with
-	// positions by key; absent when unknown (the database-wide
+	// positions it marks: table names, or with positions by key the keys
+	// it proved ("orders id=7") or its table's unkeyed writes ("orders
+	// (unkeyed writes)"); absent when unknown (the database-wide
 	// position).
 	WriteEvent = "freshread.write"
 )
@@ -30,7 +31,8 @@ const (
 	// for; absent when unknown (the database-wide position applied).
 	AttrTables = attribute.Key("freshread.route.tables")
 	// AttrKeys are the keyed positions looked up instead of the table's
-	// (positions by key, the default); absent when none.
+	// (positions by key, the default), as "orders id=7" and "orders
+	// (unkeyed writes)"; absent when none.
 	AttrKeys = attribute.Key("freshread.route.keys")
 	// AttrWaitMS is how long the read waited for a replica, in
 	// milliseconds (Config.MaxWait); absent when it did not wait.
@@ -81,7 +83,7 @@ func traceWrite(ctx context.Context, tables []string) {
 	attrs := make([]attribute.KeyValue, 0, 2)
 	attrs = append(attrs, AttrServer.String("primary"))
 	if tables != nil {
-		attrs = append(attrs, AttrTables.StringSlice(tables))
+		attrs = append(attrs, AttrTables.StringSlice(displayNames(tables)))
 	}
 	span.AddEvent(WriteEvent, trace.WithAttributes(attrs...))
 }

@@ -24,7 +24,7 @@ func traceHarness(t *testing.T) (*Plugin, *lsnstore.Memory, *gorm.DB) {
 	r := &replica{name: "r1"}
 	r.pool = &replicaPool{r: r, p: p}
 	r.state.Store(&replicaState{pos: lsnstore.PositionOf(100), up: true, withinLag: true, polledAt: time.Now()})
-	p.replicas = []*replica{r}
+	p.replicaSet.Store(&[]*replica{r})
 	return p, store, dryDB(t)
 }
 

@@ -67,7 +67,7 @@ type Order struct {
 }
 
 // dryDB is a *gorm.DB that builds statements without a server.
-func dryDB(t *testing.T) *gorm.DB {
+func dryDB(t testing.TB) *gorm.DB {
 	t.Helper()
 	db, err := gorm.Open(postgres.New(postgres.Config{DSN: "host=127.0.0.1 port=1 sslmode=disable"}),
 		&gorm.Config{DryRun: true, DisableAutomaticPing: true, Logger: logger.Discard})

@@ -20,16 +20,19 @@ import (
 
 // CatchUpReport is what CatchUp did.
 type CatchUpReport struct {
-	// Rounds of catching up, the decoded changes of the moving tables they
-	// applied, and the rows they re-read from the source.
-	Rounds  int
+	// Rounds is the number of rounds of catching up.
+	Rounds int
+	// Changes is the number of decoded changes of the moving tables the
+	// rounds applied.
 	Changes int64
-	Rows    int64
+	// Rows is the number of rows the rounds re-read from the source.
+	Rows int64
 	// LagBytes is the WAL from the last position the target holds every
-	// change up to to the source's position at the end; Lag how long ago
-	// the source was at that position.
+	// change up to to the source's position at the end.
 	LagBytes int64
-	Lag      time.Duration
+	// Lag is how long ago the source was at that position.
+	Lag time.Duration
+	// Duration is how long CatchUp ran.
 	Duration time.Duration
 }
 

@@ -50,8 +50,11 @@ func (m *Mover) deleteMoving(ctx context.Context, sh Shard, t *movingTable, onSo
 
 // CleanupReport is what Cleanup deleted from the source.
 type CleanupReport struct {
-	Rows     int64
-	Tables   map[string]int64
+	// Rows is the number of rows deleted, over every table.
+	Rows int64
+	// Tables is the number of rows deleted per table.
+	Tables map[string]int64
+	// Duration is how long Cleanup ran.
 	Duration time.Duration
 }
 

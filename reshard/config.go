@@ -141,29 +141,34 @@ type Table struct {
 type Move struct {
 	// ID names the move in the state tables and the store. Default:
 	// "<from>-<to>-<buckets>" (e.g. "s0-s4-512-767").
-	ID      string
+	ID string
+	// Buckets are the buckets that move.
 	Buckets []int
-	From    string
-	To      string
+	// From is the name of the shard the buckets leave.
+	From string
+	// To is the name of the shard they move to.
+	To string
 }
 
 // Progress is one report to Config.Progress.
 type Progress struct {
+	// Move is the move's ID (Move.ID).
 	Move  string
 	Phase string // sharding.MoveCopying, MoveCatchingUp or MoveCleaning
 	// Table is the table being copied or cleaned.
 	Table string
 	// Rows is the number of rows copied (or deleted) so far in this
-	// phase, over every table, and RowsPerSecond their rate since the
-	// phase started in this run.
-	Rows          int64
+	// phase, over every table.
+	Rows int64
+	// RowsPerSecond is their rate since the phase started in this run.
 	RowsPerSecond float64
 	// LagBytes and Lag are the catch-up's distance behind the source: WAL
 	// bytes from the last position the target is known to hold every
 	// change up to, to the source's current position; and how long ago the
 	// source was at that position.
 	LagBytes int64
-	Lag      time.Duration
+	// Lag: see LagBytes.
+	Lag time.Duration
 	// Changes is the number of decoded changes applied so far.
 	Changes int64
 }

@@ -13,9 +13,11 @@ import (
 
 // CopyReport is what Copy did in this run.
 type CopyReport struct {
-	// Rows copied in this run, and per table over every run.
-	Rows     int64
-	Tables   map[string]int64
+	// Rows is the number of rows copied in this run.
+	Rows int64
+	// Tables is the number of rows copied per table, over every run.
+	Tables map[string]int64
+	// Duration is how long this run copied.
 	Duration time.Duration
 	// RowsPerSecond is Rows / Duration.
 	RowsPerSecond float64

@@ -11,9 +11,12 @@ import (
 
 // RunReport is what Run did.
 type RunReport struct {
-	Copy    CopyReport
+	// Copy is what the copy phase did.
+	Copy CopyReport
+	// CatchUp is what the catch-up phase did.
 	CatchUp CatchUpReport
-	Switch  *SwitchReport
+	// Switch is what the switch did; nil when Run did not switch.
+	Switch *SwitchReport
 }
 
 // Run prepares, copies, catches up and switches the move, resuming from

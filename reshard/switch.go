@@ -15,6 +15,7 @@ import (
 // SwitchReport is what a switch did and how long the moving buckets'
 // writes were held.
 type SwitchReport struct {
+	// Moves are the IDs of the moves switched together.
 	Moves []string
 	// Version is the published map version.
 	Version int64
@@ -28,8 +29,11 @@ type SwitchReport struct {
 	// Publish, and Acks (until every client acknowledged the new map or
 	// went silent).
 	Hold, Drain, Apply, Verify, Record, Publish, Acks time.Duration
-	Changes                                           int64
-	Verified                                          []*VerifyReport
+	// Changes is the number of decoded changes applied during the hold.
+	Changes int64
+	// Verified are the verifications made during the hold (none when
+	// skipped).
+	Verified []*VerifyReport
 }
 
 // Switch hands the buckets over to the target: see the package

@@ -14,12 +14,15 @@ import (
 
 // BucketCheck is one table's bucket on both sides.
 type BucketCheck struct {
-	Table  string
+	// Table is the table compared.
+	Table string
+	// Bucket is the bucket compared.
 	Bucket int
 	// Rows and Sum (the sum of the first 64 bits of the md5 of every
 	// row's text, as a decimal) on the source and the target.
 	SourceRows, TargetRows int64
-	SourceSum, TargetSum   string
+	// SourceSum and TargetSum: see SourceRows.
+	SourceSum, TargetSum string
 }
 
 func (c BucketCheck) String() string {
@@ -28,6 +31,7 @@ func (c BucketCheck) String() string {
 
 // VerifyReport compares the moving buckets on the source and the target.
 type VerifyReport struct {
+	// Move is the move's ID.
 	Move string
 	// Rows is the number of rows of the moving buckets on the source.
 	Rows int64
@@ -36,7 +40,8 @@ type VerifyReport struct {
 	// Mismatches lists the pairs that differ (after the retries of a
 	// standalone Verify).
 	Mismatches []BucketCheck
-	Duration   time.Duration
+	// Duration is how long the verification took.
+	Duration time.Duration
 }
 
 // OK reports whether every bucket matched.

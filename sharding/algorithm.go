@@ -15,8 +15,10 @@ type Algorithm struct {
 
 // BucketRange assigns the buckets First..Last (inclusive) to a shard.
 type BucketRange struct {
+	// First and Last are the range's first and last buckets.
 	First, Last int
-	Shard       string
+	// Shard is the name of the shard the range is on.
+	Shard string
 }
 
 // Mod is the original design's `user_id mod N`: bucket = key mod n and

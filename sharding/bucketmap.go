@@ -23,10 +23,14 @@ type BucketMap struct {
 // MoveStatus is the shared state of one bucket move (package reshard
 // writes it; the sharding plugin reads it for reads that accept a lag).
 type MoveStatus struct {
-	ID      string `json:"id"`
-	Buckets []int  `json:"buckets"`
-	From    string `json:"from"`
-	To      string `json:"to"`
+	// ID names the move (reshard.Move.ID).
+	ID string `json:"id"`
+	// Buckets are the buckets that move.
+	Buckets []int `json:"buckets"`
+	// From is the name of the shard they leave.
+	From string `json:"from"`
+	// To is the name of the shard they move to.
+	To string `json:"to"`
 	// Phase is one of MovePlanned, MoveCopying, MoveCatchingUp,
 	// MoveSwitching, MoveSwitched, MoveCleaning, MoveDone, MoveRolledBack.
 	Phase string `json:"phase"`
@@ -55,6 +59,7 @@ const NotCaughtUp time.Duration = -1
 
 // MapClient is one process following the map, as it last reported itself.
 type MapClient struct {
+	// ID identifies the process (its Config.ClientID).
 	ID      string
 	Version int64 // the map version it routes with
 	// Age is how long ago (by the store's clock) it last reported.

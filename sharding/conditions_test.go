@@ -72,6 +72,11 @@ func TestConditionRawWhere(t *testing.T) {
 		{"DELETE FROM orders WHERE id IN ($1, $2)", []any{1, 2}, 0b110, true},
 		{"SELECT * FROM orders WHERE user_id = 1; DELETE FROM orders", nil, 0, false},
 		{"SELECT * FROM orders WHERE status = $1 OR user_id = $2", []any{"x", 1}, 0, false},
+		// An INSERT's WHERE is its conflict clause's or its source query's:
+		// it pins neither the inserted row nor the updated one.
+		{"INSERT INTO orders (id, user_id) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET status = 'x' WHERE orders.user_id = $3", []any{9, 1, 2}, 0, false},
+		{"INSERT INTO orders (id, user_id) SELECT id + 1, 3 FROM orders WHERE user_id = 1", nil, 0, false},
+		{"REPLACE INTO orders (id, user_id) SELECT 1, 3 FROM dual WHERE 1 = 1 AND user_id = 1", nil, 0, false},
 	}
 	for _, c := range cases {
 		got := rawWhere(c.sql, c.vars, testMatcher())

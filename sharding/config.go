@@ -118,14 +118,17 @@ type ShardConfig struct {
 	// Replicas, with Dialector, installs a freshread plugin on the shard
 	// with these replicas (Freshness is the rest of its configuration), so
 	// reads on the shard go to a replica only when it is fresh.
-	Replicas  []plugin.Replica
+	Replicas []plugin.Replica
+	// Freshness is the rest of the shard's freshread configuration (its
+	// Replicas field is ignored: Replicas above).
 	Freshness plugin.Config
 }
 
 // Lookup maps order IDs to user IDs (see package lookup).
 type Lookup interface {
 	// Put records (orderID -> userID) pairs. It is called before the rows
-	// are inserted.
+	// are inserted. A pair whose order ID is recorded for another user is
+	// refused with an error wrapping ErrIDInUse, and then none is written.
 	Put(ctx context.Context, pairs []Pair) error
 	// Resolve returns the user ID of each known order ID; unknown IDs are
 	// absent from the map.
@@ -136,12 +139,15 @@ type Lookup interface {
 
 // Pair is one lookup entry.
 type Pair struct {
+	// OrderID is the order's ID.
 	OrderID int64
-	UserID  int64
+	// UserID is the user (the shard key) the order belongs to.
+	UserID int64
 }
 
 // Route is one routing decision, reported to Config.OnRoute.
 type Route struct {
+	// Table is the sharded table the statement touches ("" when none).
 	Table  string
 	Op     string   // create, query, row, update, delete, raw
 	Shards []string // the shards the statement ran on

@@ -17,7 +17,9 @@
 // and merged (ORDER BY, LIMIT/OFFSET, Count, SUM/MIN/MAX/AVG, GROUP BY,
 // DISTINCT), and what cannot be merged correctly is refused with
 // ErrScatterUnsupported. Writes without a key are refused (ErrNoShardKey)
-// and write nothing; a transaction stays on one shard (ErrCrossShard).
+// and write nothing; a transaction stays on one shard (ErrCrossShard);
+// a write that may change a stored row's shard key is refused
+// (ErrShardKeyChange): rows never move between shards.
 //
 // With Config.Map every process follows one shared, versioned bucket map
 // (NewSQLMapStore keeps it in PostgreSQL): each statement routes with one

@@ -16,9 +16,19 @@ var (
 	// hint). Nothing is written.
 	ErrNoShardKey = errors.New("sharding: no shard key in statement")
 	// ErrCrossShard: a statement inside a transaction targets a database
-	// other than the transaction's shard. The transaction is untouched and
-	// can be rolled back.
-	ErrCrossShard = errors.New("sharding: statement for another shard inside a transaction")
+	// other than the transaction's shard (the transaction is untouched and
+	// can be rolled back), or a statement of several parts (a set
+	// operation, CTEs, a join, a subquery) whose parts pin different
+	// shards: it runs whole on one database, so it is refused before
+	// anything runs; split it per shard.
+	ErrCrossShard = errors.New("sharding: statement reaches another shard than the one it must run on")
+	// ErrShardKeyChange: a write that may change the shard key of a stored
+	// row, or store a row whose ID already lives on another shard (an
+	// UPDATE assigning the key a value the plugin cannot prove is the
+	// row's own, an upsert or Save of a row whose ID is another shard's).
+	// Rows do not move between shards: delete the row and create it for
+	// the new user. Nothing is written.
+	ErrShardKeyChange = errors.New("sharding: write would change a row's shard key")
 	// ErrScatterUnsupported: a read spanning several shards that needs a
 	// merge the plugin cannot do correctly (HAVING beyond comparisons of
 	// aggregates and group columns, aggregates other than
@@ -29,6 +39,13 @@ var (
 	// ErrUnknownShard: a hint or a hot-user entry names a shard that is not
 	// configured.
 	ErrUnknownShard = errors.New("sharding: unknown shard")
+	// ErrUnsupportedStatement: a statement the router cannot send whole to
+	// one database nor merge exactly (a table expression joining a sharded
+	// table; a part of a set operation, CTE, join or subquery that reads a
+	// sharded table without pinning it to a shard by its key; a sharded
+	// table read with a table of the default database); refused before
+	// anything runs rather than answered from one database.
+	ErrUnsupportedStatement = errors.New("sharding: statement the router cannot route whole")
 	// ErrNoFreshness: Sharding.Freshness asked for the freshread plugin of
 	// a shard that has none (no replicas).
 	ErrNoFreshness = errors.New("sharding: shard has no freshread plugin")

@@ -82,3 +82,29 @@ func Example_model() {
 	o := Order{UserID: 42, Total: 1999}
 	db.Create(&o) // o.ID is minted with user 42's bucket in it
 }
+
+// Giving an order to another user: a write that would change user_id is
+// refused (sharding.ErrShardKeyChange), so the order is created again for
+// the new user and the old one deleted.
+func Example_moveOrderToAnotherUser() {
+	type Order struct {
+		ID     int64 `gorm:"primaryKey;autoIncrement:false"`
+		UserID int64 `gorm:"index"`
+		Total  int64
+	}
+	var db *gorm.DB // with the sharding plugin installed
+	var id, newUser int64
+	giveAway := func() error {
+		var o Order
+		if err := db.First(&o, id).Error; err != nil {
+			return err
+		}
+		moved := o
+		moved.ID, moved.UserID = 0, newUser // a new ID, minted with the new user's bucket
+		if err := db.Create(&moved).Error; err != nil {
+			return err
+		}
+		return db.Delete(&o).Error
+	}
+	_ = giveAway
+}

@@ -32,6 +32,9 @@ type createPlan struct {
 	// and are left out; inserted: the rows inserted by this one.
 	partial  bool
 	inserted []int
+	// given: the rows created with an ID of their own (not minted by this
+	// statement), which an upsert may find already stored (keychange.go).
+	given []givenRow
 }
 
 // prepareRows reads the key of every row to create, mints missing IDs,
@@ -88,6 +91,9 @@ func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
 			continue
 		}
 		id, _ := rowValue(ctx, row, idField, t.ID)
+		if id != 0 {
+			plan.given = append(plan.given, givenRow{id: id, key: key, shard: si})
+		}
 		if id == 0 && s.cfg.IDs != nil {
 			var err error
 			if id, err = s.cfg.IDs.Next(s.routeCode(tg.pl.rt, key)); err != nil {
@@ -172,14 +178,33 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 	if s.cfg.OnRoute != nil {
 		s.cfg.OnRoute(stmt.Context, Route{Table: tableName, Op: tg.op.String(), Shards: s.names(tg.mask, true), Reason: tg.reason})
 	}
-	if err := s.checkAssociations(db, tg); err != nil {
+	nested, aerr := s.checkAssociations(db, tg)
+	if aerr != nil {
+		return aerr
+	}
+	if err := s.checkKeyChange(db, tg); err != nil {
 		return err
+	}
+	undoPairs := func(error) {}
+	var undoNested []func(error)
+	for table, pairs := range nested {
+		// Rows GORM saves with this one: their pairs first too.
+		undo, perr := s.putPairs(stmt, table, pairs)
+		if perr != nil {
+			for _, u := range undoNested {
+				u(perr)
+			}
+			return perr
+		}
+		undoNested = append(undoNested, undo)
 	}
 	if tg.create != nil && len(tg.create.pairs) > 0 && !tg.pairsPut {
 		// Lookup first: an order never exists without its lookup row. (A
-		// retried Create wrote them in its first attempt.)
-		if err := s.cfg.Lookup.Put(stmt.Context, tg.create.pairs); err != nil {
-			return fmt.Errorf("sharding: write the lookup of %q: %w", tableName, err)
+		// retried Create wrote them in its first attempt.) Undone if the
+		// insert fails or its transaction rolls back (lookup_tx.go).
+		var err error
+		if undoPairs, err = s.putPairs(stmt, tableName, tg.create.pairs); err != nil {
+			return err
 		}
 	}
 	if n == 0 {
@@ -240,6 +265,14 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		rows, err = s.mergeRead(db, tg, plan)
 	default:
 		rows, err = s.scatterRead(db, tg)
+	}
+	if tg.create != nil && err != nil {
+		undoPairs(err)
+	}
+	if err != nil {
+		for _, u := range undoNested {
+			u(err)
+		}
 	}
 	if err == nil && tg.op == opDelete && tg.t != nil && tg.t.Lookup && len(tg.ids) > 0 {
 		err = s.lookupCleanup(db, tg)
@@ -537,6 +570,9 @@ func (s *Sharding) lookupAfter(db *gorm.DB, tg *target, idx []int) error {
 	if err := s.cfg.Lookup.Put(stmt.Context, pairs); err != nil {
 		return fmt.Errorf("sharding: write the lookup of %q after the insert: %w", tg.t.Name, err)
 	}
+	if l := txLookupOf(stmt); l != nil {
+		l.addPut(s.cfg.Lookup, pairs)
+	}
 	return nil
 }
 
@@ -578,6 +614,10 @@ func (s *Sharding) lookupCleanup(db *gorm.DB, tg *target) error {
 		}
 	}
 	if len(gone) == 0 {
+		return nil
+	}
+	if l := txLookupOf(db.Statement); l != nil {
+		l.addGone(s.cfg.Lookup, gone) // deleted once the transaction commits
 		return nil
 	}
 	if err := s.cfg.Lookup.Delete(ctx, gone); err != nil {

@@ -291,6 +291,11 @@ func parseText(sql string, vars []any, match columnMatcher) *cond {
 // when there is no WHERE or the text holds several statements.
 func rawWhere(sql string, vars []any, match columnMatcher) *cond {
 	toks := sqltext.Lex(sql)
+	if rawInsert(toks) {
+		// The WHERE of an INSERT is its conflict clause's or its source
+		// query's: it pins neither the rows inserted nor the one updated.
+		return otherCond
+	}
 	depth, where := 0, -1
 	for i, t := range toks {
 		switch {
@@ -336,4 +341,15 @@ func rawWhere(sql string, vars []any, match columnMatcher) *cond {
 		return otherCond
 	}
 	return c
+}
+
+// rawInsert reports whether the statement is an INSERT (or MySQL's
+// REPLACE), parenthesized or not.
+func rawInsert(toks []sqltext.Tok) bool {
+	for _, t := range toks {
+		if !t.IsOp("(") {
+			return t.Is("insert") || t.Is("replace")
+		}
+	}
+	return false
 }

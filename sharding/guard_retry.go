@@ -33,6 +33,9 @@ type attempt struct {
 	deadline int64   // monoNow after which the statement is not retried
 	delay    time.Duration
 	done     map[int]bool // rows of a Create inserted by earlier attempts
+	// pairsChecked: the lookup pairs that routed the statement were
+	// checked against the lookup's table (lookup_stale.go).
+	pairsChecked bool
 }
 
 // isGuardError reports whether err carries the shard guard's SQLSTATE:

@@ -12,7 +12,10 @@ const hintKey = "sharding:shard"
 // ShardHint pins a statement to a shard: db.Clauses(sharding.Shard("s2")).
 // The hint wins over the statement's keys (admin work); inside a
 // transaction it must name the transaction's shard.
-type ShardHint struct{ Name string }
+type ShardHint struct {
+	// Name is the shard's name.
+	Name string
+}
 
 // Shard returns a hint that pins a statement to the named shard.
 func Shard(name string) ShardHint { return ShardHint{Name: name} }
@@ -26,7 +29,10 @@ func (h ShardHint) Build(clause.Builder) {}
 const lagKey = "sharding:allow-lag"
 
 // LagHint lets a read use a shard a move is filling: see AllowLag.
-type LagHint struct{ Max time.Duration }
+type LagHint struct {
+	// Max is the longest lag the read accepts.
+	Max time.Duration
+}
 
 // AllowLag returns a hint for a read that accepts rows up to max old:
 // db.Clauses(sharding.AllowLag(2*time.Second)).Find(&orders). A bucket in

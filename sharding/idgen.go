@@ -15,12 +15,21 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/freshread/freshread/lsnstore"
 )
 
 // ID generator errors.
 var (
-	// ErrLeaseLost: the generator's worker lease expired (Redis unreachable
-	// for longer than the TTL) or was taken over; it mints no more IDs.
+	// ErrLeaseLost: the generator holds no worker lease it may mint with
+	// right now: the lease was not renewed within 0.9 LeaseTTL (Redis
+	// unreachable), was taken over, Redis may have lost it (restart
+	// without persistence, FLUSHALL, failover, eviction) and the
+	// generator is waiting out the lease of whoever may still hold the
+	// worker ID, or the generator is closed. Until Close the generator
+	// keeps renewing or leasing again in the background and mints again
+	// by itself; the wrapping error says why and, when it is waiting, for
+	// how long.
 	ErrLeaseLost = errors.New("sharding: ID generator lost its worker lease")
 	// ErrNoWorker: every worker ID is leased.
 	ErrNoWorker = errors.New("sharding: no free worker ID")
@@ -40,7 +49,10 @@ type IDConfig struct {
 	Prefix string
 	// LeaseTTL is the worker lease's TTL, renewed every TTL/3. The
 	// generator stops minting when the lease has not been renewed for
-	// 0.9 TTL. Default 30s.
+	// 0.9 TTL (counted from the moment the last successful renewal was
+	// sent). A generator that leases a worker ID after Redis may have
+	// lost its state waits one LeaseTTL before it mints. Every generator
+	// sharing a Prefix must use the same LeaseTTL. Default 30s.
 	LeaseTTL time.Duration
 	// MaxAhead is how far past the wall clock a burst (more than 16 IDs in
 	// a millisecond for one route code) or a clock step backwards may run
@@ -60,14 +72,13 @@ type IDConfig struct {
 // across processes through a leased worker ID. Safe for concurrent use;
 // lock-free (one CAS per ID).
 type IDGenerator struct {
-	cfg      IDConfig
-	worker   int
-	token    string
-	tagged   bool // hash-tagged key names (workerKey)
-	aheadMs  int64
-	started  time.Time
-	validFor atomic.Int64 // nanoseconds since started until which the lease is valid
-	lost     atomic.Bool
+	cfg     IDConfig
+	tagged  bool // hash-tagged key names (workerKey)
+	aheadMs int64
+	started time.Time // the origin of the lease times (monotonic)
+
+	lease  atomic.Pointer[idLease] // nil: none (leasing again)
+	closed atomic.Bool
 
 	state [1 << idRouteBits]atomic.Uint64 // per route code: ms<<idSeqBits | seq
 
@@ -76,8 +87,27 @@ type IDGenerator struct {
 	closeOnce sync.Once
 }
 
+// idLease is one worker lease: Next mints with worker while the
+// generator's monotonic clock is in [from, until) and the lease is not
+// revoked. A new lease (another worker ID, token or epoch) is a new
+// idLease, so an ID is always composed with the worker ID of the lease
+// that Next checked.
+type idLease struct {
+	worker int
+	token  string // the lease key's value
+	epoch  string // the worker's epoch key's value when leased
+	from   int64  // ns since started: the end of the wait after a possible loss
+	until  atomic.Int64
+	// revoked: renewal found the lease gone, taken over, or of an older
+	// epoch of Redis's data.
+	revoked atomic.Bool
+}
+
 // NewIDGenerator leases a worker ID (from Redis when configured) and starts
-// renewing it.
+// renewing it. When Redis may have lost its state since the worker ID was
+// last leased (and the first time a Prefix is used on a server), it waits
+// one LeaseTTL before returning, so that no generator that may still hold
+// the worker ID mints at the same time; ctx bounds that wait.
 func NewIDGenerator(ctx context.Context, cfg IDConfig) (*IDGenerator, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "freshread:idgen"
@@ -98,97 +128,123 @@ func NewIDGenerator(ctx context.Context, cfg IDConfig) (*IDGenerator, error) {
 		cfg.Logger = slog.Default()
 	}
 	g := &IDGenerator{cfg: cfg, aheadMs: cfg.MaxAhead.Milliseconds(), started: time.Now(), stop: make(chan struct{})}
-	if cfg.Redis != nil {
-		_, single := cfg.Redis.(*redis.Client)
-		g.tagged = !single
+	for i := range g.state {
+		g.state[i].Store(IDsPerMillisecond - 1)
 	}
-	floor := int64(0)
+	lsnstore.WatchRedis(cfg.Redis) // a refused command is logged and counted; failures name their cause
 	if cfg.Redis == nil {
 		if cfg.Worker < 0 || cfg.Worker >= MaxWorkers {
 			return nil, fmt.Errorf("%w: worker %d (want 0..%d)", ErrConfig, cfg.Worker, MaxWorkers-1)
 		}
-		g.worker = cfg.Worker
-		g.validFor.Store(math.MaxInt64)
-	} else {
-		var err error
-		if floor, err = g.acquire(ctx); err != nil {
-			return nil, err
+		l := &idLease{worker: cfg.Worker}
+		l.until.Store(math.MaxInt64)
+		g.lease.Store(l)
+		return g, nil
+	}
+	_, single := cfg.Redis.(*redis.Client)
+	g.tagged = !single
+	l, err := g.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.lease.Store(l)
+	g.wg.Add(1)
+	go g.renewLoop()
+	if wait := time.Duration(l.from) - time.Since(g.started); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			g.Close()
+			return nil, fmt.Errorf("sharding: wait out worker %d's lease after a possible Redis loss: %w", l.worker, ctx.Err())
 		}
-	}
-	for i := range g.state {
-		g.state[i].Store(uint64(floor)<<idSeqBits | (IDsPerMillisecond - 1))
-	}
-	if cfg.Redis != nil {
-		g.wg.Add(1)
-		go g.renewLoop()
 	}
 	return g, nil
 }
 
-// Worker is the leased worker ID.
-func (g *IDGenerator) Worker() int { return g.worker }
+// Worker is the leased worker ID (-1 while the generator holds none).
+func (g *IDGenerator) Worker() int {
+	if l := g.lease.Load(); l != nil {
+		return l.worker
+	}
+	return -1
+}
 
-// workerKey and hwmKey name worker i's lease and high-water mark. The
-// lease scripts touch both, so on a Redis Cluster (any client but a
-// *redis.Client) they share a hash tag, "{<prefix>:<i>}", and one slot; on
-// a single server and behind Sentinel they keep their first names
-// (<prefix>:worker:<i>, <prefix>:hwm:<i>), so that generators of earlier
-// versions sharing the server see the same leases. A Cluster never
+// workerKey, hwmKey and epochKey name worker i's lease, high-water mark
+// and epoch; fenceKey marks the wait after a new epoch. The lease scripts
+// touch all four, so on a Redis Cluster (any client but a *redis.Client)
+// they share a hash tag, "{<prefix>:<i>}", and one slot (the epoch then
+// speaks of the server that holds the lease); on a single server and
+// behind Sentinel the lease and the high-water mark keep their first
+// names (<prefix>:worker:<i>, <prefix>:hwm:<i>), so that generators of
+// earlier versions sharing the server see the same leases. A Cluster never
 // worked with the first names (the renewal failed with CROSSSLOT), so no
 // earlier generator holds a lease there.
-func (g *IDGenerator) workerKey(i int) string {
+func (g *IDGenerator) workerKey(i int) string { return g.key("worker", i) }
+
+func (g *IDGenerator) hwmKey(i int) string { return g.key("hwm", i) }
+
+func (g *IDGenerator) epochKey(i int) string { return g.key("epoch", i) }
+
+func (g *IDGenerator) fenceKey(i int) string { return g.key("fence", i) }
+
+func (g *IDGenerator) key(kind string, i int) string {
 	if g.tagged {
-		return "{" + g.cfg.Prefix + ":" + strconv.Itoa(i) + "}:worker"
+		return "{" + g.cfg.Prefix + ":" + strconv.Itoa(i) + "}:" + kind
 	}
-	return g.cfg.Prefix + ":worker:" + strconv.Itoa(i)
+	return g.cfg.Prefix + ":" + kind + ":" + strconv.Itoa(i)
 }
 
-func (g *IDGenerator) hwmKey(i int) string {
-	if g.tagged {
-		return "{" + g.cfg.Prefix + ":" + strconv.Itoa(i) + "}:hwm"
-	}
-	return g.cfg.Prefix + ":hwm:" + strconv.Itoa(i)
+func (g *IDGenerator) keys(i int) []string {
+	return []string{g.workerKey(i), g.hwmKey(i), g.epochKey(i), g.fenceKey(i)}
 }
 
-// acquire leases a free worker ID; it returns the highest millisecond a
-// previous holder of that ID may have used, so the new holder starts above
-// it even if its clock is behind.
-func (g *IDGenerator) acquire(ctx context.Context) (int64, error) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	g.token = hex.EncodeToString(b[:])
-	start := mrand.IntN(MaxWorkers)
-	for k := 0; k < MaxWorkers; k++ {
-		i := (start + k) % MaxWorkers
-		t0 := time.Now()
-		ok, err := g.cfg.Redis.SetNX(ctx, g.workerKey(i), g.token, g.cfg.LeaseTTL).Result()
-		if err != nil {
-			return 0, fmt.Errorf("sharding: lease a worker ID: %w", err)
-		}
-		if !ok {
-			continue
-		}
-		g.worker = i
-		g.extend(t0)
-		hwm, err := g.cfg.Redis.Get(ctx, g.hwmKey(i)).Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return 0, fmt.Errorf("sharding: read the worker's high-water mark: %w", err)
-		}
-		return hwm, nil
-	}
-	return 0, ErrNoWorker
-}
+// The epoch of a worker ID's keys is
+// "<run_id>:<master_replid>:<evicted_keys>:<random>" (lsnstore's anchor,
+// per worker ID, with the replication ID): the server that held the lease,
+// its history as a master and how many keys it had evicted. A restart
+// (with or without persistence) changes run_id, a promotion (failover)
+// master_replid, an eviction evicted_keys, FLUSHALL deletes the key: each
+// makes the epoch stale, as leases granted before may have been lost.
+const epochLua = `
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '?'
+local rid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)') or '?'
+local ev = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)') or '?'
+local cur = run .. ':' .. rid .. ':' .. ev .. ':'
+local e = redis.call('GET', KEYS[3])
+local same = e and string.sub(e, 1, #cur) == cur
+`
 
-// extend records a successful lease (re)new issued at t0.
-func (g *IDGenerator) extend(t0 time.Time) {
-	g.validFor.Store(int64(t0.Sub(g.started) + g.cfg.LeaseTTL*9/10))
-}
+// acquireScript leases worker KEYS[1] for token ARGV[1] for ARGV[2] ms.
+// When the epoch is stale it starts a new one (ARGV[3] random) and sets the
+// fence for one lease TTL. It returns {0} when the worker ID is leased,
+// else {1, epoch, fenced (0/1), high-water mark}.
+var acquireScript = redis.NewScript(epochLua + `
+if not same then
+  e = cur .. ARGV[3]
+  redis.call('SET', KEYS[3], e)
+  redis.call('SET', KEYS[4], '1', 'PX', ARGV[2])
+end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
+local fenced = 0
+if redis.call('GET', KEYS[4]) then fenced = 1 end
+return {1, e, fenced, redis.call('GET', KEYS[2]) or '0'}`)
 
-var renewScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// renewScript raises the high-water mark to ARGV[3], then extends the
+// lease if it is still token ARGV[1]'s in epoch ARGV[4]: 1. It returns 0
+// when the lease is gone or another's, -1 when the epoch changed (then it
+// deletes the lease if it is still the token's, so the worker ID is free).
+var renewScript = redis.NewScript(epochLua + `
 local old = tonumber(redis.call('GET', KEYS[2]) or '0')
 if tonumber(ARGV[3]) > old then redis.call('SET', KEYS[2], ARGV[3]) end
+local mine = redis.call('GET', KEYS[1]) == ARGV[1]
+if not same or e ~= ARGV[4] then
+  if mine then redis.call('DEL', KEYS[1]) end
+  return -1
+end
+if not mine then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`)
 
 var releaseScript = redis.NewScript(`
@@ -196,6 +252,66 @@ local old = tonumber(redis.call('GET', KEYS[2]) or '0')
 if tonumber(ARGV[2]) > old then redis.call('SET', KEYS[2], ARGV[2]) end
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
+
+// acquire leases a free worker ID. The lease is valid for 0.9 LeaseTTL
+// from the moment its SET was sent; its minting starts after one LeaseTTL
+// from the reply when the worker's fence is set (Redis may have lost the
+// lease of a holder still minting). The per-route clocks are raised to
+// the highest millisecond a previous holder of the worker ID recorded, so
+// the new holder starts above it even if its clock is behind.
+func (g *IDGenerator) acquire(ctx context.Context) (*idLease, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	start := mrand.IntN(MaxWorkers)
+	for k := 0; k < MaxWorkers; k++ {
+		i := (start + k) % MaxWorkers
+		var nonce [8]byte
+		_, _ = rand.Read(nonce[:])
+		t0 := time.Since(g.started)
+		res, err := acquireScript.Run(ctx, g.cfg.Redis, g.keys(i), token, g.cfg.LeaseTTL.Milliseconds(), hex.EncodeToString(nonce[:])).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("sharding: lease a worker ID: %w", err)
+		}
+		if len(res) == 0 || res[0] == int64(0) {
+			continue
+		}
+		if len(res) != 4 {
+			return nil, fmt.Errorf("sharding: lease a worker ID: unexpected reply %v", res)
+		}
+		l := &idLease{worker: i, token: token}
+		l.epoch, _ = res[1].(string)
+		if res[2] == int64(1) {
+			l.from = int64(time.Since(g.started) + g.cfg.LeaseTTL)
+		}
+		l.until.Store(int64(t0 + g.cfg.LeaseTTL*9/10))
+		hwm, _ := res[3].(string)
+		floor, err := strconv.ParseInt(hwm, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("sharding: read the worker's high-water mark %q: %w", hwm, err)
+		}
+		g.raise(floor)
+		return l, nil
+	}
+	return nil, ErrNoWorker
+}
+
+// raise lifts every route code's clock to millisecond floor and closes the
+// millisecond each route code last used, so that the first ID of a new
+// lease (maybe another worker ID, which sorts lower within a millisecond)
+// is above every ID minted before.
+func (g *IDGenerator) raise(floor int64) {
+	v := uint64(floor)<<idSeqBits | (IDsPerMillisecond - 1)
+	for i := range g.state {
+		for {
+			old := g.state[i].Load()
+			nv := max(old|(IDsPerMillisecond-1), v)
+			if nv == old || g.state[i].CompareAndSwap(old, nv) {
+				break
+			}
+		}
+	}
+}
 
 func (g *IDGenerator) renewLoop() {
 	defer g.wg.Done()
@@ -208,28 +324,47 @@ func (g *IDGenerator) renewLoop() {
 		case <-t.C:
 		}
 		if err := g.renew(); err != nil {
-			g.cfg.Logger.Warn("freshread: ID generator lease renewal failed", "worker", g.worker, "err", err)
+			g.cfg.Logger.Warn("freshread: ID generator lease renewal failed", "worker", g.Worker(), "err", err)
 		}
 	}
 }
 
+// renew extends the current lease, or, when there is none or it is lost,
+// leases a worker ID again.
 func (g *IDGenerator) renew() error {
-	if g.lost.Load() {
-		return ErrLeaseLost
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.LeaseTTL/3)
 	defer cancel()
-	t0 := time.Now()
-	n, err := renewScript.Run(ctx, g.cfg.Redis, []string{g.workerKey(g.worker), g.hwmKey(g.worker)},
-		g.token, g.cfg.LeaseTTL.Milliseconds(), g.highWater()).Int()
+	l := g.lease.Load()
+	if l != nil {
+		t0 := time.Since(g.started)
+		n, err := renewScript.Run(ctx, g.cfg.Redis, g.keys(l.worker),
+			l.token, g.cfg.LeaseTTL.Milliseconds(), g.highWater(), l.epoch).Int()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			l.until.Store(int64(t0 + g.cfg.LeaseTTL*9/10))
+			return nil
+		}
+		l.revoked.Store(true)
+		g.lease.CompareAndSwap(l, nil)
+		why := "taken over or expired"
+		if n < 0 {
+			why = "Redis may have lost its state (restart, FLUSHALL, failover or eviction)"
+		}
+		g.cfg.Logger.Warn("freshread: ID generator lost its worker lease; leasing again", "worker", l.worker, "why", why)
+	}
+	nl, err := g.acquire(ctx)
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		g.lost.Store(true)
-		return ErrLeaseLost
+	if g.closed.Load() || !g.lease.CompareAndSwap(nil, nl) {
+		g.releaseLease(nl)
+		return nil
 	}
-	g.extend(t0)
+	if nl.from > 0 {
+		g.cfg.Logger.Warn("freshread: ID generator waits out a possible previous holder of its worker ID", "worker", nl.worker, "wait", g.cfg.LeaseTTL)
+	}
 	return nil
 }
 
@@ -245,24 +380,55 @@ func (g *IDGenerator) highWater() int64 {
 	return hi + g.aheadMs
 }
 
+func (g *IDGenerator) releaseLease(l *idLease) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return releaseScript.Run(ctx, g.cfg.Redis, []string{g.workerKey(l.worker), g.hwmKey(l.worker)}, l.token, g.highWater()).Err()
+}
+
 // Close stops renewing, records the high-water mark and releases the lease.
 func (g *IDGenerator) Close() error {
 	var err error
 	g.closeOnce.Do(func() {
+		g.closed.Store(true)
 		close(g.stop)
 		g.wg.Wait()
-		g.lost.Store(true)
-		if g.cfg.Redis != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			err = releaseScript.Run(ctx, g.cfg.Redis, []string{g.workerKey(g.worker), g.hwmKey(g.worker)}, g.token, g.highWater()).Err()
+		l := g.lease.Swap(nil)
+		if l != nil {
+			l.revoked.Store(true)
+		}
+		if g.cfg.Redis != nil && l != nil {
+			err = g.releaseLease(l)
 		}
 	})
 	return err
 }
 
+// usable returns nil when Next may mint with l now, else why not.
+func (g *IDGenerator) usable(l *idLease) error {
+	switch {
+	case g.closed.Load():
+		return fmt.Errorf("%w: the generator is closed", ErrLeaseLost)
+	case l == nil:
+		return fmt.Errorf("%w: leasing a worker ID again", ErrLeaseLost)
+	case l.revoked.Load():
+		return fmt.Errorf("%w: worker %d's lease was lost", ErrLeaseLost, l.worker)
+	}
+	now := int64(time.Since(g.started))
+	if now < l.from {
+		return fmt.Errorf("%w: worker %d waits out a possible previous holder after Redis may have lost its state, %s more", ErrLeaseLost, l.worker, time.Duration(l.from-now).Round(time.Millisecond))
+	}
+	if now >= l.until.Load() {
+		return fmt.Errorf("%w: worker %d's lease was not renewed in time", ErrLeaseLost, l.worker)
+	}
+	return nil
+}
+
 // Next mints an ID for route code route (0..2047; see Sharding.NewID,
-// which derives it from a user ID).
+// which derives it from a user ID). It checks the lease before and after
+// taking the ID, so an ID is returned only if the lease was valid after
+// its millisecond was chosen (a process paused in between returns
+// ErrLeaseLost, not an ID another holder may mint).
 func (g *IDGenerator) Next(route int) (int64, error) {
 	if route < 0 || route > routeMask {
 		return 0, fmt.Errorf("sharding: route code %d out of range", route)
@@ -270,10 +436,11 @@ func (g *IDGenerator) Next(route int) (int64, error) {
 	st := &g.state[route]
 	var waited time.Duration
 	for {
-		wall := g.cfg.Now()
-		if g.lost.Load() || int64(time.Since(g.started)) > g.validFor.Load() {
-			return 0, ErrLeaseLost
+		l := g.lease.Load()
+		if err := g.usable(l); err != nil {
+			return 0, err
 		}
+		wall := g.cfg.Now()
 		now := wall.Sub(IDEpoch).Milliseconds()
 		for {
 			old := st.Load()
@@ -295,7 +462,10 @@ func (g *IDGenerator) Next(route int) (int64, error) {
 				return 0, fmt.Errorf("sharding: clock outside the ID layout's range (%s..+%d years)", IDEpoch.Format(time.DateOnly), maxTimeMs/(365*24*3600*1000))
 			}
 			if st.CompareAndSwap(old, uint64(ms)<<idSeqBits|sq) {
-				return composeID(ms, route, g.worker, int(sq)), nil
+				if err := g.usable(l); err != nil {
+					return 0, err
+				}
+				return composeID(ms, route, l.worker, int(sq)), nil
 			}
 		}
 		if waited >= g.cfg.ClockWait {

@@ -108,17 +108,26 @@ func TestIDParallelGeneratorsNoDuplicate(t *testing.T) {
 	var all [gens * goroutines][]int64
 	var wg sync.WaitGroup
 	workers := map[int]bool{}
-	var gs []*IDGenerator
-	for i := 0; i < gens; i++ {
-		g, err := NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
+	// Leased at once: each waits out one TTL (a new prefix, as after a
+	// loss of Redis's state).
+	gs := make([]*IDGenerator, gens)
+	errs := make([]error, gens)
+	for i := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gs[i], errs[i] = NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: 3 * time.Second})
+		}()
+	}
+	wg.Wait()
+	for i, g := range gs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
 		}
 		if workers[g.Worker()] {
 			t.Fatalf("worker %d leased twice", g.Worker())
 		}
 		workers[g.Worker()] = true
-		gs = append(gs, g)
 	}
 	for i, g := range gs {
 		for j := 0; j < goroutines; j++ {
@@ -159,7 +168,7 @@ func TestIDLeaseHighWater(t *testing.T) {
 	rdb, _ := redisClient(t)
 	prefix := "test:" + t.Name()
 	future := time.Now().Add(200 * time.Millisecond)
-	g1, err := NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix, Now: func() time.Time { return future }})
+	g1, err := NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: time.Second, Now: func() time.Time { return future }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +181,7 @@ func TestIDLeaseHighWater(t *testing.T) {
 			rdb.Set(context.Background(), prefix+":worker:"+itoa(i), "x", time.Minute)
 		}
 	}
-	g2, err := NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix, ClockWait: 2 * time.Second})
+	g2, err := NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: time.Second, ClockWait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +193,13 @@ func TestIDLeaseHighWater(t *testing.T) {
 	if err != nil || b <= a {
 		t.Fatalf("new holder minted %d (err %v) after %d: would collide", b, err, a)
 	}
-	if _, err := NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix}); !errors.Is(err, ErrNoWorker) {
+	if _, err := NewIDGenerator(context.Background(), IDConfig{Redis: rdb, Prefix: prefix, LeaseTTL: time.Second}); !errors.Is(err, ErrNoWorker) {
 		t.Fatalf("all workers taken: %v", err)
 	}
 }
 
-// A generator whose lease was taken over stops minting.
+// A generator whose lease was taken over stops minting with its worker
+// ID, leases another and mints with that one.
 func TestIDLeaseLost(t *testing.T) {
 	rdb, _ := redisClient(t)
 	prefix := "test:" + t.Name()
@@ -198,15 +208,60 @@ func TestIDLeaseLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	rdb.Set(context.Background(), prefix+":worker:"+itoa(g.Worker()), "someone else", time.Minute)
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := g.Next(0); errors.Is(err, ErrLeaseLost) {
+	w := g.Worker()
+	rdb.Set(context.Background(), prefix+":worker:"+itoa(w), "someone else", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for g.Worker() == w || g.Worker() < 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the generator kept its worker ID after losing its lease")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	for {
+		id, err := g.Next(0)
+		if err == nil {
+			if d, _ := DecodeID(id); d.Worker == w {
+				t.Fatalf("minted %d with the lost worker %d", id, w)
+			}
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		if !errors.Is(err, ErrLeaseLost) {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no ID with the new worker ID: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	t.Fatal("generator kept minting after losing its lease")
+}
+
+// A lease lost between the moment Next chose an ID's millisecond and the
+// moment it would return it (a process paused there) makes Next return
+// ErrLeaseLost, not the ID.
+func TestIDLeaseCheckedAfterTheID(t *testing.T) {
+	var g *IDGenerator
+	var pause atomic.Bool
+	clock := func() time.Time {
+		if pause.Load() {
+			g.lease.Load().revoked.Store(true) // lost while "paused" here
+		}
+		return time.Now()
+	}
+	g, err := NewIDGenerator(context.Background(), IDConfig{Worker: 4, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.Next(1); err != nil {
+		t.Fatal(err)
+	}
+	pause.Store(true)
+	if id, err := g.Next(1); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("Next returned %d, %v with a lease lost after the ID was chosen", id, err)
+	}
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

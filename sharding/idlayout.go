@@ -47,12 +47,17 @@ var IDEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // DecodedID is the content of an ID minted by IDGenerator.
 type DecodedID struct {
-	Time   time.Time
-	Hot    bool // Shard holds a hot shard's index; otherwise Bucket is set
+	// Time is when the ID was minted, to the millisecond.
+	Time time.Time
+	Hot  bool // Shard holds a hot shard's index; otherwise Bucket is set
+	// Bucket is the key's bucket (when not Hot).
 	Bucket int
-	Shard  int
+	// Shard is the hot shard's index (when Hot).
+	Shard int
+	// Worker is the worker ID of the generator that minted it.
 	Worker int
-	Seq    int
+	// Seq is its sequence number within the millisecond.
+	Seq int
 }
 
 // IsMinted reports whether id carries the format marker of IDGenerator.

@@ -8,9 +8,12 @@ import (
 
 // PlannedMove is one move of a plan: Buckets go from shard From to shard To.
 type PlannedMove struct {
-	From    string `json:"from"`
-	To      string `json:"to"`
-	Buckets []int  `json:"buckets"`
+	// From is the name of the shard the buckets leave.
+	From string `json:"from"`
+	// To is the name of the shard they move to.
+	To string `json:"to"`
+	// Buckets are the buckets that move.
+	Buckets []int `json:"buckets"`
 }
 
 // MapFromAlgorithm returns the bucket map an Algorithm and hot users

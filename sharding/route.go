@@ -71,7 +71,7 @@ func finish(db *gorm.DB) {
 
 func (s *Sharding) router(op opKind) func(*gorm.DB) {
 	return func(db *gorm.DB) {
-		if db.Error != nil {
+		if db.Error != nil || subqueryText(db, op) {
 			return
 		}
 		if err := s.route(db, op); err != nil {
@@ -103,6 +103,9 @@ type target struct {
 	rawParts map[int]rawPart
 	// ids: order IDs named by the condition (for the lookup cleanup).
 	ids []int64
+	// cond: the statement's condition as analyze read it (nil for a
+	// Create, or when a hint chose the shard).
+	cond *cond
 	// create: the rows of a Create per shard.
 	create *createPlan
 
@@ -126,12 +129,16 @@ type target struct {
 
 // route routes the statement and runs it on its shards; a statement a
 // shard refused with the guard's error is routed again with the
-// refreshed map where that is safe (guard_retry.go).
+// refreshed map where that is safe (guard_retry.go), and one routed by
+// stale lookup pairs with the corrected pairs (lookup_stale.go).
 func (s *Sharding) route(db *gorm.DB, op opKind) error {
 	var at attempt
 	for {
 		if err := s.routeOnce(db, op, &at); err != nil {
 			return err
+		}
+		if s.retryStalePairs(db, op, &at) {
+			continue
 		}
 		if !s.retryGuarded(db, op, &at) {
 			return nil
@@ -182,7 +189,15 @@ func (s *Sharding) routeOnce(db *gorm.DB, op opKind, at *attempt) error {
 			_ = stmt.Parse(stmt.Model)
 		}
 		hasTables = stmt.Table != ""
-		tg.t = s.tables[sqltext.NormalizeTable(stmt.Table)]
+		name := stmt.Table // GORM sets it to the alias of db.Table("orders o")
+		if stmt.TableExpr != nil {
+			n, err := s.tableExprName(stmt.TableExpr)
+			if err != nil {
+				return err
+			}
+			name = n
+		}
+		tg.t = s.tables[sqltext.NormalizeTable(name)]
 		tg.write = op == opCreate || op == opUpdate || op == opDelete
 	}
 
@@ -370,31 +385,8 @@ func (t *tableInfo) matcher(pkIsID bool) columnMatcher {
 func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 	stmt := db.Statement
 	t := tg.t
-	pkIsID := false
-	var pk reflectField
-	if stmt.Schema != nil && stmt.Schema.PrioritizedPrimaryField != nil && t.id != "" &&
-		strings.EqualFold(stmt.Schema.PrioritizedPrimaryField.DBName, t.id) {
-		pkIsID = true
-		pk = stmt.Schema.PrioritizedPrimaryField
-	}
-	match := t.matcher(pkIsID)
-
-	var c *cond
-	var whereExprs []clause.Expression
-	if tg.raw {
-		c = rawWhere(stmt.SQL.String(), stmt.Vars, match)
-	} else {
-		c = otherCond
-		if w, ok := stmt.Clauses["WHERE"].Expression.(clause.Where); ok {
-			whereExprs = w.Exprs
-			c = exprCond(w, match)
-		}
-		if pk != nil {
-			if ids := implicitIDs(db, tg.op, pk); len(ids) > 0 {
-				c = joinCond(opAnd, &cond{op: opAnd, kids: []*cond{c}}, &cond{op: opLeaf, column: colID, values: ids})
-			}
-		}
-	}
+	c, whereExprs, match := whereCond(db, tg)
+	tg.cond = c
 
 	// Resolve the order IDs named anywhere in the condition in one go.
 	ids := collectIDs(c, nil)
@@ -427,7 +419,41 @@ func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 			s.planSplit(tg, whereExprs, match, shardOfID)
 		}
 	}
-	return nil
+	// Set operations, CTEs, joins, subqueries: every part must pin the
+	// shard the statement goes to (whole.go).
+	return s.wholeStatement(db, tg)
+}
+
+// whereCond reads the condition of a Query/Row/Update/Delete/Raw
+// statement as routing sees it: the WHERE (GORM's or the raw text's) and
+// the primary keys GORM adds from the statement's struct.
+func whereCond(db *gorm.DB, tg *target) (c *cond, whereExprs []clause.Expression, match columnMatcher) {
+	stmt := db.Statement
+	t := tg.t
+	pkIsID := false
+	var pk reflectField
+	if stmt.Schema != nil && stmt.Schema.PrioritizedPrimaryField != nil && t.id != "" &&
+		strings.EqualFold(stmt.Schema.PrioritizedPrimaryField.DBName, t.id) {
+		pkIsID = true
+		pk = stmt.Schema.PrioritizedPrimaryField
+	}
+	match = t.matcher(pkIsID)
+
+	if tg.raw {
+		c = rawWhere(stmt.SQL.String(), stmt.Vars, match)
+	} else {
+		c = otherCond
+		if w, ok := stmt.Clauses["WHERE"].Expression.(clause.Where); ok {
+			whereExprs = w.Exprs
+			c = exprCond(w, match)
+		}
+		if pk != nil {
+			if ids := implicitIDs(db, tg.op, pk); len(ids) > 0 {
+				c = joinCond(opAnd, &cond{op: opAnd, kids: []*cond{c}}, &cond{op: opLeaf, column: colID, values: ids})
+			}
+		}
+	}
+	return c, whereExprs, match
 }
 
 type reflectField = *schemaField

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"strings"
 	"sync"
 
 	"gorm.io/gorm"
@@ -50,10 +49,6 @@ func (m *mergeShards) Exec(i int, sub *gorm.DB, change func(i int, st *gorm.Stat
 	sh.db.Callback().Row().Execute(sub)
 }
 
-func (m *mergeShards) TextByteOrder(ctx context.Context) (bool, string) {
-	return m.s.textByteOrder(ctx)
-}
-
 // deepOffset is the configured threshold of the method.
 func (s *Sharding) deepOffset() int {
 	switch {
@@ -69,51 +64,57 @@ func (s *Sharding) deepOffset() int {
 // the router read from each shard in each statement of a merge.
 var mergeRowsRead func(shard string, rows int)
 
-// textByteOrder reports whether every shard's database sorts text in
-// byte order (collation C or POSIX, libc provider), the order the merge
-// compares text in; cached after the first answer.
-func (s *Sharding) textByteOrder(ctx context.Context) (bool, string) {
+// textByteOrder reports how every shard's database compares text by
+// default: PostgreSQL's default collation sorts in byte order when it is
+// C, POSIX or C.UTF-8 of the libc provider, and is always deterministic;
+// MariaDB and MySQL have no default the merge compares by (each column's
+// collation is checked, merge_collation.go). Cached after the first
+// answer.
+func (s *Sharding) textByteOrder(ctx context.Context) merge.Collation {
 	c := &s.coll
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done {
-		return c.ok, c.why
+		return c.c
 	}
-	ok, why := true, ""
+	out := merge.Collation{Order: true, Equal: true}
 	for _, sh := range s.shards {
-		if sh.db.Dialector == nil || sh.db.Dialector.Name() != "postgres" {
-			ok, why = false, fmt.Sprintf("shard %q is not PostgreSQL (its collation is unknown)", sh.name)
+		switch dialect(sh) {
+		case "mysql":
+			continue
+		case "postgres":
+		default:
+			out = merge.Collation{Why: fmt.Sprintf("shard %q is not PostgreSQL, MariaDB or MySQL (its collation is unknown)", sh.name)}
+		}
+		if !out.Equal {
 			break
 		}
 		sdb, err := sh.sqlDB()
 		if err != nil {
-			return false, err.Error() // not cached: try again next time
+			return merge.Collation{Why: err.Error()} // not cached: try again next time
 		}
 		var coll, provider string
 		err = sdb.QueryRowContext(ctx, `SELECT datcollate, COALESCE(to_jsonb(d)->>'datlocprovider', 'c') FROM pg_database d WHERE datname = current_database()`).Scan(&coll, &provider)
 		if err != nil {
-			return false, fmt.Sprintf("shard %q: reading its collation: %v", sh.name, err)
+			return merge.Collation{Why: fmt.Sprintf("shard %q: reading its collation: %v", sh.name, err)}
 		}
-		switch strings.ToLower(coll) {
-		case "c", "posix", "c.utf8", "c.utf-8":
-		default:
-			ok, why = false, fmt.Sprintf("shard %q collates text with %q, not in byte order (sort by a non-text column, or use collation C)", sh.name, coll)
+		switch {
+		case provider != "c":
+			out.Order, out.Why = false, fmt.Sprintf("shard %q uses locale provider %q, not byte order (sort by a non-text column, or declare the column COLLATE \"C\")", sh.name, provider)
+		case !byteOrderLocale(coll):
+			out.Order, out.Why = false, fmt.Sprintf("shard %q collates text with %q, not in byte order (sort by a non-text column, or declare the column COLLATE \"C\")", sh.name, coll)
 		}
-		if provider != "c" {
-			ok, why = false, fmt.Sprintf("shard %q uses locale provider %q (not byte order)", sh.name, provider)
-		}
-		if !ok {
+		if !out.Order {
 			break
 		}
 	}
-	c.done, c.ok, c.why = true, ok, why
-	return ok, why
+	c.done, c.c = true, out
+	return out
 }
 
-// collationCache remembers whether the shards sort text in byte order.
+// collationCache remembers how the shards' databases compare text.
 type collationCache struct {
 	mu   sync.Mutex
 	done bool
-	ok   bool
-	why  string
+	c    merge.Collation
 }

@@ -35,7 +35,8 @@ type Sharding struct {
 
 	classifier *classify.Classifier
 
-	coll collationCache // text collation of the shards (merge)
+	coll  collationCache  // text collation of the shards (merge)
+	tcoll tableCollations // text collations of the merged tables' columns (merge_collation.go)
 
 	initialized atomic.Bool
 	opened      []*gorm.DB

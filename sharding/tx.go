@@ -53,24 +53,34 @@ func (p *shardPool) GetDBConn() (*sql.DB, error) { return p.sh.sqlDB() }
 type shardTx struct {
 	gorm.ConnPool // the inner transaction
 	sh            *shard
+	lookup        txLookup // lookup_tx.go
 }
 
 var _ gorm.TxCommitter = (*shardTx)(nil)
 
 func (t *shardTx) Commit() error {
-	c, ok := t.ConnPool.(gorm.TxCommitter)
-	if !ok {
-		return gorm.ErrInvalidTransaction
-	}
-	return c.Commit()
+	err := endTx(t.ConnPool, true)
+	return settleLookup(context.Background(), &t.lookup, err)
 }
 
 func (t *shardTx) Rollback() error {
-	c, ok := t.ConnPool.(gorm.TxCommitter)
-	if !ok {
-		return gorm.ErrInvalidTransaction
+	err := endTx(t.ConnPool, false)
+	return errors.Join(err, t.lookup.settle(context.Background(), false))
+}
+
+// settleLookup settles a transaction's lookup record after its COMMIT
+// returned commitErr: committed, or refused (rolled back); a COMMIT whose
+// outcome is unknown leaves the pairs as they are (a pair without its row
+// is found stale by reads; a row without its pair is looked for on every
+// shard).
+func settleLookup(ctx context.Context, l *txLookup, commitErr error) error {
+	switch {
+	case commitErr == nil:
+		return l.settle(ctx, true)
+	case definitelyFailed(commitErr):
+		return errors.Join(commitErr, l.settle(ctx, false))
 	}
-	return c.Rollback()
+	return commitErr
 }
 
 func (t *shardTx) GetDBConn() (*sql.DB, error) { return t.sh.sqlDB() }
@@ -131,6 +141,8 @@ type lazyTx struct {
 	opts *sql.TxOptions
 	pcs  [5]uintptr // the callers of BeginTx
 	npc  int
+
+	lookup txLookup // lookup_tx.go
 
 	mu      sync.Mutex
 	done    bool
@@ -351,12 +363,13 @@ func (t *lazyTx) GetDBConn() (*sql.DB, error) {
 // shards commits them in the order they began, and when one fails rolls
 // back those not yet committed and says which committed.
 func (t *lazyTx) Commit() error {
-	return t.end(true)
+	return settleLookup(t.ctx, &t.lookup, t.end(true))
 }
 
 // Rollback rolls back every transaction it began.
 func (t *lazyTx) Rollback() error {
-	return t.end(false)
+	err := t.end(false)
+	return errors.Join(err, t.lookup.settle(t.ctx, false))
 }
 
 func (t *lazyTx) end(commit bool) error {

@@ -25,11 +25,10 @@ func normalize(s string) string {
 	return strings.Join(out, "\n")
 }
 
-// exampleBodies returns the normalized body of every Example function in
-// the repository's test files, by file:function.
-func exampleBodies(t *testing.T) map[string]string {
+// walkGoFiles calls fn with every .go file of the repository (outside
+// hidden, testdata and vendor directories) and its text.
+func walkGoFiles(t *testing.T, fn func(path string, src []byte) error) {
 	t.Helper()
-	bodies := map[string]string{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -40,12 +39,28 @@ func exampleBodies(t *testing.T) map[string]string {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, "_test.go") {
+		if !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return err
+		}
+		return fn(path, src)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exampleBodies returns the normalized body of every Example function in
+// the repository's test files, by file:function.
+func exampleBodies(t *testing.T) map[string]string {
+	t.Helper()
+	bodies := map[string]string{}
+	walkGoFiles(t, func(path string, src []byte) error {
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
 		}
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, path, src, 0)
@@ -62,9 +77,6 @@ func exampleBodies(t *testing.T) map[string]string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return bodies
 }
 
@@ -95,6 +107,7 @@ func TestGuideSnippetsAreExamples(t *testing.T) {
 	if len(bodies) == 0 {
 		t.Fatal("no Example function found under " + root)
 	}
+	programs := programFiles(t)
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "guide", "*.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +123,14 @@ func TestGuideSnippetsAreExamples(t *testing.T) {
 		for i, b := range blocks {
 			checked++
 			nb := normalize(b)
+			if strings.HasPrefix(nb, "package ") {
+				// A whole program: the text of a file the repository
+				// builds (go build and go vet compile it).
+				if !programs[nb] {
+					t.Errorf("%s:%d: this go block is a whole file but no .go file of the repository has this text; copy it from the program it shows:\n%s", page, lines[i], b)
+				}
+				continue
+			}
 			found := false
 			for _, body := range bodies {
 				// Whole lines only: a snippet may be part of a body, not
@@ -127,4 +148,26 @@ func TestGuideSnippetsAreExamples(t *testing.T) {
 	if checked == 0 {
 		t.Error("no go block found in docs/guide/*.md or README.md")
 	}
+}
+
+// programFiles returns the normalized text of every package main file of
+// the repository that is not a test, for the guide's whole programs.
+func programFiles(t *testing.T) map[string]bool {
+	t.Helper()
+	files := map[string]bool{}
+	walkGoFiles(t, func(path string, src []byte) error {
+		if strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		// The guide shows a program from its package clause on: its doc
+		// comment is the repository's.
+		text := string(src)
+		if i := strings.Index(text, "\npackage main\n"); i >= 0 {
+			files[normalize(text[i+1:])] = true
+		} else if strings.HasPrefix(text, "package main\n") {
+			files[normalize(text)] = true
+		}
+		return nil
+	})
+	return files
 }

@@ -92,7 +92,7 @@ func deepRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 		cmp.types = append(cmp.types, ct.DatabaseTypeName())
 		cmp.kinds = append(cmp.kinds, kindOf(ct.DatabaseTypeName()))
 	}
-	cmp.textOK, cmp.why = tg.sh.TextByteOrder(ctx)
+	cmp.coll = tg.sh.TextCollation(ctx)
 	visible := len(cols) - p.nHidden
 	keys, err := p.resolveKeys(cols, visible)
 	if err != nil {
@@ -122,9 +122,9 @@ func deepRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 	r2, _, _, err := readAll(db, tg, p, func(si int, st *gorm.Statement) {
 		delete(st.Clauses, "LIMIT")
 		if rs := r1[pos[si]]; len(rs) > 0 {
-			conds := []clause.Expression{notPred(before)}
+			conds := []clause.Expression{notPred(dialectExpr(st, before))}
 			if len(rs) == c {
-				conds = append(conds, notPred(keyPred(keys, rs[len(rs)-1], +1)))
+				conds = append(conds, notPred(dialectExpr(st, keyPred(keys, rs[len(rs)-1], +1))))
 			}
 			clauses.AndWhere(st, conds...)
 		}
@@ -202,7 +202,7 @@ func deepRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 			r3, _, _, err := readAll(db, &t3, p, func(si int, st *gorm.Statement) {
 				rs := r2[pos[si]]
 				setLimit(st, need, 0)
-				clauses.AndWhere(st, keyPred(keys, rs[len(rs)-1], +1))
+				clauses.AndWhere(st, dialectExpr(st, keyPred(keys, rs[len(rs)-1], +1)))
 			})
 			if err != nil {
 				return 0, err

@@ -58,8 +58,8 @@ func mergeRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 		cmp.types = append(cmp.types, ct.DatabaseTypeName())
 		cmp.kinds = append(cmp.kinds, kindOf(ct.DatabaseTypeName()))
 	}
-	if p != nil && (len(p.order) > 0 || p.hasMinMax()) {
-		cmp.textOK, cmp.why = tg.sh.TextByteOrder(ctx)
+	if p != nil && (len(p.order) > 0 || p.agg || p.distinct) {
+		cmp.coll = tg.sh.TextCollation(ctx)
 	}
 
 	res := &mergeResult{}
@@ -188,15 +188,6 @@ func deliver(db *gorm.DB, tg *read, p *Plan, res *mergeResult) (int64, error) {
 	return sc.RowsAffected, sc.Error
 }
 
-func (p *Plan) hasMinMax() bool {
-	for _, it := range p.items {
-		if it.agg == "min" || it.agg == "max" {
-			return true
-		}
-	}
-	return false
-}
-
 // cursor reads one shard's rows.
 type cursor struct {
 	rows  *sql.Rows
@@ -304,6 +295,15 @@ func (p *Plan) mergeRows(srcs []*cursor, cols []string, cmp *comparer) ([][]any,
 	w := &window{limit: p.limit, offset: p.offset, distinct: p.distinct, visible: visible}
 	if p.limit == 0 {
 		return nil, nil
+	}
+	if p.distinct {
+		all := make([]int, visible)
+		for i := range all {
+			all[i] = i
+		}
+		if err := cmp.equalText("DISTINCT", all); err != nil {
+			return nil, err
+		}
 	}
 	if len(p.order) == 0 {
 		for _, c := range srcs {
@@ -474,6 +474,9 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 		vals []any
 		sets []map[string]struct{} // count(DISTINCT): the union of the shards' values
 	}
+	if err := cmp.equalText("GROUP BY", p.groupCol); err != nil {
+		return nil, err
+	}
 	groups := map[string]*group{}
 	var order []*group
 	for _, c := range srcs {
@@ -502,7 +505,7 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 					}
 					if it.agg == "countd" {
 						g.sets[i] = map[string]struct{}{}
-						if err := addDistinct(g.sets[i], r[si]); err != nil {
+						if err := addDistinct(g.sets[i], r[si], cmp.coll); err != nil {
 							return nil, err
 						}
 					}
@@ -536,7 +539,7 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 						g.vals[i] = v
 					}
 				case "countd":
-					if err := addDistinct(g.sets[i], v); err != nil {
+					if err := addDistinct(g.sets[i], v, cmp.coll); err != nil {
 						return nil, err
 					}
 				case "avg":
@@ -599,7 +602,7 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 		out = append(out, row)
 	}
 	// The kinds of the merged columns (keys and HAVING index merged rows).
-	mc := &comparer{textOK: cmp.textOK, why: cmp.why}
+	mc := &comparer{coll: cmp.coll}
 	for i, it := range p.items {
 		k := cmp.kinds[p.src[i]]
 		switch it.agg {

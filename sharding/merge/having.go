@@ -440,6 +440,13 @@ func (o havingOperand) value(row []any, mc *comparer) (any, valKind) {
 // equality when the shards do not collate in byte order), other values
 // as the merge compares them.
 func compareHaving(a any, ka valKind, b any, kb valKind, eqOnly bool, mc *comparer) (int, error) {
+	// MySQL drivers return text as bytes.
+	if x, ok := a.([]byte); ok && ka == kindText {
+		a = string(x)
+	}
+	if y, ok := b.([]byte); ok && kb == kindText {
+		b = string(y)
+	}
 	_, fa := a.(float64)
 	_, fb := b.(float64)
 	ra, na := numberOf(a, ka)
@@ -468,13 +475,13 @@ func compareHaving(a any, ka valKind, b any, kb valKind, eqOnly bool, mc *compar
 	}
 	if x, ok := a.(string); ok {
 		if y, ok := b.(string); ok {
-			if !eqOnly && (ka == kindText || kb == kindText) && !mc.textOK {
-				return 0, fmt.Errorf("ordering text across shards: %s", mc.why)
+			if (ka == kindText || kb == kindText) && (!eqOnly && !mc.coll.Order || !mc.coll.Equal) {
+				return 0, fmt.Errorf("comparing text across shards: %s", mc.coll.Why)
 			}
 			return strings.Compare(x, y), nil
 		}
 	}
-	return (&comparer{textOK: mc.textOK, why: mc.why}).cmp(0, a, b)
+	return (&comparer{coll: mc.coll}).cmp(0, a, b)
 }
 
 // numberOf reads v as a number when it is one: an integer, a float, or

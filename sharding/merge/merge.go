@@ -23,9 +23,25 @@ type Shards interface {
 	// the statement applied first, then change(i, sub.Statement); the
 	// result (*sql.Rows in Statement.Dest) or the error is left in sub.
 	Exec(i int, sub *gorm.DB, change func(i int, st *gorm.Statement))
-	// TextByteOrder reports whether every shard sorts text in byte order
-	// (the order the merge compares text in), or why not.
-	TextByteOrder(ctx context.Context) (ok bool, why string)
+	// TextCollation reports how the shards compare the text of the read's
+	// table, as far as the merge needs it.
+	TextCollation(ctx context.Context) Collation
+}
+
+// Collation is how the shards compare text. The merge compares text
+// values by their bytes: ORDER BY, MIN/MAX, HAVING's ordering and deep
+// pages need Order; DISTINCT, GROUP BY keys, count(DISTINCT) and HAVING's
+// equality need Equal. A merge that needs what the shards do not give is
+// refused with Why.
+type Collation struct {
+	// Order: text sorts in byte order.
+	Order bool
+	// Equal: two text values are equal only when their bytes are (every
+	// byte-order collation, and PostgreSQL's deterministic ones).
+	Equal bool
+	// Why names the database or column whose collation is not, and the
+	// remedy.
+	Why string
 }
 
 // Read describes one multi-shard read to Run.

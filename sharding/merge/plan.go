@@ -87,7 +87,7 @@ type Plan struct {
 var (
 	aggCallRE  = regexp.MustCompile(`(?is)^(count|sum|min|max|avg)\s*\((.*)\)$`)
 	aliasRE    = regexp.MustCompile(`(?is)^(.*?)\s+(?:as\s+)?("[^"]+"|[A-Za-z_][A-Za-z0-9_$]*)$`)
-	identRE    = regexp.MustCompile(`^(?:"[^"]+"|[A-Za-z_][A-Za-z0-9_$]*)(?:\.(?:"[^"]+"|[A-Za-z_][A-Za-z0-9_$]*)){0,2}$`)
+	identRE    = regexp.MustCompile("^(?:\"[^\"]+\"|`[^`]+`|[A-Za-z_][A-Za-z0-9_$]*)(?:\\.(?:\"[^\"]+\"|`[^`]+`|[A-Za-z_][A-Za-z0-9_$]*)){0,2}$")
 	windowRE   = regexp.MustCompile(`(?i)\bover\s*\(|\bover\s+[a-z_]`)
 	distinctRE = regexp.MustCompile(`(?i)\bdistinct\b`)
 	sqlWords   = map[string]bool{"from": true, "and": true, "or": true, "not": true, "is": true, "null": true, "then": true, "else": true, "end": true, "asc": true, "desc": true}
@@ -152,6 +152,16 @@ func New(stmt *gorm.Statement) (*Plan, string) {
 		p.items = append(p.items, it)
 	}
 	p.nVis = len(p.items)
+	if mysqlDialect(stmt) {
+		for _, it := range p.items {
+			if it.agg == "countd" {
+				// Its partial (json_agg ... FILTER) is PostgreSQL's, and
+				// the union of the shards' values would compare text
+				// by bytes, not by the column's collation.
+				return nil, "count(DISTINCT ...) on MySQL or MariaDB shards: " + it.text
+			}
+		}
+	}
 	// GROUP BY / HAVING.
 	var having []clause.Expression
 	if c, ok := stmt.Clauses["GROUP BY"]; ok {
@@ -212,6 +222,9 @@ func New(stmt *gorm.Statement) (*Plan, string) {
 			}
 			p.order = append(p.order, keys...)
 		}
+	}
+	if why := explicitCollate(p, having); why != "" {
+		return nil, why
 	}
 	if p.agg {
 		if why := p.planAggregate(); why != "" {
@@ -371,7 +384,7 @@ func selectList(stmt *gorm.Statement) (items []string, explicit, distinct bool, 
 		for _, s := range stmt.Selects {
 			if stmt.Schema != nil {
 				if f := stmt.Schema.LookUpField(s); f != nil {
-					items = append(items, `"`+f.DBName+`"`)
+					items = append(items, quoteIdent(stmt, f.DBName))
 					continue
 				}
 			}
@@ -433,17 +446,29 @@ func quoteColumn(stmt *gorm.Statement, col clause.Column) string {
 	if col.Raw {
 		return name
 	}
-	q := `"` + name + `"`
+	q := quoteIdent(stmt, name)
 	switch col.Table {
 	case "":
 	case clause.CurrentTable:
 		if stmt.Table != "" {
-			q = `"` + stmt.Table + `".` + q
+			q = quoteIdent(stmt, stmt.Table) + "." + q
 		}
 	default:
-		q = `"` + col.Table + `".` + q
+		q = quoteIdent(stmt, col.Table) + "." + q
 	}
 	return q
+}
+
+// quoteIdent quotes an identifier as the statement's dialect does:
+// "name" on PostgreSQL, `name` on MySQL and MariaDB (where "name" is a
+// string).
+func quoteIdent(stmt *gorm.Statement, name string) string {
+	if stmt.DB == nil || stmt.DB.Dialector == nil {
+		return `"` + name + `"`
+	}
+	var b strings.Builder
+	stmt.DB.Dialector.QuoteTo(&b, name)
+	return b.String()
 }
 
 // parseSelItem classifies one select item.
@@ -713,7 +738,7 @@ func lastPart(s string) string {
 }
 
 func unquoteIdent(s string) string {
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '`' && s[len(s)-1] == '`') {
 		return s[1 : len(s)-1]
 	}
 	return strings.ToLower(s)
@@ -731,7 +756,7 @@ func (p *Plan) rewrite(st *gorm.Statement) {
 		if p.distinct {
 			sql = "DISTINCT " + sql
 		}
-		st.Clauses["SELECT"] = clause.Clause{Name: "SELECT", Expression: clause.Expr{SQL: sql}}
+		st.Clauses["SELECT"] = clause.Clause{Name: "SELECT", Expression: clause.Expr{SQL: dialectSQL(st, sql)}}
 	}
 	if p.agg {
 		delete(st.Clauses, "ORDER BY")
@@ -752,4 +777,34 @@ func (p *Plan) rewrite(st *gorm.Statement) {
 			delete(st.Clauses, "LIMIT")
 		}
 	}
+}
+
+var collateRE = regexp.MustCompile(`(?i)\bcollate\b`)
+
+// explicitCollate names an explicit COLLATE in the select list, GROUP BY,
+// HAVING or ORDER BY: the shards would compare that text under a
+// collation the read's table does not declare, which the merge cannot
+// reproduce (it compares text by its bytes).
+func explicitCollate(p *Plan, having []clause.Expression) string {
+	texts := append([]string(nil), p.groups...)
+	for _, it := range p.items {
+		texts = append(texts, it.text)
+	}
+	for _, k := range p.order {
+		texts = append(texts, k.expr)
+	}
+	for _, h := range having {
+		switch x := h.(type) {
+		case clause.Expr:
+			texts = append(texts, x.SQL)
+		case clause.NamedExpr:
+			texts = append(texts, x.SQL)
+		}
+	}
+	for _, t := range texts {
+		if collateRE.MatchString(t) {
+			return fmt.Sprintf("an explicit COLLATE in %q (the merge compares text by its bytes: sort or group by the column's own collation, declared byte order)", t)
+		}
+	}
+	return ""
 }

@@ -113,3 +113,41 @@ func TestMergeValues(t *testing.T) {
 		t.Error("ASC: NULL not last")
 	}
 }
+
+// Text as a MySQL driver returns it (bytes) is ordered only under a
+// byte-order collation; grouped and counted distinct only under byte
+// equality; an explicit COLLATE is not merged.
+func TestTextCollation(t *testing.T) {
+	cmp := &comparer{kinds: []valKind{kindText, kindUnordered}, coll: Collation{Equal: true, Why: "column x"}}
+	if _, err := cmp.cmp(0, []byte("a"), []byte("B")); err == nil || !contains(err.Error(), "column x") {
+		t.Errorf("text bytes ordered without byte order: %v", err)
+	}
+	if _, err := cmp.cmp(1, []byte("a"), []byte("b")); err == nil {
+		t.Error("ENUM ordered by its bytes")
+	}
+	if err := cmp.equalText("DISTINCT", []int{0}); err != nil {
+		t.Errorf("DISTINCT under byte equality: %v", err)
+	}
+	cmp.coll = Collation{Order: true, Equal: true}
+	if c, err := cmp.cmp(0, []byte("a"), []byte("B")); err != nil || c != 1 {
+		t.Errorf("byte order: %d %v", c, err)
+	}
+	cmp.coll = Collation{Why: "column y"}
+	if err := cmp.equalText("GROUP BY", []int{1, 0}); err == nil || !contains(err.Error(), "column y") {
+		t.Errorf("GROUP BY text without byte equality: %v", err)
+	}
+	set := map[string]struct{}{}
+	if err := addDistinct(set, `[1, 2]`, cmp.coll); err != nil || len(set) != 2 {
+		t.Errorf("count(DISTINCT) of numbers: %v %v", err, set)
+	}
+	if err := addDistinct(set, `["a"]`, cmp.coll); err == nil {
+		t.Error("count(DISTINCT) of text without byte equality")
+	}
+	p := &Plan{items: []selItem{{text: "status"}}, order: []orderKey{{expr: `status COLLATE "C"`}}}
+	if why := explicitCollate(p, nil); !contains(why, "COLLATE") {
+		t.Errorf("explicit COLLATE: %q", why)
+	}
+	if why := explicitCollate(&Plan{items: []selItem{{text: "status"}}}, []clause.Expression{clause.Expr{SQL: "status = ? COLLATE utf8mb4_bin"}}); why == "" {
+		t.Error("explicit COLLATE in HAVING")
+	}
+}

@@ -19,16 +19,19 @@ import (
 type valKind uint8
 
 const (
-	kindOther   valKind = iota
-	kindText            // collation-dependent text
-	kindNumeric         // decimal text
-	kindBytes           // strings compared as bytes (uuid)
+	kindOther     valKind = iota
+	kindText              // collation-dependent text
+	kindNumeric           // decimal text
+	kindBytes             // strings compared as bytes (uuid)
+	kindUnordered         // values whose order is not their bytes' (MySQL ENUM, SET)
 )
 
 func kindOf(dbType string) valKind {
 	switch strings.ToUpper(dbType) {
-	case "TEXT", "VARCHAR", "BPCHAR", "CHAR", "NAME":
+	case "TEXT", "VARCHAR", "BPCHAR", "CHAR", "NAME", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT":
 		return kindText
+	case "ENUM", "SET":
+		return kindUnordered
 	case "NUMERIC", "DECIMAL":
 		return kindNumeric
 	case "UUID":
@@ -37,14 +40,36 @@ func kindOf(dbType string) valKind {
 	return kindOther
 }
 
-// comparer compares values of the merged columns. textOK tells whether the
-// shards sort text in byte order (collation C); when not, comparing text is
-// an error rather than a wrong order.
+// comparer compares values of the merged columns. coll tells whether the
+// shards sort text in byte order (collation C) and compare it for
+// equality by its bytes; when not, ordering (or grouping) text is an
+// error rather than a wrong answer.
 type comparer struct {
-	kinds  []valKind
-	types  []string
-	textOK bool
-	why    string // why text cannot be compared
+	kinds []valKind
+	types []string
+	coll  Collation
+}
+
+// kind is column c's kind.
+func (m *comparer) kind(c int) valKind {
+	if c >= 0 && c < len(m.kinds) {
+		return m.kinds[c]
+	}
+	return kindOther
+}
+
+// equalText refuses, when the shards' text equality is not byte
+// equality, grouping or de-duplicating by the text columns of cols.
+func (m *comparer) equalText(what string, cols []int) error {
+	if m.coll.Equal {
+		return nil
+	}
+	for _, c := range cols {
+		if m.kind(c) == kindText {
+			return fmt.Errorf("%s by text across shards: %s", what, m.coll.Why)
+		}
+	}
+	return nil
 }
 
 // cmp compares two non-NULL values of column c.
@@ -80,6 +105,14 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 		}
 	case []byte:
 		if y, ok := b.([]byte); ok {
+			switch m.kind(c) {
+			case kindText: // MySQL drivers return text as bytes
+				if !m.coll.Order {
+					return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
+				}
+			case kindUnordered:
+				return 0, fmt.Errorf("ordering values of type %s across shards", m.typeName(c))
+			}
 			return bytes.Compare(x, y), nil
 		}
 	case string:
@@ -87,11 +120,7 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 		if !ok {
 			break
 		}
-		kind := kindOther
-		if c < len(m.kinds) {
-			kind = m.kinds[c]
-		}
-		switch kind {
+		switch m.kind(c) {
 		case kindNumeric:
 			rx, err := parseDecimal(x)
 			if err != nil {
@@ -105,8 +134,8 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 		case kindBytes:
 			return strings.Compare(x, y), nil
 		case kindText:
-			if !m.textOK {
-				return 0, fmt.Errorf("ordering text across shards: %s", m.why)
+			if !m.coll.Order {
+				return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
 			}
 			return strings.Compare(x, y), nil
 		}
@@ -269,8 +298,9 @@ func groupKey(b *strings.Builder, v any, kind valKind) {
 // addDistinct adds the values of one shard's json_agg(DISTINCT x) (a JSON
 // array, or NULL for none) to set, keyed so that equal values collide:
 // numbers by their exact value (1.0 = 1.00, as numeric equality), other
-// values by their JSON text.
-func addDistinct(set map[string]struct{}, v any) error {
+// values by their JSON text. A text value is refused when the shards'
+// text equality is not byte equality (coll).
+func addDistinct(set map[string]struct{}, v any, coll Collation) error {
 	var text []byte
 	switch x := v.(type) {
 	case nil:
@@ -288,6 +318,9 @@ func addDistinct(set map[string]struct{}, v any) error {
 	}
 	for _, raw := range vals {
 		k := string(raw)
+		if len(raw) > 0 && raw[0] == '"' && !coll.Equal {
+			return fmt.Errorf("count(DISTINCT) of text across shards: %s", coll.Why)
+		}
 		if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
 			if r, err := parseDecimal(k); err == nil {
 				k = "n" + r.RatString()

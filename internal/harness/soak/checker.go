@@ -7,10 +7,12 @@ import (
 )
 
 // Write is one committed write: key now holds Version, and the call that
-// wrote it returned at Returned. Versions of a key only grow.
+// wrote it began at Called and returned at Returned. Versions of a key
+// only grow.
 type Write struct {
 	Key      int
 	Version  int64
+	Called   time.Time `json:",omitzero"`
 	Returned time.Time
 }
 
@@ -23,6 +25,9 @@ type Read struct {
 	Session int
 	Server  int
 	Took    time.Duration // until the read returned
+	// Table marks a read of the whole table (not pinned to a key): one
+	// Read per row it returned, all with the same times.
+	Table bool `json:",omitempty"`
 }
 
 // SessionWrite is a write made in a session: a read of the session that

@@ -50,16 +50,20 @@ type history struct {
 	Reads         []Read
 	Errs          []time.Time
 	FirstErrors   []string
+	Refused       []Refusal
+	Unknown       []Write
+	Fenced        int
+	Unprotected   int
 }
 
 // startChildren starts one process per plugin instance; the returned func
 // waits until the soak's duration is over, stops them and merges their
 // histories into rec.
-func startChildren(t testing.TB, c Cluster, st Store, dbName string, cfg Config, rec *recorder) func() {
+func startChildren(t testing.TB, c Cluster, st Store, cut cuts, dbName string, cfg Config, rec *recorder) func() {
 	t.Helper()
 	started := time.Now()
 	dir := t.TempDir()
-	dialect, primary, replicas := c.DSNs(dbName)
+	dialect, primary, _ := c.DSNs(dbName)
 	stopFile := filepath.Join(dir, "stop")
 	type child struct {
 		cmd *exec.Cmd
@@ -69,7 +73,7 @@ func startChildren(t testing.TB, c Cluster, st Store, dbName string, cfg Config,
 	var children []child
 	for i := range cfg.Processes {
 		spec := childSpec{Index: i, Share: shareOf(i, cfg), Cfg: Config{Writers: cfg.Writers, Keys: cfg.Keys},
-			Dialect: dialect, Primary: primary, Replicas: replicas, Store: st.spec(), Tracker: cfg.Tracker, DB: dbName,
+			Dialect: dialect, Primary: primary, Replicas: cut.replicaDSNs(c, dbName, i), Store: cut.storeSpec(st, i), Tracker: cfg.Tracker, DB: dbName,
 			PortExpr: c.PortExpr(), StopFile: stopFile, OutFile: filepath.Join(dir, fmt.Sprintf("child%d.json", i))}
 		b, err := json.Marshal(spec)
 		if err != nil {
@@ -108,6 +112,10 @@ func startChildren(t testing.TB, c Cluster, st Store, dbName string, cfg Config,
 			rec.sessionWrites = append(rec.sessionWrites, h.SessionWrites...)
 			rec.reads = append(rec.reads, h.Reads...)
 			rec.errs = append(rec.errs, h.Errs...)
+			rec.refused = append(rec.refused, h.Refused...)
+			rec.unknown = append(rec.unknown, h.Unknown...)
+			rec.fenced += h.Fenced
+			rec.unprotected += h.Unprotected
 			rec.firstErrors = append(rec.firstErrors, h.FirstErrors...)
 		}
 	}
@@ -124,23 +132,16 @@ func RunChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
 		t.Fatal(err)
 	}
-	open := postgres.Open
-	if spec.Dialect == "mysql" {
-		open = mysql.Open
-	}
-	var replicas []plugin.Replica
-	for i, dsn := range spec.Replicas {
-		replicas = append(replicas, plugin.Replica{Name: replicaName(i), Dialector: open(dsn)})
-	}
-	var primary gorm.Dialector = open(spec.Primary)
+	primary := dialector(spec.Dialect)(spec.Primary)
 	var adjust func(*plugin.Config)
 	if spec.Tracker {
 		adjust = trackerPlugin(spec.Index)
 	}
-	db := openProcess(t, replicas, primary, spec.Store, spec.DB, adjust)
+	db, p := openProcess(t, replicasOf(spec.Dialect, spec.Replicas), primary, spec.Store, spec.DB, adjust)
+	plain := openPlain(t, primary)
 	rec := &recorder{}
 	stop := make(chan struct{})
-	wait := runWorkers(context.Background(), db, rec, stop, spec.PortExpr, spec.Share, spec.Cfg)
+	wait := runWorkers(context.Background(), db, plain, rec, stop, spec.PortExpr, spec.Share, spec.Cfg)
 	for {
 		if _, err := os.Stat(spec.StopFile); err == nil {
 			break
@@ -149,12 +150,31 @@ func RunChild(t *testing.T) {
 	}
 	close(stop)
 	wait()
+	fenced, unprotected := leaseCounters([]*plugin.Plugin{p})
 	b, err := json.Marshal(history{Writes: rec.writes, SessionWrites: rec.sessionWrites, Reads: rec.reads,
-		Errs: rec.errs, FirstErrors: rec.firstErrors})
+		Errs: rec.errs, FirstErrors: rec.firstErrors, Refused: rec.refused, Unknown: rec.unknown,
+		Fenced: fenced, Unprotected: unprotected})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(spec.OutFile, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dialector opens a DSN of dialect ("postgres" or "mysql").
+func dialector(dialect string) func(string) gorm.Dialector {
+	if dialect == "mysql" {
+		return mysql.Open
+	}
+	return postgres.Open
+}
+
+// replicasOf are the plugin replicas of dsns, named as replicaName says.
+func replicasOf(dialect string, dsns []string) []plugin.Replica {
+	var out []plugin.Replica
+	for i, dsn := range dsns {
+		out = append(out, plugin.Replica{Name: replicaName(i), Dialector: dialector(dialect)(dsn)})
+	}
+	return out
 }

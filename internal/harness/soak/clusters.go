@@ -45,16 +45,34 @@ func newRelay(t testing.TB, host string, port int) *testcluster.Relay {
 // replicaDSN is replica i's DSN for the plugins: replica 0's through the
 // relay.
 func (c Postgres) replicaDSN(i int, db string) string {
-	dsn := c.ReplicaDSN(i, db)
 	if i != 0 || c.relay == nil {
-		return dsn
+		return c.ReplicaDSN(i, db)
 	}
-	u, err := url.Parse(dsn)
+	return c.replicaDSNAt(i, db, c.relay.Port())
+}
+
+// replicaDSNAt is replica i's DSN with its address 127.0.0.1:port.
+func (c Postgres) replicaDSNAt(i int, db string, port int) string {
+	u, err := url.Parse(c.ReplicaDSN(i, db))
 	if err != nil {
 		panic(fmt.Sprintf("soak: replica DSN: %v", err)) // testcluster's own
 	}
-	u.Host = "127.0.0.1:" + strconv.Itoa(c.relay.Port())
+	u.Host = "127.0.0.1:" + strconv.Itoa(port)
 	return u.String()
+}
+
+// replicaAddr: replica 0 through the stall relay, when there is one.
+func (c Postgres) replicaAddr() (string, int) {
+	if c.relay != nil {
+		return "127.0.0.1", c.relay.Port()
+	}
+	return c.Host(), c.ReplicaPort(0)
+}
+
+func (c Postgres) replicaDSNsVia(db string, port int) []string {
+	_, _, rs := c.DSNs(db)
+	rs[0] = c.replicaDSNAt(0, db, port)
+	return rs
 }
 
 func (c Postgres) Engine() string                     { return "postgres" }
@@ -139,16 +157,32 @@ func NewMariaDB(t testing.TB, m *testcluster.MariaDB) MariaDB {
 
 // replicaDSN is the replica's DSN for the plugins, through the relay.
 func (c MariaDB) replicaDSN(db string) string {
-	dsn := c.ReplicaDSN(db)
 	if c.relay == nil {
-		return dsn
+		return c.ReplicaDSN(db)
 	}
-	cfg, err := mysqldrv.ParseDSN(dsn)
+	return c.replicaDSNAt(db, c.relay.Port())
+}
+
+// replicaDSNAt is the replica's DSN with its address 127.0.0.1:port.
+func (c MariaDB) replicaDSNAt(db string, port int) string {
+	cfg, err := mysqldrv.ParseDSN(c.ReplicaDSN(db))
 	if err != nil {
 		panic(fmt.Sprintf("soak: replica DSN: %v", err)) // testcluster's own
 	}
-	cfg.Addr = "127.0.0.1:" + strconv.Itoa(c.relay.Port())
+	cfg.Addr = "127.0.0.1:" + strconv.Itoa(port)
 	return cfg.FormatDSN()
+}
+
+// replicaAddr: the replica through the stall relay, when there is one.
+func (c MariaDB) replicaAddr() (string, int) {
+	if c.relay != nil {
+		return "127.0.0.1", c.relay.Port()
+	}
+	return c.Host(), c.ReplicaPort()
+}
+
+func (c MariaDB) replicaDSNsVia(db string, port int) []string {
+	return []string{c.replicaDSNAt(db, port)}
 }
 
 func (c MariaDB) Engine() string                     { return "mariadb" }

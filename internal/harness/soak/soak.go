@@ -42,6 +42,11 @@ type Cluster interface {
 	// DSNs are the dialect ("postgres" or "mysql") and the connection
 	// strings of database db, for soak processes of their own (OSProcesses).
 	DSNs(db string) (dialect, primary string, replicas []string)
+	// replicaAddr is replica 0's address as the plugins reach it, and
+	// replicaDSNsVia the replicas' DSNs with replica 0 reached at
+	// 127.0.0.1:port instead (the cut instance's relay, cut.go).
+	replicaAddr() (host string, port int)
+	replicaDSNsVia(db string, port int) []string
 }
 
 // Fault is one kind of fault: Inject starts it, Heal ends it (nil: it
@@ -52,22 +57,29 @@ type Fault struct {
 	Name string
 	// For, when set, is how long this fault lasts instead of
 	// Config.FaultFor.
-	For         time.Duration
+	For time.Duration
+	// Lasts, when set, draws each injection's length (instead of For).
+	Lasts       func() time.Duration
 	Inject      func(ctx context.Context) error
 	Heal        func(ctx context.Context) error
 	PrimaryDown bool
+	// Note, when set, is a line about the injections for the report.
+	Note func() string
 }
 
 // Config shapes a soak. Zero fields take the defaults in brackets.
 type Config struct {
-	Duration   time.Duration // [30s]
-	Processes  int           // plugin instances, each with its own Redis client and pools [3]
-	Writers    int           // [4]
-	Readers    int           // [8]
-	Sessions   int           // goroutines that write and read back in a session [2]
-	Keys       int           // rows the writers update [64]
-	FaultEvery time.Duration // from one fault's start to the next [3s]
-	FaultFor   time.Duration // how long a fault lasts [1s]
+	Duration  time.Duration // [30s]
+	Processes int           // plugin instances, each with its own Redis client and pools [3]
+	Writers   int           // [4]
+	Readers   int           // [8]
+	// TableReaders read the whole table (not pinned to a key) [2]; they
+	// run in the instances after the first, which the cut faults cut.
+	TableReaders int
+	Sessions     int           // goroutines that write and read back in a session [2]
+	Keys         int           // rows the writers update [64]
+	FaultEvery   time.Duration // from one fault's start to the next [3s]
+	FaultFor     time.Duration // how long a fault lasts [1s]
 	// OSProcesses runs each plugin instance in a process of its own (this
 	// test binary started again, see RunChild) instead of in this one.
 	OSProcesses bool
@@ -91,6 +103,7 @@ func (c Config) withDefaults() Config {
 	def(&c.Processes, 3)
 	def(&c.Writers, 4)
 	def(&c.Readers, 8)
+	def(&c.TableReaders, 2)
 	def(&c.Sessions, 2)
 	def(&c.Keys, 64)
 	if c.Duration <= 0 {
@@ -114,6 +127,10 @@ type FaultStats struct {
 	Recovery []time.Duration
 	// Slowest is the longest a read that began during an injection took.
 	Slowest time.Duration
+	// Refused is the writes refused (ErrStoreUnreachable) from an
+	// injection's start until soakLease after its end.
+	Refused int
+	Note    string
 }
 
 // Report is a soak's outcome.
@@ -128,6 +145,32 @@ type Report struct {
 	ReplicaReads    int
 	Faults          map[string]*FaultStats
 	FirstErrors     []string
+	// TableReads is the reads of a row made by reading the whole table
+	// (among Reads).
+	TableReads int
+	// Refused is the writes refused with plugin.ErrStoreUnreachable (not
+	// acknowledged: not in Writes, not errors); RefusedCommitted those the
+	// primary held afterwards anyway (must be none), RefusedUnverified those
+	// the check could not read back (treated as of unknown outcome).
+	Refused           int
+	RefusedCommitted  []Write
+	RefusedUnverified int
+	// Unknown is the writes that failed otherwise (among the errors):
+	// they may have committed.
+	Unknown int
+	// Fenced and Unprotected are the plugins' own counts of the writes
+	// they refused (freshread_writes_fenced_total) and of the committed
+	// writes they could neither publish nor cover by their lease
+	// (freshread_writes_unprotected_total: acknowledged, they may be read
+	// stale; the checkers say whether any was).
+	Fenced, Unprotected int
+	// Linear is porcupine's check of every read against its row's writes
+	// (a regular register per row: must be Ok); AtomicOK, AtomicIllegal
+	// and AtomicUnknown count the rows whose whole history is, is not, or
+	// was not found (timeout) linearizable: stronger than freshread
+	// promises, for information (linear.go).
+	Linear                                 LinearResult
+	AtomicOK, AtomicIllegal, AtomicUnknown int
 	// Direct writes (Config.Tracker): reads that missed one that returned
 	// before they began (DirectLate, allowed: the tracker decodes it
 	// within milliseconds, or it is dead) and those that missed one that
@@ -149,8 +192,21 @@ func (r Report) ReplicaShare() float64 {
 // String is the report as printed by the soak.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak %s, store %s, %v: %d writes, %d reads, %d stale, %d errors (+%d while the primary was down), replica share %.1f%%\n",
-		r.Engine, r.Store, r.Duration.Round(time.Second), r.Writes, r.Reads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
+	fmt.Fprintf(&b, "soak %s, store %s, %v: %d writes, %d reads (%d by table), %d stale, %d errors (+%d while the primary was down), replica share %.1f%%\n",
+		r.Engine, r.Store, r.Duration.Round(time.Second), r.Writes, r.Reads, r.TableReads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
+	fmt.Fprintf(&b, "  writes refused (ErrStoreUnreachable) %d: %d found committed, %d not verified; writes of unknown outcome %d; plugins' counters: %d fenced, %d unprotected\n",
+		r.Refused, len(r.RefusedCommitted), r.RefusedUnverified, r.Unknown, r.Fenced, r.Unprotected)
+	fmt.Fprintf(&b, "  porcupine, each read against its row's writes: %v; whole rows (atomic, information): %d linearizable, %d not, %d undecided\n",
+		r.Linear, r.AtomicOK, r.AtomicIllegal, r.AtomicUnknown)
+	for _, v := range r.Linear.Violations {
+		fmt.Fprintf(&b, "  PORCUPINE %s\n", v)
+	}
+	if r.Linear.Visualization != "" {
+		fmt.Fprintf(&b, "  porcupine's visualization: %s\n", r.Linear.Visualization)
+	}
+	for _, w := range r.RefusedCommitted {
+		fmt.Fprintf(&b, "  REFUSED BUT COMMITTED: key %d version %d (refused at %s)\n", w.Key, w.Version, w.Returned.Format("15:04:05.000"))
+	}
 	names := make([]string, 0, len(r.Faults))
 	for n := range r.Faults {
 		names = append(names, n)
@@ -172,8 +228,11 @@ func (r Report) String() string {
 		if ok > 0 {
 			mean = sum / time.Duration(ok)
 		}
-		fmt.Fprintf(&b, "  %-20s injected %d, back on replicas after the fault: mean %v, max %v (%d of %d measured); slowest read begun during it %v\n",
-			n, f.Injected, mean.Round(time.Millisecond), worst.Round(time.Millisecond), ok, len(f.Recovery), f.Slowest.Round(time.Millisecond))
+		fmt.Fprintf(&b, "  %-20s injected %d, back on replicas after the fault: mean %v, max %v (%d of %d measured); slowest read begun during it %v; %d writes refused\n",
+			n, f.Injected, mean.Round(time.Millisecond), worst.Round(time.Millisecond), ok, len(f.Recovery), f.Slowest.Round(time.Millisecond), f.Refused)
+		if f.Note != "" {
+			fmt.Fprintf(&b, "  %-20s %s\n", "", f.Note)
+		}
 	}
 	if r.DirectWrites > 0 {
 		fmt.Fprintf(&b, "  direct writes (outside the plugins): %d writes, %d reads; %d reads missed one that had returned (at most %v after it), %d beyond %v\n",
@@ -203,6 +262,12 @@ type recorder struct {
 	firstErrors   []string
 	directWrites  []Write
 	directReads   []Read
+	refused       []Refusal
+	unknown       []Write // writes that failed otherwise: outcome unknown
+	plugins       []*plugin.Plugin
+	// fenced and unprotected: the plugins' counters (leaseCounters) of
+	// the soak processes of their own.
+	fenced, unprotected int
 }
 
 func (r *recorder) err(err error) {
@@ -240,6 +305,8 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	}
 
 	rec := &recorder{}
+	cut := newCuts(t, c, st)
+	plain := openPlain(t, c.Primary(dbName))
 	var trk *trackerProc
 	if cfg.Tracker {
 		if c.Engine() != "postgres" {
@@ -268,13 +335,15 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	}
 	var wait func()
 	if cfg.OSProcesses {
-		wait = startChildren(t, c, st, dbName, cfg, rec)
+		wait = startChildren(t, c, st, cut, dbName, cfg, rec)
 	} else {
 		stop := make(chan struct{})
 		var waits []func()
 		for i := range cfg.Processes {
-			db := openProcess(t, c.Replicas(dbName), c.Primary(dbName), st.spec(), dbName, adjust(i))
-			waits = append(waits, runWorkers(ctx, db, rec, stop, port, shareOf(i, cfg), cfg))
+			dialect, _, _ := c.DSNs(dbName)
+			db, p := openProcess(t, replicasOf(dialect, cut.replicaDSNs(c, dbName, i)), c.Primary(dbName), cut.storeSpec(st, i), dbName, adjust(i))
+			rec.plugins = append(rec.plugins, p)
+			waits = append(waits, runWorkers(ctx, db, plain, rec, stop, port, shareOf(i, cfg), cfg))
 			if i == 0 && cfg.Tracker {
 				waits = append(waits, runDirect(ctx, t, c, dbName, db, rec, stop, port))
 			}
@@ -288,7 +357,7 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 		}
 	}
 
-	faults := append(c.Faults(), st.faults()...)
+	faults := append(append(c.Faults(), st.faults()...), cut.faults()...)
 	if trk != nil {
 		faults = append(faults, trackerFault(trk, c.Faults()))
 	}
@@ -300,11 +369,17 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	}
 	start := started
 	var windows []faultWindow
-	for i := 0; time.Since(start)+cfg.FaultEvery <= cfg.Duration; i++ {
+	// At least one fault runs however long the setup above took: on a
+	// loaded machine opening the processes can eat the whole schedule,
+	// and a soak that injected nothing proves nothing.
+	for i := 0; i == 0 || time.Since(start)+cfg.FaultEvery <= cfg.Duration; i++ {
 		f := faults[i%len(faults)]
 		lasts := cfg.FaultFor
 		if f.For > 0 {
 			lasts = f.For
+		}
+		if f.Lasts != nil {
+			lasts = f.Lasts()
 		}
 		time.Sleep(max(cfg.FaultEvery-lasts, cfg.FaultEvery-cfg.FaultFor))
 		w := faultWindow{name: f.Name, start: time.Now(), primaryDown: f.PrimaryDown}
@@ -326,6 +401,25 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	rep := Report{Engine: c.Engine(), Store: st.kind(), Duration: elapsed, Writes: len(rec.writes) + len(rec.sessionWrites),
 		Reads: len(rec.reads), Faults: map[string]*FaultStats{}, FirstErrors: rec.firstErrors}
 	rep.Stale = Check(rec.writes, rec.sessionWrites, rec.reads)
+	rep.Refused, rep.Unknown = len(rec.refused), len(rec.unknown)
+	f, u := leaseCounters(rec.plugins)
+	rep.Fenced, rep.Unprotected = rec.fenced+f, rec.unprotected+u
+	for _, ref := range rec.refused {
+		switch {
+		case !ref.Verified:
+			rep.RefusedUnverified++
+		case ref.Committed:
+			rep.RefusedCommitted = append(rep.RefusedCommitted, ref.Write)
+		}
+	}
+	for _, rd := range rec.reads {
+		if rd.Table {
+			rep.TableReads++
+		}
+	}
+	hist := buildHistories(rec.writes, rec.sessionWrites, rec.unknown, rec.reads)
+	rep.Linear = checkRegular(hist, linearTimeout)
+	rep.AtomicOK, rep.AtomicIllegal, rep.AtomicUnknown = checkAtomic(hist, atomicTimeout)
 	rep.DirectWrites, rep.DirectReads = len(rec.directWrites), len(rec.directReads)
 	rep.DirectLate, rep.DirectLateBy, rep.DirectStale = checkDirect(rec.directWrites, rec.directReads, directBound)
 	for _, rd := range rec.reads {
@@ -354,9 +448,27 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 		}
 		fs.Recovery = append(fs.Recovery, recovery(rec.reads, replicaPort, w.end, until))
 		fs.Slowest = max(fs.Slowest, slowest(rec.reads, w.start, w.end))
+		for _, ref := range rec.refused {
+			if !ref.Returned.Before(w.start) && ref.Returned.Before(w.end.Add(soakLease)) {
+				fs.Refused++
+			}
+		}
+	}
+	for _, f := range faults {
+		if fs := rep.Faults[f.Name]; fs != nil && f.Note != nil {
+			fs.Note = f.Note()
+		}
 	}
 	return rep
 }
+
+// Bounds of porcupine's checks (linear.go): past linearTimeout the check
+// is Unknown (the soak fails); rows not checked within atomicTimeout are
+// counted undecided.
+const (
+	linearTimeout = 5 * time.Minute
+	atomicTimeout = 20 * time.Second
+)
 
 // recovery is the time from healed until the first replica-served read
 // that began after it and before until; -1 if none.
@@ -424,7 +536,7 @@ func setupDB(t testing.TB, c Cluster, dbName string, n int) {
 }
 
 // openProcess opens one plugin instance with its own Redis client.
-func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector, store storeSpec, dbName string, adjust func(*plugin.Config)) *gorm.DB {
+func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector, store storeSpec, dbName string, adjust func(*plugin.Config)) (*gorm.DB, *plugin.Plugin) {
 	t.Helper()
 	rdb := store.client()
 	db, err := gorm.Open(primary, &gorm.Config{Logger: logger.Discard})
@@ -435,7 +547,8 @@ func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector
 		Replicas: replicas,
 		Store:    lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: storeName(dbName)}),
 		// Faults make every instance warn many times: keep errors only.
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+		WriterLease: soakLease,
 	}
 	if adjust != nil {
 		adjust(&pc)
@@ -451,7 +564,7 @@ func openProcess(t testing.TB, replicas []plugin.Replica, primary gorm.Dialector
 		}
 		rdb.Close()
 	})
-	return db
+	return db, p
 }
 
 // storeName is the plugins' store name for database db.
@@ -463,15 +576,7 @@ func replicaName(i int) string { return "r" + strconv.Itoa(i) }
 // runDirect starts the direct writer (a plain connection to the primary)
 // and a reader of its table through db; the returned func waits for them.
 func runDirect(ctx context.Context, t testing.TB, c Cluster, dbName string, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string) func() {
-	plain, err := gorm.Open(c.Primary(dbName), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := plain.DB(); err == nil {
-			s.Close()
-		}
-	})
+	plain := openPlain(t, c.Primary(dbName))
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); directWriter(ctx, plain, rec, stop) }()
@@ -486,7 +591,7 @@ func runDirect(ctx context.Context, t testing.TB, c Cluster, dbName string, db *
 // writer owns the keys k with k % Writers == index), readers by seed,
 // sessions by number (session s owns key Keys+s-1).
 type share struct {
-	Writers, Readers, Sessions []int
+	Writers, Readers, Sessions, TableReaders []int
 }
 
 // shareOf deals the workers round-robin over the processes.
@@ -507,18 +612,31 @@ func shareOf(i int, cfg Config) share {
 			s.Sessions = append(s.Sessions, x+1)
 		}
 	}
+	// Table readers in the instances after the cut one (the first).
+	for x := range cfg.TableReaders {
+		if cfg.Processes == 1 || (cutInstance+1+x%(cfg.Processes-1))%cfg.Processes == i {
+			s.TableReaders = append(s.TableReaders, x)
+		}
+	}
 	return s
 }
 
 // runWorkers starts sh's workers on db until stop closes; the returned
 // func waits for them.
-func runWorkers(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string, sh share, cfg Config) func() {
+func runWorkers(ctx context.Context, db, plain *gorm.DB, rec *recorder, stop <-chan struct{}, port string, sh share, cfg Config) func() {
 	var wg sync.WaitGroup
 	for _, w := range sh.Writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			writer(ctx, db, rec, stop, w, cfg)
+			writer(ctx, db, plain, rec, stop, w, cfg)
+		}()
+	}
+	for range sh.TableReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tableReader(ctx, db, rec, stop, port)
 		}()
 	}
 	for _, r := range sh.Readers {
@@ -532,7 +650,7 @@ func runWorkers(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sessionWorker(ctx, db, rec, stop, port, s, cfg.Keys+s-1)
+			sessionWorker(ctx, db, plain, rec, stop, port, s, cfg.Keys+s-1)
 		}()
 	}
 	return wg.Wait
@@ -541,8 +659,9 @@ func runWorkers(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan str
 // opTimeout bounds one statement of the workload.
 const opTimeout = 10 * time.Second
 
-// writer bumps the versions of the keys k with k % Writers == w, in turn.
-func writer(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, w int, cfg Config) {
+// writer bumps the versions of the keys k with k % Writers == w, in turn;
+// a failed write is checked on plain (failedWrite).
+func writer(ctx context.Context, db, plain *gorm.DB, rec *recorder, stop <-chan struct{}, w int, cfg Config) {
 	next := func(k int) int {
 		if k += cfg.Writers; k >= cfg.Keys {
 			return w
@@ -551,7 +670,7 @@ func writer(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{
 	}
 	bump(ctx, db, stop, "soak_rows", w, next, 2*time.Millisecond, func(wr Write, err error) {
 		if err != nil {
-			rec.err(fmt.Errorf("write: %w", err))
+			failedWrite(ctx, plain, rec, wr, err, "write")
 			return
 		}
 		rec.mu.Lock()
@@ -572,14 +691,13 @@ func bump(ctx context.Context, db *gorm.DB, stop <-chan struct{}, table string, 
 		default:
 		}
 		v := version[k] + 1
+		called := time.Now()
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		err := db.WithContext(octx).Exec("UPDATE "+table+" SET version = ? WHERE id = ?", v, k).Error
 		cancel()
 		version[k] = v // on an error the write may have committed: never reuse v
-		done(Write{Key: k, Version: v, Returned: time.Now()}, err)
-		if err == nil {
-			time.Sleep(pause)
-		}
+		done(Write{Key: k, Version: v, Called: called, Returned: time.Now()}, err)
+		time.Sleep(pause)
 	}
 }
 
@@ -619,9 +737,41 @@ func readTable(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan stru
 	}
 }
 
+// tableReader reads the whole of soak_rows (a read by table, not pinned
+// to a key), recording a Read per row.
+func tableReader(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		started := time.Now()
+		var rows []struct {
+			ID      int
+			Version int64
+			Port    int
+		}
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		err := db.WithContext(octx).Table("soak_rows").Select("id, version, " + port + " AS port").Order("id").Scan(&rows).Error
+		cancel()
+		took := time.Since(started)
+		if err != nil {
+			rec.err(fmt.Errorf("read soak_rows by table: %w", err))
+			continue
+		}
+		rec.mu.Lock()
+		for _, r := range rows {
+			rec.reads = append(rec.reads, Read{Key: r.ID, Version: r.Version, Started: started, Server: r.Port, Took: took, Table: true})
+		}
+		rec.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // sessionWorker writes its own key in a session and reads it back in the
 // same session.
-func sessionWorker(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan struct{}, port string, session, key int) {
+func sessionWorker(ctx context.Context, db, plain *gorm.DB, rec *recorder, stop <-chan struct{}, port string, session, key int) {
 	sctx := plugin.WithSession(ctx)
 	var v int64
 	for {
@@ -631,15 +781,18 @@ func sessionWorker(ctx context.Context, db *gorm.DB, rec *recorder, stop <-chan 
 		default:
 		}
 		v++
+		called := time.Now()
 		octx, cancel := context.WithTimeout(sctx, opTimeout)
 		err := db.WithContext(octx).Exec("UPDATE soak_rows SET version = ? WHERE id = ?", v, key).Error
 		cancel()
+		w := Write{Key: key, Version: v, Called: called, Returned: time.Now()}
 		if err != nil {
-			rec.err(fmt.Errorf("session write: %w", err))
+			failedWrite(ctx, plain, rec, w, err, "session write")
+			time.Sleep(5 * time.Millisecond)
 			continue
 		}
 		rec.mu.Lock()
-		rec.sessionWrites = append(rec.sessionWrites, SessionWrite{Session: session, Write: Write{Key: key, Version: v, Returned: time.Now()}})
+		rec.sessionWrites = append(rec.sessionWrites, SessionWrite{Session: session, Write: w})
 		rec.mu.Unlock()
 		started := time.Now()
 		var r row

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/plugin"
 )
@@ -51,6 +53,12 @@ func checkReport(t *testing.T, rep Report) {
 	if len(rep.DirectStale) > 0 {
 		t.Errorf("%d reads missed a direct write more than %v after it returned", len(rep.DirectStale), directBound)
 	}
+	if rep.Linear.Result != porcupine.Ok {
+		t.Errorf("porcupine: the history is %v (not linearizable per read and row, or not decided)", rep.Linear.Result)
+	}
+	if len(rep.RefusedCommitted) > 0 {
+		t.Errorf("%d writes refused with ErrStoreUnreachable were committed", len(rep.RefusedCommitted))
+	}
 	if rep.Reads == 0 || rep.Writes == 0 {
 		t.Errorf("no work done: %d reads, %d writes", rep.Reads, rep.Writes)
 	}
@@ -91,9 +99,10 @@ func TestSoakMariaDBSentinel(t *testing.T) {
 	checkReport(t, Run(t, c, Store{Sentinel: testcluster.RedisSentinelFor(t)}, sentinelConfig(t)))
 }
 
-// TestSoakCatchesStaleReads: the harness and its checker do see stale
-// reads when there are some: with Eventual consistency (any replica,
-// fresh or not, as dbresolver does) and replay paused, they report them.
+// TestSoakCatchesStaleReads: the harness and its checkers (its own and
+// porcupine) do see stale reads when there are some: with Eventual
+// consistency (any replica, fresh or not, as dbresolver does) and replay
+// paused, they report them.
 func TestSoakCatchesStaleReads(t *testing.T) {
 	c := NewPostgres(t, testcluster.PostgresFor(t))
 	rep := Run(t, c, Store{Redis: testcluster.RedisFor(t)}, Config{Duration: 8 * time.Second, Only: []string{"replay-paused"},
@@ -102,6 +111,12 @@ func TestSoakCatchesStaleReads(t *testing.T) {
 	t.Log("\n" + rep.String())
 	if len(rep.Stale) == 0 {
 		t.Fatal("no stale read reported with Eventual consistency and replay paused: the soak cannot see them")
+	}
+	if rep.Linear.Visualization != "" {
+		os.Remove(rep.Linear.Visualization)
+	}
+	if rep.Linear.Result != porcupine.Illegal {
+		t.Fatalf("porcupine found the history %v with Eventual consistency and replay paused: it cannot see stale reads", rep.Linear.Result)
 	}
 }
 

@@ -22,6 +22,9 @@ type Store struct {
 type storeSpec struct {
 	Addr          string   `json:",omitempty"`
 	SentinelAddrs []string `json:",omitempty"`
+	// Cut marks the cut instance's way to the store (a relay, cut.go):
+	// connections fail fast, as integration_test's writer cut has them.
+	Cut bool `json:",omitempty"`
 }
 
 func (s Store) spec() storeSpec {
@@ -44,6 +47,10 @@ func (sp storeSpec) client() redis.UniversalClient {
 	if len(sp.SentinelAddrs) > 0 {
 		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: testcluster.SentinelMaster,
 			SentinelAddrs: sp.SentinelAddrs, ContextTimeoutEnabled: true})
+	}
+	if sp.Cut {
+		return redis.NewClient(&redis.Options{Addr: sp.Addr, ContextTimeoutEnabled: true,
+			DialTimeout: 200 * time.Millisecond, MaxRetries: 1})
 	}
 	return redis.NewClient(&redis.Options{Addr: sp.Addr, ContextTimeoutEnabled: true})
 }

@@ -27,18 +27,32 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 )
 
-// dockerProbe caches whether a Docker engine answered.
+// dockerProbe caches whether a Docker engine answered, and why not.
 var dockerProbe struct {
 	once sync.Once
 	ok   bool
+	err  error
 }
 
+// Probe patience: an engine that is only hinted at (FRESHREAD_DOCKER unset)
+// gets one quick ping, so a machine without one falls back to local
+// binaries at once; an engine that was asked for (FRESHREAD_DOCKER=1) is
+// pinged until it answers or dockerAskedPatience passes, because a busy
+// engine (go test running many packages that each start containers) can
+// take far longer than two seconds to answer one ping.
+const (
+	dockerHintPatience  = 3 * time.Second
+	dockerAskedPatience = 90 * time.Second
+)
+
 // dockerAvailable reports whether the container provider can be used: not
-// disabled by FRESHREAD_DOCKER=0, and a Docker engine answered a ping within
-// two seconds. The answer is computed once per process.
-func dockerAvailable(ctx context.Context) bool {
+// disabled by FRESHREAD_DOCKER=0, and a Docker engine answered a ping
+// (within dockerHintPatience, or dockerAskedPatience when
+// FRESHREAD_DOCKER=1). The answer is computed once per process; the error
+// says why no engine answered.
+func dockerAvailable(ctx context.Context) (bool, error) {
 	if os.Getenv(EnvDocker) == "0" {
-		return false
+		return false, nil
 	}
 	dockerProbe.once.Do(func() {
 		// Ryuk, testcontainers' reaper, is an image pulled from a
@@ -47,12 +61,17 @@ func dockerAvailable(ctx context.Context) bool {
 		if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 			os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 		}
-		dockerProbe.ok = probeDocker()
+		patience := dockerHintPatience
+		if os.Getenv(EnvDocker) == "1" {
+			patience = dockerAskedPatience
+		}
+		dockerProbe.err = probeDocker(patience)
+		dockerProbe.ok = dockerProbe.err == nil
 		if dockerProbe.ok {
 			removeOrphans(ctx)
 		}
 	})
-	return dockerProbe.ok
+	return dockerProbe.ok, dockerProbe.err
 }
 
 // useDocker reports whether servers run in containers: FRESHREAD_DOCKER=0
@@ -63,12 +82,13 @@ func useDocker(ctx context.Context) (bool, error) {
 	case "0":
 		return false, nil
 	case "1":
-		if !dockerAvailable(ctx) {
-			return false, fmt.Errorf("testcluster: %s=1 asks for containers, but no Docker engine answered (DOCKER_HOST, /var/run/docker.sock)", EnvDocker)
+		if ok, err := dockerAvailable(ctx); !ok {
+			return false, fmt.Errorf("testcluster: %s=1 asks for containers, but no Docker engine answered within %s (DOCKER_HOST, /var/run/docker.sock): %w", EnvDocker, dockerAskedPatience, err)
 		}
 		return true, nil
 	}
-	return dockerAvailable(ctx), nil
+	ok, _ := dockerAvailable(ctx)
+	return ok, nil
 }
 
 // Provider names the provider that servers started by this process come
@@ -130,37 +150,63 @@ func processAlive(pid int) bool {
 	return p.Signal(syscall.Signal(0)) == nil
 }
 
-// probeDocker asks the engine testcontainers would use for a ping. It never
-// panics (testcontainers panics when it finds no Docker host) and returns
-// within a few seconds whatever the engine does.
-func probeDocker() bool {
+// errNoDockerHint: nothing on this machine points at a Docker engine.
+var errNoDockerHint = errors.New("nothing points at a Docker engine: no DOCKER_HOST, no docker.sock, no ~/.testcontainers.properties")
+
+// probeDocker asks the engine testcontainers would use for a ping, again
+// and again until one answers or patience passes, and returns the last
+// failure. It never panics (testcontainers panics when it finds no Docker
+// host) and returns within patience plus a few seconds whatever the
+// engine does.
+func probeDocker(patience time.Duration) error {
 	if !dockerHostHint() {
-		return false // nothing that could be an engine: skip testcontainers entirely
+		return errNoDockerHint // skip testcontainers entirely
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	return retryPing(patience, pingDocker)
+}
+
+// retryPing calls ping (with a timeout of at most ten seconds) until it
+// succeeds or patience passes, and returns the last failure.
+func retryPing(patience time.Duration, ping func(timeout time.Duration) error) error {
+	deadline := time.Now().Add(patience)
+	for {
+		attempt := min(time.Until(deadline), 10*time.Second)
+		err := ping(max(attempt, time.Second))
+		if err == nil || time.Now().Add(time.Second).After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// pingDocker makes one client and pings the engine within timeout.
+func pingDocker(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	res := make(chan bool, 1)
+	res := make(chan error, 1)
 	go func() {
-		ok := false
+		err := errors.New("docker client panicked (no Docker host found)")
 		defer func() {
 			_ = recover() // testcontainers' MustExtractDockerHost panics without a host
-			res <- ok
+			res <- err
 		}()
-		cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-		if err != nil {
+		cli, cerr := testcontainers.NewDockerClientWithOpts(ctx)
+		if cerr != nil {
+			err = fmt.Errorf("docker client: %w", cerr)
 			return
 		}
 		defer cli.Close()
-		if _, err := cli.Ping(ctx); err != nil {
+		if _, perr := cli.Ping(ctx); perr != nil {
+			err = fmt.Errorf("docker ping: %w", perr)
 			return
 		}
-		ok = true
+		err = nil
 	}()
 	select {
-	case ok := <-res:
-		return ok
-	case <-time.After(3 * time.Second):
-		return false
+	case err := <-res:
+		return err
+	case <-time.After(timeout + time.Second):
+		return fmt.Errorf("docker ping: no answer within %s", timeout)
 	}
 }
 

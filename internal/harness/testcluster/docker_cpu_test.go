@@ -22,8 +22,8 @@ func TestServerContainersCompeteLikeProcesses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if !dockerAvailable(ctx) {
-		t.Fatal("FRESHREAD_DOCKER=1, but no Docker engine answers")
+	if ok, err := dockerAvailable(ctx); !ok {
+		t.Fatalf("FRESHREAD_DOCKER=1, but no Docker engine answers: %v", err)
 	}
 	withServerCPU(ctx) // learn the engine's cgroup driver
 	if !serverCgroup.cgroupfs {

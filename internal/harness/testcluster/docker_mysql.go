@@ -234,5 +234,9 @@ func mysqlImage() string {
 
 // mysqlContainers reports whether MySQL may run in containers.
 func mysqlContainers(ctx context.Context) bool {
-	return os.Getenv(EnvMySQLImage) != "" && dockerAvailable(ctx)
+	if os.Getenv(EnvMySQLImage) == "" {
+		return false
+	}
+	ok, _ := dockerAvailable(ctx)
+	return ok
 }

@@ -95,6 +95,16 @@ func (m *MariaDB) StartApply(ctx context.Context) error {
 	return execMySQL(ctx, m.ReplicaDSN(""), "START SLAVE SQL_THREAD")
 }
 
+// ReplicaStatus is the replica's SHOW SLAVE STATUS, column to value (no
+// replication configured: an empty map).
+func (m *MariaDB) ReplicaStatus(ctx context.Context) (st map[string]string, err error) {
+	err = withMySQLDB(m.ReplicaDSN(""), func(db *sql.DB) error {
+		st, err = showSlaveStatus(ctx, db)
+		return err
+	})
+	return st, err
+}
+
 // PrimaryGTID is the primary's @@gtid_binlog_pos.
 func (m *MariaDB) PrimaryGTID(ctx context.Context) (string, error) {
 	var pos string
@@ -193,5 +203,6 @@ func mariaReplicationArgs(serverID int) []string {
 		"--innodb-buffer-pool-size=32M",
 		"--innodb-flush-log-at-trx-commit=2",
 		"--sync-binlog=0",
+		"--max-connections=500", // a fleet of processes (workload's fleet bench) keeps a few each
 	}
 }

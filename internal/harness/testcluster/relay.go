@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -28,6 +27,12 @@ type relay struct {
 	ln     net.Listener
 	target string
 	delay  atomic.Int64 // nanoseconds
+	// partitioned holds the data of both directions (Relay.Partition);
+	// refusing closes every connection (Relay.Refuse).
+	partitioned, refusing atomic.Bool
+	// counts, when set, tallies the messages clients send (counting
+	// relays: relay_count.go).
+	counts *wireCounts
 
 	mu     sync.Mutex
 	closed bool
@@ -59,6 +64,12 @@ func newRelay(target string, d time.Duration) (*relay, error) {
 // newRelayOn is newRelay listening on host (a Docker network's gateway
 // address, for a replica in a container).
 func newRelayOn(host, target string, d time.Duration) (*relay, error) {
+	return newRelayCounting(host, target, d, nil)
+}
+
+// newRelayCounting is newRelayOn with counts tallying what clients send
+// (nil: nothing).
+func newRelayCounting(host, target string, d time.Duration, counts *wireCounts) (*relay, error) {
 	if d < 0 {
 		return nil, fmt.Errorf("testcluster: relay delay %v is negative", d)
 	}
@@ -66,7 +77,7 @@ func newRelayOn(host, target string, d time.Duration) (*relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testcluster: relay: %w", err)
 	}
-	r := &relay{ln: ln, target: target, conns: map[*relayConn]struct{}{}}
+	r := &relay{ln: ln, target: target, conns: map[*relayConn]struct{}{}, counts: counts}
 	r.delay.Store(int64(d))
 	r.wg.Add(1)
 	go r.accept()
@@ -116,6 +127,10 @@ func (r *relay) accept() {
 			continue
 		}
 		c := &relayConn{client: conn, done: make(chan struct{})}
+		if r.refusing.Load() {
+			conn.Close() // as if refused
+			continue
+		}
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
@@ -147,12 +162,21 @@ func (r *relay) serve(c *relayConn) {
 		up.Close() // the relay was closed while dialling
 		return
 	}
+	observe := func([]byte) {}
+	if r.counts != nil {
+		observe = r.counts.parser().feed
+	}
 	queue := make(chan relayChunk, relayQueue)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); c.forwardUp(up) }()
+	go func() { defer wg.Done(); c.forwardUp(up, r.partitioned.Load, observe) }()
 	go func() { defer wg.Done(); c.readDown(up, queue) }()
-	c.writeDown(queue, r.Delay)
+	c.writeDown(queue, func() time.Duration {
+		if r.partitioned.Load() {
+			return 24 * time.Hour
+		}
+		return r.Delay()
+	})
 	wg.Wait()
 }
 
@@ -191,11 +215,33 @@ func (c *relayConn) close() {
 	}
 }
 
-// forwardUp copies client→target undelayed; the client's end (or an
-// error on either side) closes the connection.
-func (c *relayConn) forwardUp(up net.Conn) {
-	_, _ = io.Copy(up, c.client)
-	c.close()
+// forwardUp copies client→target undelayed, except while held (a
+// partition: what the client sent reaches the target when it ends, as TCP
+// delivers it once the network heals, even when the client has closed
+// meanwhile); the client's end (or an error on either side) closes the
+// connection. observe sees every chunk read from the client, in order.
+func (c *relayConn) forwardUp(up net.Conn, held func() bool, observe func([]byte)) {
+	defer c.close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.client.Read(buf)
+		if n > 0 {
+			observe(buf[:n])
+			for held() {
+				select {
+				case <-time.After(relayRecheck):
+				case <-c.done:
+					return
+				}
+			}
+			if _, werr := up.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // readDown reads the target and queues each chunk with the time it was
@@ -294,3 +340,29 @@ func (r *Relay) SetDelay(d time.Duration) { r.r.SetDelay(d) }
 
 // Close closes the relay and every connection through it.
 func (r *Relay) Close() error { return r.r.Close() }
+
+// Partition holds (true) everything sent either way, as a network that
+// drops packets does: connections neither break nor answer, requests do
+// not reach the server; when it ends (false), what was held is delivered,
+// as TCP retransmits it, requests sent before the client gave up
+// included.
+func (r *Relay) Partition(on bool) { r.r.partitioned.Store(on) }
+
+// Refuse closes (true) every connection through the relay and every new
+// one at once, as a server that is gone or a firewall that resets does,
+// until false.
+func (r *Relay) Refuse(on bool) {
+	r.r.refusing.Store(on)
+	if !on {
+		return
+	}
+	r.r.mu.Lock()
+	conns := make([]*relayConn, 0, len(r.r.conns))
+	for c := range r.r.conns {
+		conns = append(conns, c)
+	}
+	r.r.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+}

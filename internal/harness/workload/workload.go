@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +86,17 @@ type Options struct {
 	// delay a replica is still up to a poll interval, 20ms, plus the apply
 	// time behind; 100ms covers that with room on a loaded machine).
 	MaxWait time.Duration
+	// StoreFault is what happens to the Redis store, for the plugin
+	// strategies, from the end of the warm-up to the end of the run,
+	// through a relay between the plugin and Redis: "" nothing, "slow"
+	// every answer 200ms late, "stalled" nothing answers and nothing
+	// breaks (as a Redis stopped with SIGSTOP, or a network dropping
+	// packets), "refused" every connection reset and refused.
+	StoreFault string
+	// Pooler is what sits between the workload (and the plugin) and the
+	// PostgreSQL servers: "" nothing, PgBouncer (transaction mode) or
+	// PgBouncerSession (pooler.go).
+	Pooler string
 	// Strategies to run, in order. Default AllStrategies.
 	Strategies []Strategy
 	// Seed of the random choices (each strategy restarts from it).
@@ -167,8 +180,13 @@ type Result struct {
 	// StaleReads returned a version below the highest one acknowledged
 	// before the read started.
 	StaleReads int64
-	// ReadP50 and ReadP99 are read latencies (time of the GORM call).
-	ReadP50, ReadP99 time.Duration
+	// ReadP50 and ReadP99 are read latencies (time of the GORM call);
+	// WriteP50 and WriteP99, those of the writes that succeeded.
+	ReadP50, ReadP99   time.Duration
+	WriteP50, WriteP99 time.Duration
+	// WritesRefused counts writes the plugin refused before they
+	// committed (plugin.ErrStoreUnreachable; also in Errors).
+	WritesRefused int64
 	// UsesRedis: the strategy has a Redis store; then StoreReadCmds counts
 	// the Redis commands (each one round trip; pipelines count one)
 	// issued on behalf of reads, and StoreAllCmds every command of the
@@ -210,6 +228,11 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cl, stopPooler, err := withPooler(ctx, cl, o.Pooler)
+	if err != nil {
+		return nil, err
+	}
+	defer stopPooler()
 	rs, err := testcluster.SharedRedis()
 	if err != nil {
 		return nil, err
@@ -232,8 +255,8 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		if err != nil {
 			return results, fmt.Errorf("workload: %s: %w", s, err)
 		}
-		fmt.Fprintf(o.Progress, "%-24s reads %d writes %d errors %d replica %.1f%% stale %d p50 %v p99 %v\n",
-			s, r.Reads, r.Writes, r.Errors, 100*r.ReplicaShare(), r.StaleReads, r.ReadP50, r.ReadP99)
+		fmt.Fprintf(o.Progress, "%-24s reads %d writes %d errors %d replica %.1f%% stale %d p50 %v p99 %v; writes p50 %v p99 %v, refused %d\n",
+			s, r.Reads, r.Writes, r.Errors, 100*r.ReplicaShare(), r.StaleReads, r.ReadP50, r.ReadP99, r.WriteP50, r.WriteP99, r.WritesRefused)
 		if len(r.Reasons) > 0 {
 			fmt.Fprintf(o.Progress, "%-24s read decisions: %s\n", "", formatReasons(r.Reasons))
 		}
@@ -324,6 +347,9 @@ type env struct {
 	sessions []*plugin.SessionState
 
 	redisCount *counter
+	// storeRelay is between the plugin and Redis when Options.StoreFault
+	// is set.
+	storeRelay *testcluster.Relay
 	reasonsMu  sync.Mutex
 	reasons    map[plugin.Reason]int64
 }
@@ -440,7 +466,17 @@ func (e *env) open(ctx context.Context, rs *testcluster.Redis, name string) (fun
 		return closeAll, nil
 	}
 
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr(), ContextTimeoutEnabled: true, PoolSize: 2 * e.o.Workers})
+	addr := rs.Addr()
+	if e.o.StoreFault != "" {
+		relay, err := testcluster.NewRelay(addr)
+		if err != nil {
+			return fail(err)
+		}
+		closers = append(closers, func() { relay.Close() })
+		e.storeRelay = relay
+		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(relay.Port()))
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, PoolSize: 2 * e.o.Workers})
 	closers = append(closers, func() { rdb.Close() })
 	e.redisCount = &counter{}
 	rdb.AddHook(e.redisCount)
@@ -581,9 +617,29 @@ func (e *env) userCtx(base context.Context, u int, read bool) context.Context {
 }
 
 type workerStats struct {
-	reads, writes, errs, replica, stale int64
-	lat                                 []time.Duration
-	firstErr                            error
+	reads, writes, errs, replica, stale, refused int64
+	lat, writeLat                                []time.Duration
+	firstErr                                     error
+}
+
+// storeFault starts Options.StoreFault and returns its end.
+func (e *env) storeFault() (func(), error) {
+	r := e.storeRelay
+	if r == nil {
+		return func() {}, nil
+	}
+	switch e.o.StoreFault {
+	case "slow":
+		r.SetDelay(200 * time.Millisecond)
+		return func() { r.SetDelay(0) }, nil
+	case "stalled":
+		r.Partition(true)
+		return func() { r.Partition(false) }, nil
+	case "refused":
+		r.Refuse(true)
+		return func() { r.Refuse(false) }, nil
+	}
+	return nil, fmt.Errorf("workload: unknown store fault %q (slow, stalled, refused)", e.o.StoreFault)
 }
 
 func (e *env) run(ctx context.Context) (Result, error) {
@@ -591,6 +647,10 @@ func (e *env) run(ctx context.Context) (Result, error) {
 	var readBefore, allBefore int64
 	if e.redisCount != nil {
 		readBefore, allBefore = e.redisCount.read.Load(), e.redisCount.all.Load()
+	}
+	endFault, err := e.storeFault()
+	if err != nil {
+		return Result{}, err
 	}
 	start := time.Now()
 	deadline := start.Add(o.Duration)
@@ -621,8 +681,9 @@ func (e *env) run(ctx context.Context) (Result, error) {
 		})
 	}
 	wg.Wait()
+	endFault()
 	res := Result{Strategy: e.strategy, Elapsed: time.Since(start)}
-	var lat []time.Duration
+	var lat, writeLat []time.Duration
 	var errs []error
 	for i := range stats {
 		st := &stats[i]
@@ -631,7 +692,9 @@ func (e *env) run(ctx context.Context) (Result, error) {
 		res.Errors += st.errs
 		res.ReplicaReads += st.replica
 		res.StaleReads += st.stale
+		res.WritesRefused += st.refused
 		lat = append(lat, st.lat...)
+		writeLat = append(writeLat, st.writeLat...)
 		if st.firstErr != nil {
 			errs = append(errs, st.firstErr)
 		}
@@ -644,6 +707,8 @@ func (e *env) run(ctx context.Context) (Result, error) {
 	}
 	slices.SortFunc(lat, cmp.Compare)
 	res.ReadP50, res.ReadP99 = quantile(lat, 0.50), quantile(lat, 0.99)
+	slices.SortFunc(writeLat, cmp.Compare)
+	res.WriteP50, res.WriteP99 = quantile(writeLat, 0.50), quantile(writeLat, 0.99)
 	if e.redisCount != nil {
 		res.UsesRedis = true
 		res.StoreReadCmds = e.redisCount.read.Load() - readBefore
@@ -676,11 +741,16 @@ func (e *env) op(ctx context.Context, rng *rand.Rand, st *workerStats) {
 	t := rng.IntN(o.Tables)
 	if rng.Float64() >= o.ReadFraction {
 		id := u + 1
+		began := time.Now()
 		v, err := e.writeRow(e.userCtx(ctx, u, false), t, id)
 		if err != nil {
+			if errors.Is(err, plugin.ErrStoreUnreachable) {
+				st.refused++
+			}
 			st.fail(err)
 			return
 		}
+		st.writeLat = append(st.writeLat, time.Since(began))
 		raise(&e.acked[t][id-1], v)
 		st.writes++
 		return

@@ -19,11 +19,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
-	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/internal/harness/workload"
 )
 
@@ -46,6 +44,8 @@ func main() {
 	flag.DurationVar(&o.Window, "window", 2*time.Second, "primary window after a user's write (window strategy)")
 	flag.DurationVar(&o.MaxWait, "max-wait", 0, "plugin MaxWait of the freshread-table+wait strategy (default twice -delay, at least 100ms)")
 	flag.Uint64Var(&o.Seed, "seed", 1, "random seed")
+	flag.StringVar(&o.StoreFault, "store-fault", "", "during the run, the plugin's Redis through a relay: slow (answers 200ms late), stalled (nothing answers, as under SIGSTOP), refused (connections reset); empty: none")
+	flag.StringVar(&o.Pooler, "pooler", "", "between the workload and PostgreSQL: pgbouncer (transaction mode, pgx in simple_protocol) or pgbouncer-session; empty: none")
 	flag.StringVar(&strategies, "strategies", "", "comma-separated strategies (default all: "+joinStrategies(workload.AllStrategies)+")")
 	flag.DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	flag.Parse()
@@ -61,19 +61,17 @@ func main() {
 	}
 	o.Progress = os.Stderr
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	start := time.Now()
-	results, err := workload.Run(ctx, o)
-	cancel()
-	stop()
-	testcluster.Shutdown()
+	var results []workload.Result
+	took, err := workload.RunCommand(timeout, func(ctx context.Context) (err error) {
+		results, err = workload.Run(ctx, o)
+		return err
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 	printTable(os.Stdout, o.WithDefaults(), results) // Run applied the same defaults
-	fmt.Fprintf(os.Stderr, "total wall time %v\n", time.Since(start).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "total wall time %v\n", took.Round(time.Second))
 }
 
 func joinStrategies(ss []workload.Strategy) string {
@@ -95,10 +93,14 @@ func printTable(w io.Writer, o workload.Options, results []workload.Result) {
 	if o.Engine == workload.MariaDB {
 		replicas = "MariaDB, 1 replica"
 	}
-	fmt.Fprintf(w, "Workload (%s): %v per strategy, %d users, %d workers, %d tables, %.0f%% reads (%.0f%% of them of the user's own row), rate %s, apply delay %v on every replica, window %v, MaxWait %v.\n\n",
-		replicas, o.Duration, o.Users, o.Workers, o.Tables, 100*o.ReadFraction, 100*max(o.OwnReads, 0), rate, o.Delay, o.Window, o.MaxWait)
-	fmt.Fprintln(w, "| strategy | reads | writes | errors | ops/s | reads on replicas | stale reads | read p50 | read p99 | store round trips / read | all store commands / op |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fault := ""
+	if o.StoreFault != "" {
+		fault = fmt.Sprintf(" Store fault during the run: %s.", o.StoreFault)
+	}
+	fmt.Fprintf(w, "Workload (%s): %v per strategy, %d users, %d workers, %d tables, %.0f%% reads (%.0f%% of them of the user's own row), rate %s, apply delay %v on every replica, window %v, MaxWait %v.%s\n\n",
+		replicas, o.Duration, o.Users, o.Workers, o.Tables, 100*o.ReadFraction, 100*max(o.OwnReads, 0), rate, o.Delay, o.Window, o.MaxWait, fault)
+	fmt.Fprintln(w, "| strategy | reads | writes | errors (writes refused) | ops/s | reads on replicas | stale reads | read p50 | read p99 | write p50 | write p99 | store round trips / read | all store commands / op |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
 		ops := r.Reads + r.Writes
 		rt, all := "– (no store)", "–"
@@ -106,9 +108,9 @@ func printTable(w io.Writer, o workload.Options, results []workload.Result) {
 			rt = fmt.Sprintf("%.3f", r.StoreRoundTripsPerRead())
 			all = fmt.Sprintf("%.3f", float64(r.StoreAllCmds)/float64(max(ops, 1)))
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %d | %.0f | %.1f %% | %d (%.2f %%) | %s | %s | %s | %s |\n",
-			r.Strategy, r.Reads, r.Writes, r.Errors, float64(ops)/r.Elapsed.Seconds(),
+		fmt.Fprintf(w, "| %s | %d | %d | %d (%d) | %.0f | %.1f %% | %d (%.2f %%) | %s | %s | %s | %s | %s | %s |\n",
+			r.Strategy, r.Reads, r.Writes, r.Errors, r.WritesRefused, float64(ops)/r.Elapsed.Seconds(),
 			100*r.ReplicaShare(), r.StaleReads, 100*float64(r.StaleReads)/float64(max(r.Reads, 1)),
-			ms(r.ReadP50), ms(r.ReadP99), rt, all)
+			ms(r.ReadP50), ms(r.ReadP99), ms(r.WriteP50), ms(r.WriteP99), rt, all)
 	}
 }

@@ -1,0 +1,316 @@
+package integration_test
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/plugin"
+)
+
+// Rows a write changes without naming them, with the default Config
+// (positions by key): a partition or inheritance child written through
+// its parent and the reverse, a row moved between partitions, a table
+// whose trigger, rule or self-referencing foreign key writes other rows of
+// itself, a key moved by a BEFORE trigger or a generated column, and
+// MariaDB's partition exchanged with a table. Each case: its rows
+// replicated, every replica paused, ONE write through the plugin, then the
+// affected row read by its own key through db.Table, raw SQL and (where
+// the key is id) a model, by the writing process and by a second one
+// sharing the Redis store. The replica is checked to hold the old row, so
+// a read that went there would fail the case.
+
+// unnamedCase is one write and the row it changes without naming it.
+type unnamedCase struct {
+	name  string
+	write string
+	table string // the table read
+	key   string // its key column
+	id    any    // the key read
+	want  string // column v of that row after the write; "" for no row
+}
+
+// countsRows: a case reading a table expression with history (MariaDB's
+// FOR SYSTEM_TIME ALL) reads the number of rows with the key, by raw SQL
+// only, instead of column v.
+func (c unnamedCase) countsRows() bool { return strings.Contains(c.table, " FOR SYSTEM_TIME ") }
+
+// kvRow is the model read of the cases' tables (key id, value v).
+type kvRow struct {
+	ID int `gorm:"primaryKey"`
+	V  sql.NullString
+}
+
+var pgUnnamedSchema = []string{
+	"CREATE TABLE ev (id int, region text, v text, PRIMARY KEY (id, region)) PARTITION BY LIST (region)",
+	"CREATE TABLE ev_eu PARTITION OF ev FOR VALUES IN ('eu')",
+	"CREATE TABLE ev_us PARTITION OF ev FOR VALUES IN ('us') PARTITION BY RANGE (id)",
+	"CREATE TABLE ev_us_low PARTITION OF ev_us FOR VALUES FROM (0) TO (1000)",
+	"INSERT INTO ev VALUES (1, 'eu', 'old'), (2, 'eu', 'old'), (3, 'eu', 'old'), (4, 'us', 'old')",
+	"CREATE TABLE base (id int PRIMARY KEY, v text)",
+	"CREATE TABLE sub () INHERITS (base)",
+	"INSERT INTO sub VALUES (10, 'old'), (11, 'old')",
+	"CREATE TABLE cat (id int PRIMARY KEY, v int REFERENCES cat (id) ON DELETE CASCADE)",
+	"INSERT INTO cat VALUES (1, NULL), (2, 1)",
+	"CREATE TABLE emp (id int PRIMARY KEY, v int REFERENCES emp (id) ON DELETE SET NULL)",
+	"INSERT INTO emp VALUES (1, NULL), (2, 1)",
+	"CREATE TABLE node (id int PRIMARY KEY, v int REFERENCES node (id) ON UPDATE CASCADE)",
+	"INSERT INTO node VALUES (1, NULL), (2, 1)",
+	"CREATE TABLE tree (id int PRIMARY KEY, v text)",
+	`CREATE FUNCTION tree_next() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE tree SET v = 'touched by ' || NEW.id WHERE id = NEW.id + 1;
+  RETURN NULL;
+END $$`,
+	"CREATE TRIGGER tree_next AFTER UPDATE ON tree FOR EACH ROW WHEN (pg_trigger_depth() < 1) EXECUTE FUNCTION tree_next()",
+	"INSERT INTO tree VALUES (1, 'old'), (2, 'old')",
+	"CREATE TABLE rs (id int PRIMARY KEY, v text)",
+	"CREATE RULE rs_next AS ON INSERT TO rs DO ALSO UPDATE rs SET v = 'ruled' WHERE id = NEW.id + 1",
+	"INSERT INTO rs VALUES (6, 'old')",
+	"CREATE TABLE keymove (id int PRIMARY KEY, v text)",
+	`CREATE FUNCTION keymove_shift() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  NEW.id := NEW.id + 100;
+  RETURN NEW;
+END $$`,
+	"CREATE TRIGGER keymove_shift BEFORE INSERT ON keymove FOR EACH ROW EXECUTE FUNCTION keymove_shift()",
+	"CREATE TABLE gen (a int NOT NULL, k int GENERATED ALWAYS AS (a * 10) STORED PRIMARY KEY, v text)",
+	"INSERT INTO gen (a, v) VALUES (1, 'one')",
+	"CREATE TABLE ping (id int PRIMARY KEY, v text)",
+	"CREATE TABLE pong (id int PRIMARY KEY, v text)",
+	`CREATE FUNCTION ping_pong() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_TABLE_NAME = 'ping' THEN
+    UPDATE pong SET v = NEW.v WHERE id = NEW.id;
+  ELSE
+    UPDATE ping SET v = 'back from pong ' || NEW.id WHERE id = NEW.id + 1;
+  END IF;
+  RETURN NULL;
+END $$`,
+	"CREATE TRIGGER ping_pong AFTER UPDATE ON ping FOR EACH ROW WHEN (pg_trigger_depth() < 1) EXECUTE FUNCTION ping_pong()",
+	"CREATE TRIGGER pong_ping AFTER UPDATE ON pong FOR EACH ROW WHEN (pg_trigger_depth() < 2) EXECUTE FUNCTION ping_pong()",
+	"INSERT INTO ping VALUES (1, 'old'), (2, 'old')",
+	"INSERT INTO pong VALUES (1, 'old')",
+	"CREATE TABLE tp (id int, r text, v text, PRIMARY KEY (id, r)) PARTITION BY LIST (r)",
+	"CREATE TABLE tp_a PARTITION OF tp FOR VALUES IN ('a')",
+	"CREATE TABLE tq (id int, r text, v text, PRIMARY KEY (id, r)) PARTITION BY LIST (r)",
+	"CREATE TABLE tq_a PARTITION OF tq FOR VALUES IN ('a')",
+	"INSERT INTO tp VALUES (1, 'a', 'old')",
+	"INSERT INTO tq VALUES (1, 'a', 'old')",
+	"CREATE TABLE mg (id int PRIMARY KEY, v text)",
+	"INSERT INTO mg VALUES (1, 'old')",
+	"CREATE TABLE mvbase (id int PRIMARY KEY, v text)",
+	"INSERT INTO mvbase VALUES (1, 'old')",
+	"CREATE MATERIALIZED VIEW mv AS SELECT id, v FROM mvbase",
+	"UPDATE mvbase SET v = 'refreshed' WHERE id = 1",
+	"CREATE TABLE cte_p (id int, r text, v text, PRIMARY KEY (id, r)) PARTITION BY LIST (r)",
+	"CREATE TABLE cte_p_a PARTITION OF cte_p FOR VALUES IN ('a')",
+	"INSERT INTO cte_p VALUES (1, 'a', 'old')",
+}
+
+var pgUnnamedCases = []unnamedCase{
+	{"a write through the parent, read through the partition", "UPDATE ev SET v = 'new' WHERE id = 1", "ev_eu", "id", 1, "new"},
+	{"a write through the partition, read through the parent", "UPDATE ev_eu SET v = 'new' WHERE id = 2", "ev", "id", 2, "new"},
+	{"a row moved to another partition, read there", "UPDATE ev SET region = 'us', v = 'moved' WHERE id = 3", "ev_us_low", "id", 3, "moved"},
+	{"a row moved to another partition, read where it was", "UPDATE ev SET region = 'eu' WHERE id = 4", "ev_us", "id", 4, ""},
+	{"an inheritance child written through its parent", "UPDATE base SET v = 'new' WHERE id = 10", "sub", "id", 10, "new"},
+	{"an inheritance parent read after a write to its child", "UPDATE sub SET v = 'new' WHERE id = 11", "base", "id", 11, "new"},
+	{"a self-referencing ON DELETE CASCADE", "DELETE FROM cat WHERE id = 1", "cat", "id", 2, ""},
+	{"a self-referencing ON DELETE SET NULL", "DELETE FROM emp WHERE id = 1", "emp", "id", 2, "null"},
+	{"a self-referencing ON UPDATE CASCADE", "UPDATE node SET id = 100 WHERE id = 1", "node", "id", 2, "100"},
+	{"a trigger writing another row of its table", "UPDATE tree SET v = 'new' WHERE id = 1", "tree", "id", 2, "touched by 1"},
+	{"a rule writing another row of its table", "INSERT INTO rs VALUES (5, 'new')", "rs", "id", 6, "ruled"},
+	{"a BEFORE trigger moving the key", "INSERT INTO keymove VALUES (7, 'new')", "keymove", "id", 107, "new"},
+	{"a generated primary key moved by its column", "UPDATE gen SET a = 2 WHERE k = 10", "gen", "k", 20, "one"},
+	{"triggers of two tables writing back into the first", "UPDATE ping SET v = 'new' WHERE id = 1", "ping", "id", 2, "back from pong 1"},
+	{"TRUNCATE of a partition, read through the parent", "TRUNCATE tp_a", "tp", "id", 1, ""},
+	{"TRUNCATE of a parent, read through the partition", "TRUNCATE tq", "tq_a", "id", 1, ""},
+	{"MERGE", "MERGE INTO mg USING (VALUES (1, 'new')) AS s (id, v) ON mg.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v", "mg", "id", 1, "new"},
+	{"REFRESH MATERIALIZED VIEW", "REFRESH MATERIALIZED VIEW mv", "mv", "id", 1, "refreshed"},
+	{"a writing CTE through a partitioned parent", "WITH u AS (UPDATE cte_p SET v = 'new' WHERE id = 1 RETURNING id) SELECT count(*) FROM u", "cte_p_a", "id", 1, "new"},
+}
+
+func TestRowsUnnamedNeverReadStale(t *testing.T) {
+	checkRowsUnnamed(t, "postgres", pgUnnamedSchema, pgUnnamedCases)
+}
+
+var mariaUnnamedSchema = []string{
+	"CREATE TABLE cat (id INT PRIMARY KEY, v INT, FOREIGN KEY (v) REFERENCES cat (id) ON DELETE CASCADE)",
+	"INSERT INTO cat VALUES (1, NULL), (2, 1)",
+	"CREATE TABLE emp (id INT PRIMARY KEY, v INT, FOREIGN KEY (v) REFERENCES emp (id) ON DELETE SET NULL)",
+	"INSERT INTO emp VALUES (1, NULL), (2, 1)",
+	"CREATE TABLE keymove (id INT PRIMARY KEY, v VARCHAR(20))",
+	"CREATE TRIGGER keymove_shift BEFORE INSERT ON keymove FOR EACH ROW SET NEW.id = NEW.id + 100",
+	"CREATE TABLE keyupd (id INT PRIMARY KEY, v VARCHAR(20))",
+	"CREATE TRIGGER keyupd_shift BEFORE UPDATE ON keyupd FOR EACH ROW BEGIN IF NEW.v = 'move' THEN SET NEW.`id` = OLD.id + 100; END IF; END",
+	"INSERT INTO keyupd VALUES (8, 'old')",
+	"CREATE TABLE gen (a INT NOT NULL, k INT AS (a * 10) PERSISTENT, v VARCHAR(20), UNIQUE KEY (k))",
+	"INSERT INTO gen (a, v) VALUES (1, 'one')",
+	"CREATE TABLE ep (id INT PRIMARY KEY, v VARCHAR(20)) PARTITION BY RANGE (id) (PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN MAXVALUE)",
+	"CREATE TABLE ex (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO ep VALUES (1, 'was in ep')",
+	"INSERT INTO ex VALUES (2, 'was in ex')",
+	"CREATE TABLE vt (id INT PRIMARY KEY, v VARCHAR(20)) WITH SYSTEM VERSIONING",
+	"INSERT INTO vt VALUES (1, 'first')",
+	"UPDATE vt SET v = 'second' WHERE id = 1",
+}
+
+var mariaUnnamedCases = []unnamedCase{
+	{"a self-referencing ON DELETE CASCADE", "DELETE FROM cat WHERE id = 1", "cat", "id", 2, ""},
+	{"a self-referencing ON DELETE SET NULL", "DELETE FROM emp WHERE id = 1", "emp", "id", 2, "null"},
+	{"a BEFORE INSERT trigger moving the key", "INSERT INTO keymove VALUES (7, 'new')", "keymove", "id", 107, "new"},
+	{"a BEFORE UPDATE trigger moving the key", "UPDATE keyupd SET v = 'move' WHERE id = 8", "keyupd", "id", 108, "move"},
+	{"a generated key column (Config.KeyColumns) moved by its column", "UPDATE gen SET a = 2 WHERE k = 10", "gen", "k", 20, "one"},
+	{"a partition exchanged with a table", "ALTER TABLE ep EXCHANGE PARTITION p0 WITH TABLE ex", "ex", "id", 1, "was in ep"},
+	{"DELETE HISTORY of a system-versioned table", "DELETE HISTORY FROM vt", "vt FOR SYSTEM_TIME ALL", "id", 1, "1"},
+}
+
+func TestMariaDBRowsUnnamedNeverReadStale(t *testing.T) {
+	checkRowsUnnamed(t, "mariadb", mariaUnnamedSchema, mariaUnnamedCases)
+}
+
+// The same across two databases of one MariaDB server ({x} is the other
+// one, made by the test): a trigger in the service's database writing a
+// table of the other, a trigger in the other writing the service's, and a
+// foreign key into the other that cascades back. The service reads the
+// other database's table by its qualified name.
+var mariaCrossSchema = []string{
+	"CREATE DATABASE {x}",
+	"CREATE TABLE {x}.t (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO {x}.t VALUES (1, 'old')",
+	"CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO a VALUES (1, 'old')",
+	"CREATE TRIGGER a_to_t AFTER UPDATE ON a FOR EACH ROW UPDATE {x}.t SET v = NEW.v WHERE id = NEW.id",
+	"CREATE TABLE b (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO b VALUES (2, 'old')",
+	"CREATE TABLE {x}.w (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO {x}.w VALUES (2, 'old')",
+	"CREATE TRIGGER {x}.w_to_b AFTER UPDATE ON {x}.w FOR EACH ROW UPDATE {db}.b SET v = NEW.v WHERE id = NEW.id",
+	"CREATE TABLE {x}.p (id INT PRIMARY KEY)",
+	"INSERT INTO {x}.p VALUES (3)",
+	"CREATE TABLE c (id INT PRIMARY KEY, v INT, FOREIGN KEY (v) REFERENCES {x}.p (id) ON DELETE CASCADE)",
+	"INSERT INTO c VALUES (3, 3)",
+}
+
+var mariaCrossCases = []unnamedCase{
+	{"a trigger writing another database", "UPDATE a SET v = 'new' WHERE id = 1", "{x}.t", "id", 1, "new"},
+	{"another database's trigger writing this one", "UPDATE {x}.w SET v = 'new' WHERE id = 2", "b", "id", 2, "new"},
+	{"a cascade from another database", "DELETE FROM {x}.p WHERE id = 3", "c", "id", 3, ""},
+}
+
+func TestMariaDBCrossDatabaseNeverReadStale(t *testing.T) {
+	checkRowsUnnamed(t, "mariadb", mariaCrossSchema, mariaCrossCases)
+}
+
+func checkRowsUnnamed(t *testing.T, engine string, schema []string, cases []unnamedCase) {
+	store, _ := newRedisStore(t, t.Name())
+	// gen has no primary key on MariaDB: the process keys it by k.
+	keyColumns := withConfig(func(c *plugin.Config) { c.KeyColumns = map[string][]string{"gen": {"k"}} })
+	e := newEngineEnv(t, engine, withStore(store), keyColumns)
+	// {db} is the service's database, {x} another one on the same server.
+	names := strings.NewReplacer("{db}", e.dbName, "{x}", e.dbName+"_x")
+	t.Cleanup(func() { e.db.Exec("DROP DATABASE IF EXISTS " + e.dbName + "_x") })
+	for _, q := range schema {
+		if err := e.db.Exec(names.Replace(q)).Error; err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	other, _ := e.open(keyColumns) // a second process, started after the schema
+	replica, err := gorm.Open(e.c.replica(0, e.dbName), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDB(replica)
+
+	for _, c := range cases {
+		c.write, c.table = names.Replace(c.write), names.Replace(c.table)
+		e.resumeAll()
+		before := readUnnamed(t, replica, "raw", c)
+		e.pauseAll()
+		if err := e.db.Exec(c.write).Error; err != nil {
+			t.Fatalf("%s: %s: %v", c.name, c.write, err)
+		}
+		if got := readUnnamed(t, replica, "raw", c); got != before {
+			t.Fatalf("%s: the replica changed while paused (%q -> %q): the case cannot tell a stale read", c.name, before, got)
+		}
+		if before == c.want {
+			t.Fatalf("%s: the replica already had %q before the write: the case cannot tell a stale read", c.name, c.want)
+		}
+		for p, db := range []*gorm.DB{e.db, other} {
+			hows := []string{"table", "raw"}
+			switch {
+			case c.countsRows():
+				hows = hows[1:]
+			case c.key == "id":
+				hows = append(hows, "model")
+			}
+			for _, how := range hows {
+				if got := readUnnamed(t, db, how, c); got != c.want {
+					t.Errorf("STALE READ, %s: %s read of %s %s = %v by process %d: v = %q, want %q (the replica has %q)",
+						c.name, how, c.table, c.key, c.id, p+1, got, c.want, before)
+				}
+			}
+		}
+	}
+	e.resumeAll()
+	for _, c := range cases {
+		c.table = names.Replace(c.table)
+		if got := readUnnamed(t, replica, "raw", c); got != c.want {
+			t.Errorf("%s: after catch-up the replica has %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// readUnnamed reads column v of c's row by its key: "null" for NULL, ""
+// for no row.
+func readUnnamed(t *testing.T, db *gorm.DB, how string, c unnamedCase) string {
+	t.Helper()
+	var vs []sql.NullString
+	if c.countsRows() {
+		var n int
+		if err := db.Raw("SELECT COUNT(*) FROM "+c.table+" WHERE "+c.key+" = ?", c.id).Scan(&n).Error; err != nil {
+			t.Fatalf("%s: raw count: %v", c.name, err)
+		}
+		return fmt.Sprint(n)
+	}
+	switch how {
+	case "table":
+		var rows []map[string]any
+		if err := db.Table(c.table).Select("v").Where(c.key+" = ?", c.id).Find(&rows).Error; err != nil {
+			t.Fatalf("%s: db.Table read: %v", c.name, err)
+		}
+		for _, r := range rows {
+			v := sql.NullString{Valid: r["v"] != nil}
+			if b, ok := r["v"].([]byte); ok {
+				v.String = string(b)
+			} else if v.Valid {
+				v.String = fmt.Sprint(r["v"])
+			}
+			vs = append(vs, v)
+		}
+	case "raw":
+		if err := db.Raw("SELECT v FROM "+c.table+" WHERE "+c.key+" = ?", c.id).Scan(&vs).Error; err != nil {
+			t.Fatalf("%s: raw read: %v", c.name, err)
+		}
+	case "model":
+		var rows []kvRow
+		if err := db.Table(c.table).Find(&rows, c.id).Error; err != nil {
+			t.Fatalf("%s: model read: %v", c.name, err)
+		}
+		for _, r := range rows {
+			vs = append(vs, r.V)
+		}
+	}
+	switch {
+	case len(vs) == 0:
+		return ""
+	case len(vs) > 1:
+		t.Fatalf("%s: %s read returned %d rows", c.name, how, len(vs))
+	case !vs[0].Valid:
+		return "null"
+	}
+	return vs[0].String
+}

@@ -1,0 +1,280 @@
+package integration_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/harness/testcluster"
+	"github.com/freshread/freshread/sharding"
+)
+
+// collTable is a sharded table whose label column has one collation, and
+// what a merge can do with it: order (byte order) and equal (equality by
+// bytes).
+type collTable struct {
+	name, coll   string
+	order, equal bool
+}
+
+// labelRow is a row of every collTable.
+type labelRow struct {
+	ID     int64
+	UserID int64
+	Label  string
+}
+
+// labelCount is a group of a label.
+type labelCount struct {
+	Label string
+	N     int64
+}
+
+// collationLabels mixes case, accents and trailing spaces: each
+// non-byte-order collation sorts or groups them otherwise than bytes.
+var collationLabels = []string{"b", "B", "a", "A", "é", "e", "Z", "z", "a", "a ", "É", "Ω", "ä"}
+
+// Merged reads that compare text (ORDER BY, MIN/MAX, DISTINCT, GROUP BY,
+// count(DISTINCT), HAVING) on a table whose text column has a given
+// collation: exact, equal to what one reference database holding every
+// row answers, when the collation compares in byte order (PostgreSQL "C"
+// and libc "C.utf8"; MariaDB utf8mb4_nopad_bin, declared on the column or
+// inherited from the table); those that only compare equality are exact
+// under a deterministic PostgreSQL collation (ICU, libc); every other is
+// refused with ErrScatterUnsupported naming the column (MIN/MAX and
+// ordering under ICU or libc locales; everything under a nondeterministic
+// ICU collation, MariaDB's _ci collations, column or database default,
+// and PAD SPACE utf8mb4_bin). An explicit COLLATE in the statement is
+// refused.
+func TestShardingMergeCollations(t *testing.T) {
+	type shape struct {
+		name  string
+		order bool // compares order (else only equality)
+		pg    bool // PostgreSQL only
+		q     func(db *gorm.DB, table string) (any, error)
+	}
+	shapes := []shape{
+		{"Order.Limit", true, false, func(db *gorm.DB, tb string) (any, error) {
+			var out []string
+			err := db.Table(tb).Order("label").Order("id").Limit(8).Pluck("label", &out).Error
+			return out, err
+		}},
+		{"min/max", true, false, func(db *gorm.DB, tb string) (any, error) {
+			var out struct{ Lo, Hi string }
+			err := db.Table(tb).Select("min(label) AS lo, max(label) AS hi").Scan(&out).Error
+			return out, err
+		}},
+		{"Distinct.Order", true, false, func(db *gorm.DB, tb string) (any, error) {
+			var out []string
+			err := db.Table(tb).Distinct("label").Order("label").Pluck("label", &out).Error
+			return out, err
+		}},
+		{"Group.Order", true, false, func(db *gorm.DB, tb string) (any, error) {
+			var out []labelCount
+			err := db.Table(tb).Select("label, count(*) AS n").Group("label").Order("label").Scan(&out).Error
+			return out, err
+		}},
+		{"Having <", true, false, func(db *gorm.DB, tb string) (any, error) {
+			var out []labelCount
+			err := db.Table(tb).Select("label, count(*) AS n").Group("label").Having("label < ?", "b").Scan(&out).Error
+			sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
+			return out, err
+		}},
+		{"Distinct", false, false, func(db *gorm.DB, tb string) (any, error) {
+			var out []string
+			err := db.Table(tb).Distinct("label").Pluck("label", &out).Error
+			slices.Sort(out)
+			return out, err
+		}},
+		{"Group", false, false, func(db *gorm.DB, tb string) (any, error) {
+			var out []labelCount
+			err := db.Table(tb).Select("label, count(*) AS n").Group("label").Scan(&out).Error
+			sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
+			return out, err
+		}},
+		{"Having =", false, false, func(db *gorm.DB, tb string) (any, error) {
+			var out []labelCount
+			err := db.Table(tb).Select("label, count(*) AS n").Group("label").Having("label = ?", "a").Scan(&out).Error
+			return out, err
+		}},
+		{"count(DISTINCT)", false, true, func(db *gorm.DB, tb string) (any, error) {
+			var n int64
+			err := db.Table(tb).Distinct("label").Count(&n).Error
+			return n, err
+		}},
+	}
+	check := func(t *testing.T, db, ref *gorm.DB, tables []collTable, pg bool) {
+		for _, tb := range tables {
+			for _, sh := range shapes {
+				if sh.pg && !pg {
+					continue
+				}
+				what := fmt.Sprintf("%s on label COLLATE %s", sh.name, tb.coll)
+				got, err := sh.q(db, tb.name)
+				if ok := tb.equal && (tb.order || !sh.order); !ok {
+					if !errors.Is(err, sharding.ErrScatterUnsupported) || !strings.Contains(err.Error(), `"label"`) {
+						t.Errorf("%s: %v, want ErrScatterUnsupported naming the column", what, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("%s: %v", what, err)
+					continue
+				}
+				want, err := sh.q(ref, tb.name)
+				if err != nil {
+					t.Fatalf("%s: reference: %v", what, err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("%s:\n sharded   %q\n reference %q", what, got, want)
+				}
+			}
+		}
+		// An explicit COLLATE is refused, even on a byte-order column.
+		var out []string
+		err := db.Table(tables[0].name).Order("label COLLATE "+tables[len(tables)-1].coll).Limit(3).Pluck("label", &out).Error
+		if !errors.Is(err, sharding.ErrScatterUnsupported) || !strings.Contains(err.Error(), "COLLATE") {
+			t.Errorf("ORDER BY label COLLATE %s: %v, want ErrScatterUnsupported naming the COLLATE", tables[len(tables)-1].coll, err)
+		}
+	}
+	seed := func(t *testing.T, db, ref *gorm.DB, tables []collTable, users []int64) {
+		for _, tb := range tables {
+			var rows []labelRow
+			for i, l := range collationLabels {
+				rows = append(rows, labelRow{ID: int64(i + 1), UserID: users[i%len(users)], Label: l})
+			}
+			for _, d := range []*gorm.DB{db, ref} {
+				if err := d.Table(tb.name).Create(&rows).Error; err != nil {
+					t.Fatalf("%s: %v", tb.name, err)
+				}
+			}
+		}
+	}
+
+	t.Run("postgres", func(t *testing.T) {
+		pg := testcluster.PostgresFor(t)
+		// The collations: byte order ("C", libc "C.utf8" when the server
+		// has it), ICU, a libc locale that is not byte order when the
+		// server has one, and a nondeterministic ICU collation.
+		tables := []collTable{{"labels_c", `"C"`, true, true}}
+		var probe *gorm.DB
+		var err error
+		if probe, err = gorm.Open(postgres.Open(pg.PrimaryDSN("postgres")), quiet()); err != nil {
+			t.Fatal(err)
+		}
+		var libc []string
+		if err := probe.Raw(`SELECT collname FROM pg_collation WHERE collprovider = 'c' AND collencoding IN (-1, 6) AND collname NOT IN ('C', 'POSIX', 'ucs_basic') ORDER BY collname <> 'en_US.utf8', collname`).Scan(&libc).Error; err != nil {
+			t.Fatal(err)
+		}
+		closeDB(probe)
+		for _, c := range libc {
+			if strings.EqualFold(c, "C.utf8") || strings.EqualFold(c, "C.UTF-8") {
+				tables = append(tables, collTable{"labels_cutf8", `"` + c + `"`, true, true})
+				break
+			}
+		}
+		for _, c := range libc {
+			if !strings.HasPrefix(strings.ToLower(c), "c.") {
+				tables = append(tables, collTable{"labels_libc", `"` + c + `"`, false, true})
+				break
+			}
+		}
+		t.Logf("libc collations of the server: %d; tables %v", len(libc), tables)
+		tables = append(tables, collTable{"labels_icu", `"en-x-icu"`, false, true}, collTable{"labels_ci", "ci", false, false})
+		var cfgTables []sharding.Table
+		for _, tb := range tables {
+			cfgTables = append(cfgTables, sharding.Table{Name: tb.name, Key: "user_id"})
+		}
+		e := newShEnv(t, func(c *sharding.Config) { c.Tables = append(c.Tables, cfgTables...) })
+		ref, err := gorm.Open(postgres.Open(pg.PrimaryDSN(pg.CreateDatabase(t))), quiet())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closeDB(ref) })
+		dbs := []*gorm.DB{ref}
+		for _, name := range e.names {
+			dbs = append(dbs, e.direct[name])
+		}
+		for _, d := range dbs {
+			if err := d.Exec(`CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`).Error; err != nil {
+				t.Fatal(err)
+			}
+			for _, tb := range tables {
+				if err := d.Exec(`CREATE TABLE ` + tb.name + ` (id bigint PRIMARY KEY, user_id bigint, label text COLLATE ` + tb.coll + `)`).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var users []int64
+		for u := int64(1); len(users) < 4; u++ {
+			if s := e.s.ShardOf(u); !slices.ContainsFunc(users, func(x int64) bool { return e.s.ShardOf(x) == s }) {
+				users = append(users, u)
+			}
+		}
+		seed(t, e.db, ref, tables, users)
+		check(t, e.db, ref, tables, true)
+	})
+
+	t.Run("mariadb", func(t *testing.T) {
+		m := testcluster.MariaDBFor(t)
+		open := func() *gorm.DB {
+			db, err := gorm.Open(mysql.Open(m.PrimaryDSN(m.CreateDatabase(t))), quiet())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { closeDB(db) })
+			return db
+		}
+		// The column's own collation, the table's default, the database's
+		// default (utf8mb4_unicode_ci, set before the table).
+		tables := []collTable{
+			{"labels_nopad", "utf8mb4_nopad_bin", true, true},
+			{"labels_tabledef", "utf8mb4_nopad_bin", true, true},
+			{"labels_bin", "utf8mb4_bin", false, false},
+			{"labels_ci", "utf8mb4_general_ci", false, false},
+			{"labels_dbdef", "utf8mb4_unicode_ci", false, false},
+		}
+		ref, def := open(), open()
+		direct := map[string]*gorm.DB{"m0": open(), "m1": open()}
+		for _, d := range []*gorm.DB{ref, direct["m0"], direct["m1"]} {
+			for _, sql := range []string{
+				`ALTER DATABASE CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`,
+				`CREATE TABLE labels_nopad (id bigint PRIMARY KEY, user_id bigint, label varchar(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin)`,
+				`CREATE TABLE labels_tabledef (id bigint PRIMARY KEY, user_id bigint, label varchar(20)) DEFAULT CHARSET utf8mb4 COLLATE utf8mb4_nopad_bin`,
+				`CREATE TABLE labels_bin (id bigint PRIMARY KEY, user_id bigint, label varchar(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)`,
+				`CREATE TABLE labels_ci (id bigint PRIMARY KEY, user_id bigint, label varchar(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci)`,
+				`CREATE TABLE labels_dbdef (id bigint PRIMARY KEY, user_id bigint, label varchar(20))`,
+			} {
+				if err := d.Exec(sql).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var cfgTables []sharding.Table
+		for _, tb := range tables {
+			cfgTables = append(cfgTables, sharding.Table{Name: tb.name, Key: "user_id"})
+		}
+		s := sharding.New(sharding.Config{
+			Tables:    cfgTables,
+			Shards:    []sharding.ShardConfig{{Name: "m0", DB: direct["m0"]}, {Name: "m1", DB: direct["m1"]}},
+			Algorithm: sharding.EvenBuckets(1024, "m0", "m1"),
+		})
+		if err := def.Use(s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		users := []int64{1, 600}
+		if s.ShardOf(users[0]) == s.ShardOf(users[1]) {
+			t.Fatalf("users %v on one shard", users)
+		}
+		seed(t, def, ref, tables, users)
+		check(t, def, ref, tables, false)
+	})
+}

@@ -1,0 +1,131 @@
+package integration_test
+
+import (
+	"errors"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/harness/testcluster"
+)
+
+// TestShardingLookupFollowsTransactions: lookup pairs follow the
+// transaction of the rows they route. A Create rolled back (in a
+// transaction begun with ForUser or db.Transaction, or failing outside
+// one) leaves no pair behind, so an order of the same ID created later
+// for a user on another shard is found by ID, with the cache warm or cold;
+// a Delete rolled back keeps the pair, so the order is still found by ID;
+// a Delete committed removes it.
+func TestShardingLookupFollowsTransactions(t *testing.T) {
+	pg := testcluster.PostgresFor(t)
+	st, ldb, _ := newLookup(t, pg)
+	e := newShEnv(t, withLookup(st))
+	pairs := func(id int64) int64 {
+		var n int64
+		if err := ldb.Table("order_lookup").Where("order_id = ?", id).Count(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Two users on different shards.
+	userA, userB := int64(1), int64(2)
+	for userB < 10000 && e.s.ShardOf(userB) == e.s.ShardOf(userA) {
+		userB++
+	}
+	rollback := errors.New("roll back")
+	find := func(id, wantUser int64, what string) {
+		t.Helper()
+		var got ShOrder
+		if err := e.db.First(&got, id).Error; err != nil || got.UserID != wantUser {
+			t.Fatalf("%s: order %d read by ID: %+v, %v; want user %d", what, id, got, err, wantUser)
+		}
+	}
+
+	cases := []struct {
+		name   string
+		create func(id int64) error
+	}{
+		{"ForUser transaction", func(id int64) error {
+			return e.s.ForUser(e.db, userA).Transaction(func(tx *gorm.DB) error {
+				if err := tx.Create(&ShOrder{ID: id, UserID: userA, Status: "rolled back"}).Error; err != nil {
+					return err
+				}
+				// Read by ID inside it: resolves (and caches) the pair.
+				var got ShOrder
+				if err := tx.First(&got, id).Error; err != nil || got.UserID != userA {
+					t.Fatalf("inside the transaction: %+v, %v", got, err)
+				}
+				return rollback
+			})
+		}},
+		{"db.Transaction", func(id int64) error {
+			return e.db.Transaction(func(tx *gorm.DB) error {
+				if err := tx.Create(&ShOrder{ID: id, UserID: userA, Status: "rolled back"}).Error; err != nil {
+					return err
+				}
+				return rollback
+			})
+		}},
+		{"failed insert", func(id int64) error {
+			// A row of this ID already on A's shard: the insert fails.
+			if err := e.direct[e.s.ShardOf(userA)].Create(&ShOrder{ID: id, UserID: userA, Status: "direct"}).Error; err != nil {
+				t.Fatal(err)
+			}
+			err := e.db.Create(&ShOrder{ID: id, UserID: userA, Status: "duplicate"}).Error
+			if err == nil {
+				t.Fatal("a duplicate insert succeeded")
+			}
+			if err := e.direct[e.s.ShardOf(userA)].Delete(&ShOrder{}, id).Error; err != nil {
+				t.Fatal(err)
+			}
+			return rollback
+		}},
+	}
+	for i, c := range cases {
+		id := int64(5000 + i)
+		if err := c.create(id); !errors.Is(err, rollback) {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := pairs(id); n != 0 {
+			t.Fatalf("%s: %d lookup pairs of order %d after the rollback, want 0", c.name, n, id)
+		}
+		// The same ID, now for B, on B's shard: found by ID.
+		if err := e.db.Create(&ShOrder{ID: id, UserID: userB, Status: "kept"}).Error; err != nil {
+			t.Fatal(err)
+		}
+		find(id, userB, c.name+", then created for another user")
+	}
+
+	// A Delete rolled back keeps the pair; committed, it removes it.
+	id := int64(6000)
+	if err := e.db.Create(&ShOrder{ID: id, UserID: userB, Status: "kept"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	err := e.s.ForUser(e.db, userB).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Delete(&ShOrder{}, id).Error; err != nil {
+			return err
+		}
+		return rollback
+	})
+	if !errors.Is(err, rollback) {
+		t.Fatal(err)
+	}
+	if n := pairs(id); n != 1 {
+		t.Fatalf("a rolled-back Delete: %d lookup pairs, want 1", n)
+	}
+	find(id, userB, "after a rolled-back Delete")
+	if err := e.s.ForUser(e.db, userB).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Delete(&ShOrder{}, id).Error; err != nil {
+			return err
+		}
+		if n := pairs(id); n != 1 {
+			t.Errorf("inside the deleting transaction: %d lookup pairs, want 1 until it commits", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := pairs(id); n != 0 {
+		t.Fatalf("a committed Delete: %d lookup pairs, want 0", n)
+	}
+}

@@ -1,0 +1,29 @@
+package sqlerr
+
+import (
+	"database/sql"
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+)
+
+// Refused reports whether err means the statement (a COMMIT, an INSERT)
+// did not take effect: the server refused it (a constraint, a syntax
+// error) or the transaction was already over. Anything else (a connection
+// lost under it, a timeout) leaves the outcome unknown. A PostgreSQL error
+// that ends the session (FATAL, PANIC: the server shut down, the backend
+// was terminated) may come after the commit record, so it is unknown too.
+func Refused(err error) bool {
+	var pgErr *pgconn.PgError
+	var myErr *mysql.MySQLError
+	switch {
+	case errors.As(err, &pgErr):
+		return pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC"
+	case errors.As(err, &myErr), errors.Is(err, sql.ErrTxDone), errors.Is(err, pgx.ErrTxCommitRollback):
+		return true
+	}
+	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, gorm.ErrForeignKeyViolated)
+}

@@ -1,0 +1,247 @@
+package lsnstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Writer leases (docs/design/reliability.md, "A writer cut off from the
+// store"). A process that committed a write it cannot publish, nor tell
+// the others of (Invalidate), because the store is unreachable from it but
+// not from them, would leave them reading the write stale. So every
+// reader (every plugin) holds a lease in the store, renewed by its
+// Verify, and the anchor, which every read checks in its own MGET, expires
+// with the earliest lease: a process that stops renewing (cut off,
+// paused, dead) makes the anchor vanish at its lease's end, every read
+// refuses until its reader's next Verify, which rewrites the anchor, and
+// that reader then takes the primary's position, read after the lapse,
+// as its loss floor. A write that committed before its writer's lease
+// ended is therefore never read stale once the lease has ended: the
+// writer acknowledges such a write only when it was published, or the
+// other processes were told (Invalidate), or its lease has surely ended
+// (LeaseUntil). And a writer whose lease has ended, or is about to,
+// refuses to commit.
+
+// Leaser is implemented by readers whose store other processes share
+// (RedisReader).
+type Leaser interface {
+	// SetLease sets the lease's length (0 holds none, the default).
+	// Verify renews a lease that has less than three quarters of it
+	// left.
+	SetLease(ttl time.Duration)
+	// LeaseUntil is a time before which the store surely holds the lease
+	// (on this process's monotonic clock): a write that committed before
+	// it is covered by the lease. The zero time when no renewal is known
+	// to have succeeded.
+	LeaseUntil() time.Time
+	// LeaseGone is a time after which the store surely no longer keeps
+	// the anchor alive for this lease, counting renewals whose outcome
+	// is unknown: once it has passed, every other reader has refused, or
+	// will refuse, the anchor it accepted before.
+	LeaseGone() time.Time
+	// RenewLease renews the lease now (one round trip: Verify's script,
+	// whose Epoch it discards). Concurrent calls share one round trip.
+	RenewLease(ctx context.Context) error
+	// ReleaseLease gives the lease up (a process closing), so that its
+	// end is not taken for a process cut off: one round trip.
+	ReleaseLease(ctx context.Context) error
+	// HoldRenewal stops (on) or resumes (off) renewing the lease; calls
+	// nest. A process waiting for its lease to end, to cover a write it
+	// could not publish, holds it.
+	HoldRenewal(on bool)
+}
+
+var _ Leaser = (*RedisReader)(nil)
+
+// leaseState is a RedisReader's lease, on the monotonic clock.
+type leaseState struct {
+	member string       // this reader's member in the leases set
+	ttl    atomic.Int64 // nanoseconds; 0: no lease
+	held   atomic.Int32 // HoldRenewal's count
+
+	mu sync.Mutex
+	// until: the store holds the lease until at least then.
+	until time.Time
+	// gone: the store holds the lease no later than then.
+	gone time.Time
+	// refServer is the server's time (ms) of the last answered call,
+	// sent at refSent and answered at refRecv.
+	refServer        int64
+	refSent, refRecv time.Time
+	// renewing serialises RenewLease calls made by writes, so that a
+	// store that does not answer is asked once at a time.
+	renewing sync.Mutex
+}
+
+// leaseMember names a reader in the leases set: the process ID and a
+// random part (never anything secret).
+func leaseMember() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b[:])
+}
+
+// leasesKey is the sorted set of the leases (member -> end, in the
+// server's milliseconds), in the anchor's slot.
+func (r *Redis) leasesKey() string { return r.base + "leases" }
+
+// SetLease implements Leaser.
+func (rr *RedisReader) SetLease(ttl time.Duration) { rr.lease.ttl.Store(int64(max(ttl, 0))) }
+
+// LeaseUntil implements Leaser.
+func (rr *RedisReader) LeaseUntil() time.Time {
+	rr.lease.mu.Lock()
+	defer rr.lease.mu.Unlock()
+	return rr.lease.until
+}
+
+// LeaseGone implements Leaser.
+func (rr *RedisReader) LeaseGone() time.Time {
+	rr.lease.mu.Lock()
+	defer rr.lease.mu.Unlock()
+	return rr.lease.gone
+}
+
+// RenewLease implements Leaser.
+func (rr *RedisReader) RenewLease(ctx context.Context) error {
+	if !rr.lease.renewing.TryLock() {
+		// Another write is renewing: wait for its answer.
+		rr.lease.renewing.Lock()
+		rr.lease.renewing.Unlock()
+		return nil
+	}
+	defer rr.lease.renewing.Unlock()
+	_, err := rr.verify(ctx, true)
+	return err
+}
+
+// ReleaseLease implements Leaser.
+func (rr *RedisReader) ReleaseLease(ctx context.Context) error {
+	r := rr.Redis
+	if r.err != nil || rr.lease.ttl.Load() == 0 {
+		return r.err
+	}
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
+	if err := releaseLeaseScript.Run(ctx, r.rdb, []string{r.anchorKey, r.leasesKey()}, rr.lease.member).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("lsnstore: redis release lease: %w", err)
+	}
+	rr.lease.mu.Lock()
+	rr.lease.until = time.Time{}
+	rr.lease.mu.Unlock()
+	return nil
+}
+
+// releaseLeaseScript removes the lease ARGV[1] from the leases set
+// (KEYS[2]) and lets the anchor (KEYS[1]) expire with the earliest lease
+// left, or never when none is left: a process that holds no lease can
+// commit nothing the anchor must answer for (docs/design/reliability.md).
+// When a lease has lapsed, the anchor expired with it already: it is left
+// alone, for the next Verify to replace.
+var releaseLeaseScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREM', KEYS[2], ARGV[1])
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if first[2] then
+  if tonumber(first[2]) >= now then
+    redis.call('PEXPIREAT', KEYS[1], first[2])
+  end
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('PERSIST', KEYS[1])
+end
+return 0
+`)
+
+// HoldRenewal implements Leaser.
+func (rr *RedisReader) HoldRenewal(on bool) {
+	if on {
+		rr.lease.held.Add(1)
+	} else {
+		rr.lease.held.Add(-1)
+	}
+}
+
+// leaseCall is one anchor script call's lease arguments.
+type leaseCall struct {
+	ms, by string // anchorScript's ARGV[3] and ARGV[4]
+	ttl    time.Duration
+	sent   time.Time
+	// late bounds, on this clock, when the call may still extend the
+	// lease (zero: it may only create one).
+	late time.Time
+}
+
+// leaseSlack covers the difference between this process's clock rate and
+// the server's over a lease.
+func leaseSlack(ttl time.Duration) time.Duration { return ttl/100 + 5*time.Millisecond }
+
+// leaseCall returns the lease arguments of a call about to be sent: a
+// renewal when renew or when less than three quarters of the lease are
+// left, which may extend the lease only until maxDelay after it was sent
+// (by the server's clock, estimated from the last answer).
+func (rr *RedisReader) leaseCall(renew bool, maxDelay time.Duration) leaseCall {
+	c := leaseCall{ms: "0", by: "0", sent: time.Now()}
+	c.ttl = time.Duration(rr.lease.ttl.Load())
+	if c.ttl == 0 || rr.lease.held.Load() > 0 {
+		return c
+	}
+	ls := &rr.lease
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if !renew && ls.until.Sub(c.sent) > c.ttl*3/4 {
+		return c
+	}
+	c.ms = strconv.FormatInt(c.ttl.Milliseconds(), 10)
+	if !ls.refSent.IsZero() {
+		by := ls.refServer + c.sent.Sub(ls.refSent).Milliseconds() + maxDelay.Milliseconds()
+		c.by = strconv.FormatInt(by, 10)
+		c.late = c.sent.Add(ls.refRecv.Sub(ls.refSent) + maxDelay)
+	}
+	return c
+}
+
+// leaseFailed records a call whose outcome is unknown: a renewal in it
+// may have reached the store and may extend the lease.
+func (rr *RedisReader) leaseFailed(c leaseCall) {
+	if c.ms == "0" || c.late.IsZero() {
+		// Nothing renewed, or a call that may only create a lease,
+		// which it can do only once the lease is gone (so the anchor
+		// was rewritten after it).
+		return
+	}
+	ls := &rr.lease
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if g := c.late.Add(c.ttl + leaseSlack(c.ttl)); g.After(ls.gone) {
+		ls.gone = g
+	}
+}
+
+// leaseAnswered records an answered call: the server's time, and the
+// lease it renewed.
+func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed bool) {
+	recv := time.Now()
+	ls := &rr.lease
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.refServer, ls.refSent, ls.refRecv = serverMs, c.sent, recv
+	if !renewed {
+		// Not due, or refused as late: the lease is what it was.
+		return
+	}
+	ls.until = c.sent.Add(c.ttl - leaseSlack(c.ttl))
+	if g := recv.Add(c.ttl + leaseSlack(c.ttl)); g.After(ls.gone) {
+		ls.gone = g
+	}
+}

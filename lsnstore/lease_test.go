@@ -1,0 +1,153 @@
+package lsnstore
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// leased returns a verified reader of store holding a lease of ttl.
+func leased(t *testing.T, store *Redis, ttl time.Duration) *RedisReader {
+	t.Helper()
+	s := reader(store)
+	s.SetLease(ttl)
+	acceptNew(t, s)
+	if s.LeaseUntil().IsZero() {
+		t.Fatal("a reader with a lease verified without renewing it")
+	}
+	return s
+}
+
+// TestRedisLeaseLapseIsADiscontinuity: a reader that stops renewing its
+// lease (a process cut off from the store, paused, or dead) makes the
+// anchor expire at its lease's end: every other reader's next read
+// refuses in its own round trip, without any Verify, and their next
+// Verify reports a change. Before the lease's end they read on. Without
+// this, a writer cut off from Redis that could neither publish nor
+// invalidate left the others reading its write stale.
+func TestRedisLeaseLapseIsADiscontinuity(t *testing.T) {
+	_, rdb := redisClient(t)
+	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("lease")})
+	const ttl = 600 * time.Millisecond
+	cut := leased(t, store, ttl)   // never verifies again: cut off
+	other := leased(t, store, ttl) // keeps renewing
+	raiseOK(t, store, []string{"t"}, 7)
+	checkWrite(t, other, []string{"t"}, 7)
+	if !time.Now().Before(cut.LeaseUntil()) {
+		t.Fatal("the lease ended at once")
+	}
+	gone := cut.LeaseGone()
+	for time.Now().Before(gone) {
+		// The other reader keeps its own lease; the cut one's bounds
+		// the anchor.
+		if err := other.RenewLease(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wantDiscontinuity(t, other, "after another reader's lease lapsed")
+	e, err := other.Verify(context.Background())
+	if err != nil || !e.Changed {
+		t.Fatalf("Verify after a lapse: %+v, %v; want Changed", e, err)
+	}
+	other.Accept(e)
+	checkWrite(t, other, []string{"t"}, 7) // positions are kept
+	// The lapsed lease is gone from the set: the new anchor lives on
+	// while the other reader verifies, as its poller does.
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); {
+		wantContinuous(t, other, "the lapsed reader dropped")
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The cut reader, back, renews and sees the change too.
+	e, err = cut.Verify(context.Background())
+	if err != nil || !e.Changed {
+		t.Fatalf("the lapsed reader's own Verify: %+v, %v; want Changed", e, err)
+	}
+}
+
+// TestRedisLeaseRelease: a reader that gives its lease up (a process
+// closing) does not end the anchor.
+func TestRedisLeaseRelease(t *testing.T) {
+	_, rdb := redisClient(t)
+	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("lease")})
+	const ttl = 400 * time.Millisecond
+	closing := leased(t, store, ttl)
+	other := leased(t, store, time.Minute)
+	if err := closing.ReleaseLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.RenewLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+		checkWrite(t, other, []string{"t"}, 0)
+	}
+	wantContinuous(t, other, "a released lease")
+}
+
+// TestRedisLateRenewalRefused: a renewal that reaches the server after
+// the time its sender can bound (stuck in the network) does not extend
+// the lease: the lease still ends when its holder computed.
+func TestRedisLateRenewalRefused(t *testing.T) {
+	_, rdb := redisClient(t)
+	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("lease")})
+	s := leased(t, store, time.Second)
+	ctx := context.Background()
+	before, err := rdb.ZScore(ctx, store.leasesKey(), s.lease.member).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	// A renewal whose deadline (server milliseconds) has passed.
+	v, err := anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "00", s.lease.member, "1000", "1").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, renewed, err := anchorReply(v); err != nil || renewed {
+		t.Fatalf("a late renewal: renewed=%v, %v", renewed, err)
+	}
+	after, err := rdb.ZScore(ctx, store.leasesKey(), s.lease.member).Result()
+	if err != nil || after != before {
+		t.Fatalf("a late renewal moved the lease's end from %v to %v (%v)", before, after, err)
+	}
+	// One in time does.
+	if err := s.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := rdb.ZScore(ctx, store.leasesKey(), s.lease.member).Result(); after <= before {
+		t.Fatalf("a renewal in time left the lease's end at %v", after)
+	}
+	// The anchor expires with the earliest lease.
+	pttl, err := rdb.PTTL(ctx, store.anchorKey).Result()
+	if err != nil || pttl <= 0 || pttl > time.Second {
+		t.Fatalf("the anchor's TTL is %v (%v), want at most the lease", pttl, err)
+	}
+}
+
+// TestRedisLeaseReleaseAlone: a release recomputes the anchor's expiry
+// itself, without waiting for another reader's renewal (a resting or
+// closing process while every other one rests): the anchor lives on with
+// the leases left, and for good once none is left.
+func TestRedisLeaseReleaseAlone(t *testing.T) {
+	_, rdb := redisClient(t)
+	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("lease")})
+	const ttl = 300 * time.Millisecond
+	first := leased(t, store, ttl)
+	second := leased(t, store, 4*ttl)
+	if err := first.ReleaseLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		wantContinuous(t, second, "the other lease released, this one not renewed")
+	}
+	if err := second.ReleaseLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := rdb.PTTL(context.Background(), store.anchorKey).Val(); d != -1 {
+		t.Fatalf("the anchor's TTL with no lease left is %v, want none (-1)", d)
+	}
+	for end := time.Now().Add(5 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		wantContinuous(t, second, "every lease released")
+	}
+}

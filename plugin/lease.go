@@ -1,0 +1,179 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// A writer cut off from the store (docs/design/reliability.md). The
+// plugin's reader of a shared store holds a lease (lsnstore.Leaser,
+// Config.WriterLease) that its poll renews. A write that committed but
+// could be neither published nor invalidated is acknowledged only once
+// the lease has surely ended, by when every other process refuses the
+// anchor it trusted and then waits for the primary's position; and a
+// write is committed only while the lease surely holds for a while yet
+// (fenceWrite).
+
+// ErrStoreUnreachable is returned by a write that the plugin refused to
+// commit because this process has not reached the position store for
+// longer than its lease (Config.WriterLease): committed, it could be read
+// stale by the processes that still reach the store. Nothing was
+// committed; the write may be retried once the store is reachable.
+var ErrStoreUnreachable = errors.New("plugin: the position store is unreachable from this process; the write was not committed")
+
+// IsStoreUnreachable reports whether err is a write refused because the
+// store was unreachable.
+func IsStoreUnreachable(err error) bool { return errors.Is(err, ErrStoreUnreachable) }
+
+// leaser is the plugin's lease, when its store is shared and leases are
+// on.
+func (p *Plugin) leaser() (lsnstore.Leaser, bool) {
+	if p.cfg.WriterLease <= 0 {
+		return nil, false
+	}
+	l, ok := p.cfg.Store.(lsnstore.Leaser)
+	return l, ok
+}
+
+// fenceMargin is how much of the lease must be left to commit: a COMMIT
+// that returns within it is covered by the lease even if nothing can be
+// published.
+func (p *Plugin) fenceMargin() time.Duration { return p.cfg.WriterLease / 5 }
+
+// fenceWrite returns ErrStoreUnreachable (wrapped) when this process's
+// lease has ended or has less than fenceMargin left and cannot be renewed
+// now: a write committed then could be read stale by others, if it could
+// not be published. Called before a write commits.
+func (p *Plugin) fenceWrite(ctx context.Context) error {
+	l, ok := p.leaser()
+	if !ok {
+		return nil
+	}
+	// A resting poller gives the lease up (rest.go) only when no write
+	// passed this fence for a lease's length.
+	p.restMu.RLock()
+	defer p.restMu.RUnlock()
+	p.lastFence.Store(time.Now().UnixNano())
+	if time.Until(l.LeaseUntil()) >= p.fenceMargin() {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.PublishTimeout)
+	err := l.RenewLease(rctx)
+	cancel()
+	if time.Until(l.LeaseUntil()) >= p.fenceMargin() {
+		return nil
+	}
+	p.stats.fencedWrites.Add(1)
+	if err == nil {
+		err = errors.New("the lease was not renewed")
+	}
+	return fmt.Errorf("%w (its lease in the store ended: %v); retry when the store is reachable, or check the network between this process and Redis", ErrStoreUnreachable, err)
+}
+
+// awaitLease holds the acknowledgement of w, committed at committed but
+// neither published nor invalidated, until this process's lease has
+// surely ended, trying to publish meanwhile; it reports whether w is
+// covered (published, or committed within the lease and the lease now
+// gone). The context is the publication's own, not the caller's.
+func (p *Plugin) awaitLease(ctx context.Context, w writeSet, committed time.Time) bool {
+	l, ok := p.leaser()
+	if !ok {
+		return false
+	}
+	if !committed.Before(l.LeaseUntil()) {
+		return false
+	}
+	p.awaiting.Add(1)
+	defer p.awaiting.Add(-1)
+	// The lease must end: a renewal now would keep the others' anchor
+	// alive past the write.
+	l.HoldRenewal(true)
+	defer l.HoldRenewal(false)
+	for {
+		gone := l.LeaseGone()
+		wait := time.Until(gone)
+		if wait <= 0 {
+			return true
+		}
+		select {
+		case <-time.After(min(wait, 100*time.Millisecond)):
+		case <-p.stop:
+			// Closing: the lease ends without renewal as well.
+			time.Sleep(time.Until(l.LeaseGone()))
+			return true
+		}
+		pctx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
+		err := p.raiseNow(pctx, w)
+		cancel()
+		if err == nil {
+			return true
+		}
+	}
+}
+
+// releaseLease gives the lease up when the plugin closes.
+func (p *Plugin) releaseLease() {
+	if l, ok := p.leaser(); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+		defer cancel()
+		_ = l.ReleaseLease(ctx)
+	}
+}
+
+// fenceAutocommit refuses, before it is sent, a write that commits as it
+// runs (outside a transaction) while fenceWrite refuses commits, and
+// reports whether it did. A write in a transaction is fenced at its
+// COMMIT.
+func (p *Plugin) fenceAutocommit(db *gorm.DB) bool {
+	switch c := db.Statement.ConnPool.(type) {
+	case *trackedTx, *gorm.PreparedStmtTX, *replaySession:
+		return false // fenced at its COMMIT
+	case *sql.Conn:
+		if _, open := p.pinnedTxOf(c); open {
+			return false // fenced at its COMMIT (fencePinnedCommit)
+		}
+	case gorm.TxCommitter:
+		return false // a transaction the plugin did not begin
+	}
+	if err := p.fenceWrite(db.Statement.Context); err != nil {
+		db.AddError(err)
+		return true
+	}
+	return false
+}
+
+// fencePinnedCommit refuses, before it is sent, the COMMIT of a
+// transaction begun in raw SQL on a pinned connection (db.Connection) that
+// wrote, while fenceWrite refuses commits; it reports whether it did. The
+// transaction stays open: the caller's ROLLBACK ends it.
+func (p *Plugin) fencePinnedCommit(db *gorm.DB, conn *sql.Conn) bool {
+	t, open := p.pinnedTxOf(conn)
+	if !open {
+		return false
+	}
+	t.mu.Lock()
+	wrote := !t.w.empty()
+	t.mu.Unlock()
+	if !wrote {
+		return false
+	}
+	if err := p.fenceWrite(db.Statement.Context); err != nil {
+		db.AddError(err)
+		return true
+	}
+	return false
+}
+
+// The lease's metrics (metrics.go).
+var (
+	descFenced      = prometheus.NewDesc("freshread_writes_fenced_total", "Writes refused before they committed because this process's lease in the position store ended (ErrStoreUnreachable).", nil, nil)
+	descUnprotected = prometheus.NewDesc("freshread_writes_unprotected_total", "Committed writes neither published, nor announced to the other processes, nor covered by this process's lease: they may be read stale elsewhere.", nil, nil)
+)

@@ -1,0 +1,182 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Connection poolers (PgBouncer) between the plugin and PostgreSQL. What
+// the plugin needs of a server session lasts one transaction or one
+// simple-query message: the folded COMMIT is one message (commit_fold.go),
+// txid_current() runs inside the transaction it identifies, the position
+// reads are single statements. A pooler in session mode hands each client
+// connection one server connection for its life, and everything works as
+// without it. In transaction mode a client connection gets a server
+// connection for one transaction only, and what pgx keeps on the server
+// between transactions is lost: the named prepared statements of its
+// default query exec mode (cache_statement) and of GORM's PrepareStmt,
+// which pgx's database/sql driver prepares by name, exist on one server
+// connection and are then run, or prepared again under the same name, on
+// another ("prepared statement ... does not exist", "... already
+// exists"); describe_exec sends its two round trips to two server
+// connections. PgBouncer keeps named statements itself from 1.21 on
+// (max_prepared_statements); Debian bookworm's 1.18 does not.
+//
+// At db.Use the plugin checks the primary and every replica: the process
+// ID of a pgx connection (the cancel key the server sent) is the server
+// process's, pg_backend_pid(), unless something in between made its own
+// (PgBouncer does). Only then does it look closer, on two connections of
+// its own: transaction pooling shows as the two sharing one server
+// process, or one of them changing its server process while the other
+// holds a transaction; a statement prepared by name on one server process
+// and run on another shows whether the pooler keeps named statements. When
+// it does not, a pgx exec mode that needs them, or GORM's PrepareStmt, is
+// refused with ErrPooler.
+
+// ErrPooler is returned by db.Use when a connection pooler in transaction
+// mode sits in front of the primary or a replica and the connections are
+// opened in a way it breaks; the message names the remedy.
+var ErrPooler = errors.New("plugin: refused behind a connection pooler in transaction mode")
+
+// checkPooler checks the server behind db (what names it in errors).
+// prepareStmt: the *gorm.DB prepares statements (gorm.Config.PrepareStmt).
+// Connections it cannot make or probe are left to the checks that follow.
+func (p *Plugin) checkPooler(ctx context.Context, what string, db *sql.DB, prepareStmt bool) error {
+	cfg, behind := pgPoolerConfig(ctx, db)
+	if !behind {
+		return nil
+	}
+	txPooling, namedKept, err := probeTxPooling(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, errStatementPooling) {
+			return fmt.Errorf("%w: %s: %v: use pool_mode = transaction or session", ErrPooler, what, err)
+		}
+		p.cfg.Logger.Warn("freshread: a connection pooler is in front of the server, and its pool mode could not be probed", "server", what, "err", err)
+		return nil
+	}
+	if !txPooling || namedKept {
+		return nil
+	}
+	switch mode := cfg.DefaultQueryExecMode; mode {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec:
+		return fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and pgx's query exec mode %q needs them (or one server connection for two round trips): open it with default_query_exec_mode=simple_protocol (or exec, or cache_describe) in the DSN, or postgres.Config{PreferSimpleProtocol: true}; or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what, mode)
+	}
+	if prepareStmt {
+		return fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and gorm.Config.PrepareStmt prepares them by name: turn PrepareStmt off, or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what)
+	}
+	return nil
+}
+
+// pgPoolerConfig reports whether a pgx connection of db has a process ID
+// other than its server process's, and the connection's configuration.
+func pgPoolerConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, bool) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, false
+	}
+	defer conn.Close()
+	var (
+		cfg    *pgx.ConnConfig
+		behind bool
+	)
+	_ = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return nil
+		}
+		pgc := sc.Conn().PgConn()
+		pid, err := backendPID(ctx, pgc)
+		if err != nil {
+			return nil
+		}
+		cfg, behind = sc.Conn().Config(), pid != pgc.PID()
+		return nil
+	})
+	return cfg, behind
+}
+
+// backendPID is pg_backend_pid() on c, by the simple protocol.
+func backendPID(ctx context.Context, c *pgconn.PgConn) (uint32, error) {
+	rs, err := c.Exec(ctx, "SELECT pg_backend_pid()").ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	if len(rs) != 1 || len(rs[0].Rows) != 1 || len(rs[0].Rows[0]) != 1 {
+		return 0, errors.New("pg_backend_pid(): no row")
+	}
+	n, err := strconv.ParseUint(string(rs[0].Rows[0][0]), 10, 32)
+	return uint32(n), err
+}
+
+// poolerProbeWait bounds a statement of the probe that waits, in a pool
+// of one server connection, for the one the other connection holds.
+const poolerProbeWait = 3 * time.Second
+
+// errStatementPooling: the pooler refuses transactions.
+var errStatementPooling = errors.New("the pooler refuses transactions (pool_mode = statement?)")
+
+// probeTxPooling opens two connections with cfg and reports whether they
+// are pooled by transaction, and if so whether a statement prepared by
+// name on one server process can be run on another.
+func probeTxPooling(ctx context.Context, cfg *pgx.ConnConfig) (txPooling, namedKept bool, err error) {
+	cfg = cfg.Copy()
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	c1, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false, false, err
+	}
+	defer c1.Close(context.WithoutCancel(ctx))
+	c2, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false, false, err
+	}
+	defer c2.Close(context.WithoutCancel(ctx))
+	a, b := c1.PgConn(), c2.PgConn()
+	name := fmt.Sprintf("freshread_pooler_probe_%d", rand.Uint64())
+	if _, err := a.Prepare(ctx, name, "SELECT 1", nil); err != nil {
+		return false, false, err
+	}
+	pid1, err := backendPID(ctx, a)
+	if err != nil {
+		return false, false, err
+	}
+	// In transaction mode, b's transaction takes the server process a
+	// just released (PgBouncer reuses the last one released), or another;
+	// a's next statement then runs on one b does not hold.
+	if _, err := b.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+		return false, false, fmt.Errorf("%w: %v", errStatementPooling, err)
+	}
+	pid2, err := backendPID(ctx, b)
+	if err != nil {
+		return false, false, fmt.Errorf("%w: %v", errStatementPooling, err)
+	}
+	// A pool of one server connection makes a wait for the one b holds:
+	// transaction pooling, and whether named statements are kept cannot
+	// be told.
+	qctx, cancel := context.WithTimeout(ctx, poolerProbeWait)
+	pid1b, err := backendPID(qctx, a)
+	cancel()
+	if err != nil {
+		_, _ = b.Exec(ctx, "ROLLBACK").ReadAll()
+		if qctx.Err() != nil && ctx.Err() == nil {
+			return true, false, nil
+		}
+		return false, false, err
+	}
+	_, namedErr := a.ExecPrepared(ctx, name, nil, nil, nil).Close()
+	if namedErr != nil && pid2 == pid1 {
+		// The statement stays on the server process b holds: removed.
+		_, _ = b.Exec(ctx, "DEALLOCATE "+name).ReadAll()
+	}
+	_, _ = b.Exec(ctx, "ROLLBACK").ReadAll()
+	return pid2 == pid1 || pid1b != pid1, namedErr == nil, nil
+}

@@ -1,0 +1,87 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+)
+
+// What the log said last of a replica's polls (replica.health): a replica
+// unreachable at start, down and up again are each said once per
+// transition, not per poll.
+const (
+	healthUnknown int32 = iota // no poll answered or failed yet
+	healthUp
+	healthDown
+)
+
+// noteReplicaHealth logs a replica's transition after a poll (err: it
+// failed): unreachable at start and down at WARN, up again at INFO. The
+// cause is redacted of the replica's DSN and password (replica.secrets).
+func (p *Plugin) noteReplicaHealth(ctx context.Context, r *replica, err error) {
+	if err == nil {
+		if r.health.Swap(healthUp) == healthDown {
+			p.cfg.Logger.InfoContext(ctx, "freshread: replica is up again; reads may go to it once it is fresh", "replica", r.name)
+		}
+		return
+	}
+	if ctx.Err() != nil && p.lifetime().Err() != nil {
+		return // the plugin is closing: its own cancellation, not the replica's
+	}
+	switch r.health.Swap(healthDown) {
+	case healthUnknown:
+		p.cfg.Logger.WarnContext(ctx, "freshread: replica unreachable at start; it starts down and its reads go to the other replicas or the primary until a poll answers: check its DSN, credentials, network and max_connections (err says which failed)",
+			"replica", r.name, "err", redact(err, r.secrets))
+	case healthUp:
+		p.cfg.Logger.WarnContext(ctx, "freshread: replica is down (its poll failed); its reads go to the other replicas or the primary until a poll answers: check the server, its network and max_connections (err says which failed)",
+			"replica", r.name, "err", redact(err, r.secrets))
+	}
+}
+
+// markReplicaDown records that something other than a poll (a stalled
+// read) found the replica down and said so: the next poll that answers
+// logs it up again.
+func markReplicaDown(r *replica) { r.health.Store(healthDown) }
+
+// replicaSecrets returns what a replica's errors must never show: its DSN
+// and the password in it (PostgreSQL dialectors opened from a DSN; the
+// MySQL driver's errors carry neither).
+func replicaSecrets(d gorm.Dialector) []string {
+	pd, ok := d.(*postgres.Dialector)
+	if !ok || pd.Config == nil || pd.Config.DSN == "" {
+		return nil
+	}
+	secrets := []string{pd.Config.DSN}
+	if c, err := pgconn.ParseConfig(pd.Config.DSN); err == nil && c.Password != "" {
+		secrets = append(secrets, c.Password)
+	}
+	return secrets
+}
+
+// redact returns err's text with every secret replaced.
+func redact(err error, secrets []string) string {
+	s := err.Error()
+	for _, secret := range secrets {
+		if secret != "" {
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
+	}
+	return s
+}
+
+// laggingOrNone is the reason of a read no replica could serve fresh:
+// ReasonLagging when a replica is usable but behind, ReasonNoReplica when
+// none is usable at all (every one down, or unconfirmed within MaxLag).
+func (p *Plugin) laggingOrNone() Reason {
+	now := time.Now()
+	for _, r := range p.replicas() {
+		if r.state.Load().usable(now, p.cfg.MaxLag) {
+			return ReasonLagging
+		}
+	}
+	return ReasonNoReplica
+}

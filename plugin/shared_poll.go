@@ -1,0 +1,192 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+	"weak"
+
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// One poller for a fleet (docs/design/topology.md, "One poller for a
+// fleet"). With a store that processes share (lsnstore.SharedPoller), one
+// process at a time holds the poller's lease: it polls the primary and
+// the replicas as a lone process does and publishes what it found, a
+// snapshot that lives PollerLease by the store's clock. Every other
+// process (a follower) reads the snapshot at its poll instead of asking
+// the servers, and polls them itself only when there is none (the holder
+// stopped: closed, resting, cut off, dead), which is also when it tries
+// to take the lease. A snapshot's replay positions are lower bounds of
+// what each replica had replayed when it was taken, and a follower counts
+// its age from when the poll that made it began: an old snapshot can only
+// make fewer replicas eligible, never more. A follower applies an entry
+// only to the replica whose server identity (endpoint.go) is the one it
+// verified itself, so a replica named alike elsewhere is never taken for
+// its own.
+
+// pollSnapshot is what the poller's holder publishes.
+type pollSnapshot struct {
+	// V is the format's version (pollSnapshotVersion).
+	V int `json:"v"`
+	// Primary is the primary's insert position the poll read ("" when it
+	// could not).
+	Primary string `json:"p,omitempty"`
+	// Age is how old, in microseconds, the poll was when published.
+	Age int64 `json:"age"`
+	// TTL is the snapshot's lifetime in the store, in milliseconds.
+	TTL int64 `json:"ttl"`
+	// Replicas are the replicas the poll knows, by server identity.
+	Replicas []snapshotReplica `json:"r"`
+}
+
+// snapshotReplica is one replica in a pollSnapshot.
+type snapshotReplica struct {
+	ID        string `json:"id"`
+	Pos       string `json:"pos,omitempty"`
+	Up        bool   `json:"up,omitempty"`
+	WithinLag bool   `json:"lag,omitempty"`
+}
+
+const pollSnapshotVersion = 1
+
+// replicaRetryAfter is how long a follower keeps down a replica whose read
+// failed here, whatever the snapshot says of it: the holder may reach a
+// server that this process cannot.
+const replicaRetryAfter = 2 * time.Second
+
+// sharedPoller is the store's poller election, when processes share one
+// poller (Config.PollerLease): not with the tracker's positions
+// (ReplayFromStore, DirectWrites), which are shared already, nor with a
+// store of one process.
+func (p *Plugin) sharedPoller() (lsnstore.SharedPoller, bool) {
+	if p.cfg.PollerLease < 0 || p.cfg.ReplayFromStore || p.cfg.DirectWrites {
+		return nil, false
+	}
+	sp, ok := p.cfg.Store.(lsnstore.SharedPoller)
+	return sp, ok
+}
+
+// followOnce is a follower's poll: verify the store as every poll does,
+// then take the replicas' states from the holder's snapshot. It reports
+// false, having changed nothing, when there is no snapshot it can use: the
+// caller then polls the servers itself.
+func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
+	snap, left, err := sp.SharedPoll(ctx)
+	if err != nil || snap == nil {
+		return false
+	}
+	var s pollSnapshot
+	if json.Unmarshal(snap, &s) != nil || s.V != pollSnapshotVersion || s.TTL <= 0 {
+		return false // another version's holder: poll here
+	}
+	now := time.Now()
+	// The poll began this long ago at the most (the store's clock for
+	// the time since it was published, which no clock skew touches).
+	polledAt := now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
+	replicas := p.replicas()
+	states := make([]*replicaState, len(replicas))
+	for i, r := range replicas {
+		id := replicaIdentity(r)
+		if id == "" {
+			return false
+		}
+		st := &replicaState{polledAt: polledAt}
+		for _, e := range s.Replicas {
+			if e.ID != id || !e.Up {
+				continue
+			}
+			pos, err := lsnstore.ParsePosition(e.Pos)
+			if err != nil {
+				return false
+			}
+			st.pos, st.up, st.withinLag = pos, true, e.WithinLag
+		}
+		if st.up && now.Sub(r.failedAt()) < replicaRetryAfter {
+			st = &replicaState{polledAt: polledAt}
+		}
+		states[i] = st
+	}
+
+	epoch, verified := p.verifyStore(ctx)
+	if verified {
+		var ins lsnstore.Position
+		if epoch.Changed {
+			// The loss floor is the primary's position read after the
+			// verification: read here, once.
+			if ins, _, err = p.engine.primaryPositions(ctx, p.primaryDB); err != nil {
+				verified = false
+			}
+		}
+		if verified {
+			p.acceptStore(ctx, epoch, ins, now)
+		}
+	}
+	if pos, err := lsnstore.ParsePosition(s.Primary); err == nil && s.Primary != "" {
+		p.lastPrimary.Store(&pos)
+	}
+	for i, r := range replicas {
+		r.state.Store(states[i])
+	}
+	p.expireLossFloor(now)
+	p.checkEviction(ctx, now)
+	p.retryPending(ctx)
+	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
+		p.depsCheckedAt = now
+		p.refreshDependents(ctx, now, true)
+	}
+	return true
+}
+
+// lead publishes what this process's own poll (begun at began) found,
+// taking or renewing the poller's lease; p.leading says whether it holds
+// it. Any failure leaves the lease to others.
+func (p *Plugin) lead(ctx context.Context, sp lsnstore.SharedPoller, began time.Time) {
+	s := pollSnapshot{V: pollSnapshotVersion, TTL: p.cfg.PollerLease.Milliseconds()}
+	if last := p.lastPrimary.Load(); last != nil {
+		s.Primary = last.String()
+	}
+	for _, r := range p.replicas() {
+		id := replicaIdentity(r)
+		if id == "" {
+			continue
+		}
+		e := snapshotReplica{ID: id}
+		if st := r.state.Load(); st != nil && st.up {
+			e.Pos, e.Up, e.WithinLag = st.pos.String(), true, st.withinLag
+		}
+		s.Replicas = append(s.Replicas, e)
+	}
+	s.Age = time.Since(began).Microseconds()
+	b, err := json.Marshal(s)
+	if err != nil {
+		p.leading.Store(false)
+		return
+	}
+	held, err := sp.PublishPoll(ctx, p.pollerMember, p.cfg.PollerLease, b, p.cfg.PollerLease)
+	p.leading.Store(err == nil && held)
+}
+
+// resign gives the poller's lease up (resting or closing), so that a
+// follower takes it over at its next poll instead of after PollerLease.
+func (p *Plugin) resign(ctx context.Context) {
+	if sp, ok := p.sharedPoller(); ok && p.leading.Swap(false) {
+		_ = sp.ResignPoller(ctx, p.pollerMember)
+	}
+}
+
+// replicaIdentity is the server identity verified for r's DSN (endpoint.go),
+// "" when none was.
+func replicaIdentity(r *replica) string {
+	v, ok := endpoints.Load(weak.Make(r.db))
+	if !ok {
+		return ""
+	}
+	e := v.(*endpoint)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.trusted {
+		return ""
+	}
+	return e.id
+}

@@ -1,0 +1,197 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/freshread/freshread/sharding/merge"
+)
+
+// Collations. A merge compares text by its bytes: ORDER BY, MIN/MAX and
+// HAVING's < need the shards to sort text in byte order, DISTINCT, GROUP
+// BY and count(DISTINCT) need them to call two values equal only when
+// their bytes are (merge.Collation). Each text column of the read's table
+// is checked on every shard, read from the catalog:
+//
+//   - PostgreSQL: the database's default collation (textByteOrder) and
+//     each column's (pg_collation): "C", "POSIX", "C.UTF-8" (libc or
+//     builtin) and "ucs_basic" sort in byte order; every other libc or
+//     ICU collation does not. Every collation but a nondeterministic ICU
+//     one (case- or accent-insensitive) compares equal by bytes.
+//   - MariaDB and MySQL: each column's collation
+//     (information_schema.COLUMNS, which holds the table's and the
+//     database's defaults applied): only binary and NO PAD binary
+//     collations (utf8mb4_nopad_bin, utf8mb4_0900_bin) compare by bytes;
+//     the _ci, _ai and UCA ones ignore case or accents, and the PAD SPACE
+//     _bin ones ignore trailing spaces ('a' = 'a ', and 'a\t' sorts before
+//     'a'): neither order nor equality.
+//
+// A merge that needs what a table's collations do not give is refused
+// (ErrScatterUnsupported naming the column).
+
+// tableCollations caches the collation of each merged table.
+type tableCollations struct {
+	mu sync.Mutex
+	m  map[string]tableCollation
+}
+
+type tableCollation struct {
+	c  merge.Collation
+	at time.Time
+}
+
+// tableCollationTTL is how long an answer is kept: a column's collation
+// changed by ALTER TABLE is seen within it.
+const tableCollationTTL = 30 * time.Second
+
+// TextCollation is the database's collation combined with the columns'
+// of the read's table.
+func (m *mergeShards) TextCollation(ctx context.Context) merge.Collation {
+	c := m.s.textByteOrder(ctx)
+	if !c.Equal || m.tg.t == nil {
+		return c
+	}
+	tc := m.s.tableCollation(ctx, m.tg.t.Name)
+	switch {
+	case !tc.Equal:
+		return tc
+	case !c.Order:
+		return c
+	}
+	return tc
+}
+
+// tableCollation reads how every shard compares the text columns of
+// table (cached for tableCollationTTL).
+func (s *Sharding) tableCollation(ctx context.Context, table string) merge.Collation {
+	tc := &s.tcoll
+	tc.mu.Lock()
+	if e, ok := tc.m[table]; ok && time.Since(e.at) < tableCollationTTL {
+		tc.mu.Unlock()
+		return e.c
+	}
+	tc.mu.Unlock()
+	out := merge.Collation{Order: true, Equal: true}
+	for _, sh := range s.shards {
+		cols, err := s.columnCollations(ctx, sh, table)
+		if err != nil {
+			// Not cached: read again next time.
+			return merge.Collation{Why: fmt.Sprintf("shard %q: reading the collations of %q: %v", sh.name, table, err)}
+		}
+		for _, col := range cols {
+			why := fmt.Sprintf("shard %q: column %q of %q collates with %q", sh.name, col.name, table, col.coll)
+			switch {
+			case !col.equal && out.Equal:
+				out = merge.Collation{Why: why + ", which calls different bytes equal (group or de-duplicate by a column of a byte-order collation, or declare the column " + byteOrderRemedy(sh) + ")"}
+			case !col.order && out.Order:
+				out.Order, out.Why = false, why+", not byte order (sort by a non-text column, or declare the column "+byteOrderRemedy(sh)+")"
+			}
+		}
+		if !out.Equal {
+			break
+		}
+	}
+	tc.mu.Lock()
+	if tc.m == nil {
+		tc.m = map[string]tableCollation{}
+	}
+	tc.m[table] = tableCollation{c: out, at: time.Now()}
+	tc.mu.Unlock()
+	return out
+}
+
+func byteOrderRemedy(sh *shard) string {
+	if dialect(sh) == "postgres" {
+		return `COLLATE "C"`
+	}
+	return "COLLATE utf8mb4_nopad_bin"
+}
+
+func dialect(sh *shard) string {
+	if sh.db.Dialector == nil {
+		return ""
+	}
+	return sh.db.Dialector.Name()
+}
+
+// columnCollation is how one text column compares.
+type columnCollation struct {
+	name, coll   string
+	order, equal bool
+}
+
+// columnCollations reads the collation of every text column of table on
+// sh.
+func (s *Sharding) columnCollations(ctx context.Context, sh *shard, table string) ([]columnCollation, error) {
+	sdb, err := sh.sqlDB()
+	if err != nil {
+		return nil, err
+	}
+	var out []columnCollation
+	switch dialect(sh) {
+	case "postgres":
+		// collprovider 'd' is the database's default (textByteOrder);
+		// collcollate is NULL for ICU collations from PostgreSQL 15, and
+		// collisdeterministic absent before 12 (every collation was).
+		rows, err := sdb.QueryContext(ctx, `SELECT a.attname, c.collname, c.collprovider::text,
+  COALESCE(to_jsonb(c)->>'collcollate', ''), COALESCE((to_jsonb(c)->>'collisdeterministic')::bool, true)
+FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, table)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c columnCollation
+			var provider, locale string
+			if err := rows.Scan(&c.name, &c.coll, &provider, &locale, &c.equal); err != nil {
+				return nil, err
+			}
+			switch provider {
+			case "d":
+				c.order = true // the database's: checked by textByteOrder
+			case "c", "b":
+				c.order = c.coll == "ucs_basic" || byteOrderLocale(locale)
+			}
+			out = append(out, c)
+		}
+		return out, rows.Err()
+	case "mysql":
+		schemaName, name := "", table
+		if i := strings.LastIndexByte(table, '.'); i >= 0 {
+			schemaName, name = table[:i], table[i+1:]
+		}
+		rows, err := sdb.QueryContext(ctx, `SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND COLLATION_NAME IS NOT NULL ORDER BY ORDINAL_POSITION`, schemaName, name)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c columnCollation
+			if err := rows.Scan(&c.name, &c.coll); err != nil {
+				return nil, err
+			}
+			n := strings.ToLower(c.coll)
+			c.order = n == "binary" || strings.HasSuffix(n, "_nopad_bin") || strings.HasSuffix(n, "_0900_bin")
+			c.equal = c.order
+			out = append(out, c)
+		}
+		return out, rows.Err()
+	}
+	return nil, fmt.Errorf("dialect %q: collations unknown", dialect(sh))
+}
+
+// byteOrderLocale reports whether a libc or builtin locale sorts text in
+// byte order.
+func byteOrderLocale(l string) bool {
+	switch strings.ToLower(l) {
+	case "c", "posix", "c.utf8", "c.utf-8":
+		return true
+	}
+	return false
+}
