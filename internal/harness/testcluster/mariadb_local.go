@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -71,8 +72,8 @@ func startLocalMariaDB(ctx context.Context) (_ *localMariaDB, err error) {
 	if !u.asSelf {
 		args = append(args, "--user="+u.name)
 	}
-	if out, err := exec.CommandContext(ctx, installer, args...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("testcluster: mariadb-install-db: %w: %s", err, lastLines(out, 10))
+	if err := installMariaDB(ctx, installer, args, m.primary.dir); err != nil {
+		return nil, err
 	}
 	if out, err := exec.CommandContext(ctx, "cp", "-a", m.primary.dir+"/.", m.replica.dir).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("testcluster: copy datadir: %w: %s", err, out)
@@ -199,4 +200,42 @@ func (m *localMariaDB) close() error {
 		}
 	}
 	return os.RemoveAll(m.base)
+}
+
+// installMariaDB runs mariadb-install-db into dir, once more into an
+// emptied dir if the first run fails (its bootstrap server has failed
+// once in a loaded CI run and passed when run again). The error names the
+// installer's own error lines, which its closing advice would otherwise
+// push out of the last lines.
+func installMariaDB(ctx context.Context, installer string, args []string, dir string) error {
+	var err error
+	for attempt := 1; attempt <= 2; attempt++ {
+		var out []byte
+		if out, err = exec.CommandContext(ctx, installer, args...).CombinedOutput(); err == nil {
+			return nil
+		}
+		err = fmt.Errorf("testcluster: mariadb-install-db (attempt %d of 2): %w: %s%s", attempt, err, errorLines(out), lastLines(out, 10))
+		entries, rerr := os.ReadDir(dir)
+		if rerr != nil {
+			return err
+		}
+		for _, e := range entries {
+			if rerr := os.RemoveAll(filepath.Join(dir, e.Name())); rerr != nil {
+				return err
+			}
+		}
+	}
+	return err
+}
+
+// errorLines returns the lines of out that report an error, each ending
+// in a newline.
+func errorLines(out []byte) string {
+	var b strings.Builder
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "ERROR") || strings.Contains(strings.ToLower(line), "error:") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
