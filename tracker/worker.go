@@ -37,6 +37,10 @@ type worker struct {
 	streaming atomic.Bool
 	// decodeErr is the last decoding error, "" when streaming.
 	decodeErr atomic.Pointer[string]
+	// formatErr is the store's refusal of this build's format (nil while
+	// the store accepts it): the worker publishes nothing meanwhile, and
+	// ready reports it.
+	formatErr atomic.Pointer[error]
 	// ddlTrigger: the DDL event trigger is in place; ddlWarned: its
 	// absence was logged. Touched by the decoding goroutine only.
 	ddlTrigger, ddlWarned bool
@@ -108,9 +112,20 @@ func (w *worker) close() {
 	}
 }
 
-// run runs the worker's loops until ctx ends.
+// run runs the worker's loops until ctx ends, while the position store
+// accepts this build's format (awaitFormat, watchFormat).
 func (w *worker) run(ctx context.Context) {
 	defer w.close()
+	for w.awaitFormat(ctx) {
+		loopCtx, stop := context.WithCancel(ctx)
+		go w.watchFormat(loopCtx, stop)
+		w.runLoops(loopCtx)
+		stop()
+	}
+}
+
+// runLoops runs the worker's loops until ctx ends.
+func (w *worker) runLoops(ctx context.Context) {
 	var wg sync.WaitGroup
 	loops := []func(context.Context){w.replayLoop, w.depsLoop}
 	switch w.t.cfg.Mode {
@@ -334,6 +349,9 @@ func (w *worker) ready(ctx context.Context) error {
 			msg = *s
 		}
 		errs = append(errs, fmt.Errorf("logical decoding not streaming: %s", msg))
+	}
+	if e := w.formatErr.Load(); e != nil {
+		errs = append(errs, fmt.Errorf("publishing nothing: %w", *e))
 	}
 	return errors.Join(errs...)
 }
