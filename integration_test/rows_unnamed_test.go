@@ -217,6 +217,12 @@ var mariaCrossSchema = []string{
 	"CREATE TABLE {x}.h (id INT PRIMARY KEY, v VARCHAR(20))",
 	"INSERT INTO {x}.h VALUES (12, 'old')",
 	"CREATE PROCEDURE ph(i INT) UPDATE {x}.h SET v = 'by procedure' WHERE id = i",
+	"CREATE TABLE {x}.km (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO {x}.km VALUES (13, 'old')",
+	"CREATE TRIGGER {x}.km_ins BEFORE INSERT ON {x}.km FOR EACH ROW SET NEW.id = NEW.id + 100",
+	"CREATE TRIGGER {x}.km_upd BEFORE UPDATE ON {x}.km FOR EACH ROW BEGIN IF NEW.v = 'move' THEN SET NEW.id = OLD.id + 100; END IF; END",
+	"CREATE TABLE {x}.gen (a INT NOT NULL, k INT AS (a * 10) PERSISTENT, v VARCHAR(20), UNIQUE KEY (k))",
+	"INSERT INTO {x}.gen (a, v) VALUES (1, 'one')",
 }
 
 var mariaCrossCases = []unnamedCase{
@@ -232,6 +238,11 @@ var mariaCrossCases = []unnamedCase{
 	{"another database's function writing this one, by SELECT", "SELECT {x}.fn(10)", "g", "id", 10, "by function"},
 	{"another database's function writing this one, by DO", "DO {x}.fn(11)", "g", "id", 11, "by function"},
 	{"this database's procedure writing another's", "CALL ph(12)", "{x}.h", "id", 12, "by procedure"},
+	// The first case's model reads teach both processes km's key (id),
+	// so the second's raw UPDATE is keyed unless km is self-dependent.
+	{"another database's BEFORE INSERT trigger moving the key", "INSERT INTO {x}.km VALUES (14, 'new')", "{x}.km", "id", 114, "new"},
+	{"another database's BEFORE UPDATE trigger moving the key", "UPDATE {x}.km SET v = 'move' WHERE id = 13", "{x}.km", "id", 113, "move"},
+	{"another database's generated key column (Config.KeyColumns) moved by its column", "UPDATE {x}.gen SET a = 2 WHERE k = 10", "{x}.gen", "k", 20, "one"},
 }
 
 func TestMariaDBCrossDatabaseNeverReadStale(t *testing.T) {
