@@ -32,7 +32,10 @@ import (
 //     cycle through triggers or cascades, and a column of a primary key or
 //     unique index that a BEFORE trigger assigns (SET NEW.c = ...), that is
 //     generated, or that is ON UPDATE CURRENT_TIMESTAMP give the table an
-//     edge to itself.
+//     edge to itself. The columns and keys are read from every database
+//     too, merged by table name: the service may write another database's
+//     table by its qualified name, keyed by a model, so a same-named table
+//     whose key moves in any database makes the name self-dependent.
 //
 // Table names are normalised as the plugin does (lsnstore.TableKey).
 func AnalyzeMySQL(ctx context.Context, db *sql.DB) (*Graph, error) {
@@ -132,14 +135,14 @@ WHERE `+userSchemas("CONSTRAINT_SCHEMA")+`
 		return nil, fmt.Errorf("depgraph: read information_schema.VIEWS: %w", err)
 	}
 	if err := eachRow(ctx, db, `SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS
-WHERE TABLE_SCHEMA = DATABASE() AND (EXTRA LIKE '%VIRTUAL GENERATED%' OR EXTRA LIKE '%STORED GENERATED%' OR EXTRA LIKE '%PERSISTENT%' OR EXTRA LIKE '%on update%')`,
+WHERE `+userSchemas("TABLE_SCHEMA")+` AND (EXTRA LIKE '%VIRTUAL GENERATED%' OR EXTRA LIKE '%STORED GENERATED%' OR EXTRA LIKE '%PERSISTENT%' OR EXTRA LIKE '%on update%')`,
 		func(table, col string) {
 			m.add(lsnstore.TableKey(table), strings.ToLower(col), fmt.Sprintf("column %s of %s is generated or set on update", col, table))
 		}); err != nil {
 		return nil, fmt.Errorf("depgraph: read information_schema.COLUMNS: %w", err)
 	}
 	keys := map[string][]string{}
-	if err := eachRow(ctx, db, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0",
+	if err := eachRow(ctx, db, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE "+userSchemas("TABLE_SCHEMA")+" AND NON_UNIQUE = 0",
 		func(table, col string) {
 			t := lsnstore.TableKey(table)
 			keys[t] = appendNew(keys[t], strings.ToLower(col))

@@ -174,9 +174,14 @@ func TestMariaDBRowsUnnamedNeverReadStale(t *testing.T) {
 
 // The same across two databases of one MariaDB server ({x} is the other
 // one, made by the test): a trigger in the service's database writing a
-// table of the other, a trigger in the other writing the service's, and a
-// foreign key into the other that cascades back. The service reads the
-// other database's table by its qualified name.
+// table of the other, a trigger in the other writing the service's; a
+// foreign key into the other that cascades back, and one of the other's
+// tables cascading from the service's; a view in each database over the
+// other's table, read after a write to that table and written through;
+// a procedure and a function of the other database writing the service's
+// table, and a procedure of the service's writing the other's, each called
+// from the service's database. The service reads the other database's
+// tables and views by their qualified names.
 var mariaCrossSchema = []string{
 	"CREATE DATABASE {x}",
 	"CREATE TABLE {x}.t (id INT PRIMARY KEY, v VARCHAR(20))",
@@ -193,12 +198,51 @@ var mariaCrossSchema = []string{
 	"INSERT INTO {x}.p VALUES (3)",
 	"CREATE TABLE c (id INT PRIMARY KEY, v INT, FOREIGN KEY (v) REFERENCES {x}.p (id) ON DELETE CASCADE)",
 	"INSERT INTO c VALUES (3, 3)",
+	"CREATE TABLE d (id INT PRIMARY KEY)",
+	"INSERT INTO d VALUES (4)",
+	"CREATE TABLE {x}.q (id INT PRIMARY KEY, v INT, FOREIGN KEY (v) REFERENCES {db}.d (id) ON UPDATE CASCADE)",
+	"INSERT INTO {x}.q VALUES (4, 4)",
+	"CREATE TABLE e (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO e VALUES (5, 'old'), (6, 'old')",
+	"CREATE VIEW {x}.ev AS SELECT id, v FROM {db}.e",
+	"CREATE TABLE {x}.f (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO {x}.f VALUES (7, 'old'), (8, 'old')",
+	"CREATE VIEW fv AS SELECT id, v FROM {x}.f",
+	"CREATE TABLE g (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO g VALUES (9, 'old'), (10, 'old'), (11, 'old')",
+	"CREATE PROCEDURE {x}.pr(i INT) UPDATE {db}.g SET v = 'by procedure' WHERE id = i",
+	// DETERMINISTIC: the binary log refuses a function that writes without it
+	// (or log_bin_trust_function_creators).
+	"CREATE FUNCTION {x}.fn(i INT) RETURNS INT DETERMINISTIC MODIFIES SQL DATA BEGIN UPDATE {db}.g SET v = 'by function' WHERE id = i; RETURN i; END",
+	"CREATE TABLE {x}.h (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO {x}.h VALUES (12, 'old')",
+	"CREATE PROCEDURE ph(i INT) UPDATE {x}.h SET v = 'by procedure' WHERE id = i",
+	"CREATE TABLE {x}.km (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO {x}.km VALUES (13, 'old')",
+	"CREATE TRIGGER {x}.km_ins BEFORE INSERT ON {x}.km FOR EACH ROW SET NEW.id = NEW.id + 100",
+	"CREATE TRIGGER {x}.km_upd BEFORE UPDATE ON {x}.km FOR EACH ROW BEGIN IF NEW.v = 'move' THEN SET NEW.id = OLD.id + 100; END IF; END",
+	"CREATE TABLE {x}.gen (a INT NOT NULL, k INT AS (a * 10) PERSISTENT, v VARCHAR(20), UNIQUE KEY (k))",
+	"INSERT INTO {x}.gen (a, v) VALUES (1, 'one')",
 }
 
 var mariaCrossCases = []unnamedCase{
 	{"a trigger writing another database", "UPDATE a SET v = 'new' WHERE id = 1", "{x}.t", "id", 1, "new"},
 	{"another database's trigger writing this one", "UPDATE {x}.w SET v = 'new' WHERE id = 2", "b", "id", 2, "new"},
 	{"a cascade from another database", "DELETE FROM {x}.p WHERE id = 3", "c", "id", 3, ""},
+	{"a cascade into another database", "UPDATE d SET id = 40 WHERE id = 4", "{x}.q", "id", 4, "40"},
+	{"another database's view over this one's table", "UPDATE e SET v = 'new' WHERE id = 5", "{x}.ev", "id", 5, "new"},
+	{"a write through another database's view", "UPDATE {x}.ev SET v = 'through view' WHERE id = 6", "e", "id", 6, "through view"},
+	{"this database's view over another's table", "UPDATE {x}.f SET v = 'new' WHERE id = 7", "fv", "id", 7, "new"},
+	{"a write through this database's view into another's table", "UPDATE fv SET v = 'through view' WHERE id = 8", "{x}.f", "id", 8, "through view"},
+	{"another database's procedure writing this one", "CALL {x}.pr(9)", "g", "id", 9, "by procedure"},
+	{"another database's function writing this one, by SELECT", "SELECT {x}.fn(10)", "g", "id", 10, "by function"},
+	{"another database's function writing this one, by DO", "DO {x}.fn(11)", "g", "id", 11, "by function"},
+	{"this database's procedure writing another's", "CALL ph(12)", "{x}.h", "id", 12, "by procedure"},
+	// The first case's model reads teach both processes km's key (id),
+	// so the second's raw UPDATE is keyed unless km is self-dependent.
+	{"another database's BEFORE INSERT trigger moving the key", "INSERT INTO {x}.km VALUES (14, 'new')", "{x}.km", "id", 114, "new"},
+	{"another database's BEFORE UPDATE trigger moving the key", "UPDATE {x}.km SET v = 'move' WHERE id = 13", "{x}.km", "id", 113, "move"},
+	{"another database's generated key column (Config.KeyColumns) moved by its column", "UPDATE {x}.gen SET a = 2 WHERE k = 10", "{x}.gen", "k", 20, "one"},
 }
 
 func TestMariaDBCrossDatabaseNeverReadStale(t *testing.T) {
