@@ -24,9 +24,7 @@ const (
 // cause is redacted of the replica's DSN and password (replica.secrets).
 func (p *Plugin) noteReplicaHealth(ctx context.Context, r *replica, err error) {
 	if err == nil {
-		if r.health.Swap(healthUp) == healthDown {
-			p.cfg.Logger.InfoContext(ctx, "freshread: replica is up again; reads may go to it once it is fresh", "replica", r.name)
-		}
+		p.noteReplicaUp(ctx, r)
 		return
 	}
 	if ctx.Err() != nil && p.lifetime().Err() != nil {
@@ -39,6 +37,30 @@ func (p *Plugin) noteReplicaHealth(ctx context.Context, r *replica, err error) {
 	case healthUp:
 		p.cfg.Logger.WarnContext(ctx, "freshread: replica is down (its poll failed); its reads go to the other replicas or the primary until a poll answers: check the server, its network and max_connections (err says which failed)",
 			"replica", r.name, "err", redact(err, r.secrets))
+	}
+}
+
+// noteReplicaUp logs, at INFO, a replica up again after the log said it
+// was down.
+func (p *Plugin) noteReplicaUp(ctx context.Context, r *replica) {
+	if r.health.Swap(healthUp) == healthDown {
+		p.cfg.Logger.InfoContext(ctx, "freshread: replica is up again; reads may go to it once it is fresh", "replica", r.name)
+	}
+}
+
+// noteFollowedHealth logs a replica's transition seen by a follower of
+// the shared poll (followOnce), as noteReplicaHealth does for a poll:
+// down at WARN, up again at INFO, once per transition. A follower does
+// not query the replica, so it has no cause to give: the log of the
+// process that polls for the fleet has it.
+func (p *Plugin) noteFollowedHealth(ctx context.Context, r *replica, up bool) {
+	if up {
+		p.noteReplicaUp(ctx, r)
+		return
+	}
+	if r.health.Swap(healthDown) != healthDown {
+		p.cfg.Logger.WarnContext(ctx, "freshread: replica is down (the fleet's shared poll reports it down, or does not list it); its reads go to the other replicas or the primary until it is reported up: the log of the process that polls for the fleet (Config.PollerLease) has the cause; check the server, its network and max_connections",
+			"replica", r.name)
 	}
 }
 
