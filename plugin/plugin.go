@@ -82,6 +82,9 @@ type Plugin struct {
 	// change is a discontinuity worth a warning); verifyFailing: the last
 	// verification failed (warned once per failing spell).
 	verifiedOnce, verifyFailing bool
+	// primarySecrets are what the primary's errors must not show in the
+	// log (dsnSecrets).
+	primarySecrets []string
 	// evictionRisk is evictionUnknown, evictionNo or evictionYes
 	// (continuity.go), read by the metrics.
 	evictionRisk      atomic.Int32
@@ -220,6 +223,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return fmt.Errorf("%w: the primary pool is a %T, want *sql.DB (install freshread before plugins that wrap the pool, such as sharding)", ErrConfig, db.ConnPool)
 	}
 	p.primaryDB = sqlDB
+	p.primarySecrets = dsnSecrets(db.Dialector)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	isPG := db.Dialector.Name() == "postgres"
@@ -385,7 +389,7 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 	}
 	pool := rc.Pool.over(p.cfg.ReplicaPool)
 	pool.apply(sqlDB) // replica_pool.go
-	r := &replica{name: rc.Name, db: sqlDB, secrets: replicaSecrets(rc.Dialector)}
+	r := &replica{name: rc.Name, db: sqlDB, secrets: dsnSecrets(rc.Dialector)}
 	r.pool = &replicaPool{ConnPool: sqlDB, r: r, p: p}
 	r.state.Store(&replicaState{})
 	isReplica, err := p.engine.isReplica(ctx, sqlDB)

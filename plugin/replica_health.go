@@ -69,10 +69,10 @@ func (p *Plugin) noteFollowedHealth(ctx context.Context, r *replica, up bool) {
 // logs it up again.
 func markReplicaDown(r *replica) { r.health.Store(healthDown) }
 
-// replicaSecrets returns what a replica's errors must never show: its DSN
-// and the password in it (PostgreSQL dialectors opened from a DSN; the
-// MySQL driver's errors carry neither).
-func replicaSecrets(d gorm.Dialector) []string {
+// dsnSecrets returns what the errors of a replica, or of the primary,
+// must never show in the log: its DSN and the password in it (PostgreSQL
+// dialectors opened from a DSN; the MySQL driver's errors carry neither).
+func dsnSecrets(d gorm.Dialector) []string {
 	pd, ok := d.(*postgres.Dialector)
 	if !ok || pd.Config == nil || pd.Config.DSN == "" {
 		return nil

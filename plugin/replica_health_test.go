@@ -41,7 +41,7 @@ func TestReplicaHealthLoggedOncePerTransition(t *testing.T) {
 	db := sql.OpenDB(bufferedConnector{})
 	defer db.Close()
 	eng := &flappingEngine{dsn: dsn}
-	r := &replica{name: "r0", db: db, secrets: replicaSecrets(postgres.Open(dsn))}
+	r := &replica{name: "r0", db: db, secrets: dsnSecrets(postgres.Open(dsn))}
 	var logs bytes.Buffer
 	p := &Plugin{engine: eng}
 	p.replicaSet.Store(&[]*replica{r})
