@@ -82,8 +82,10 @@ type Plugin struct {
 	// change is a discontinuity worth a warning); verifyFailing: the last
 	// verification failed (warned once per failing spell).
 	verifiedOnce, verifyFailing bool
-	// primarySecrets are what the primary's errors must not show in the
-	// log (dsnSecrets).
+	// primaryFailing: the last poll of the primary's positions failed
+	// (said once per failing spell: notePrimaryPoll); primarySecrets are
+	// what its errors must not show in the log (dsnSecrets).
+	primaryFailing bool
 	primarySecrets []string
 	// evictionRisk is evictionUnknown, evictionNo or evictionYes
 	// (continuity.go), read by the metrics.

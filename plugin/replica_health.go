@@ -64,6 +64,26 @@ func (p *Plugin) noteFollowedHealth(ctx context.Context, r *replica, up bool) {
 	}
 }
 
+// notePrimaryPoll logs the transitions of the poll of the primary's
+// positions (err: it failed): failing at WARN, answering again at INFO,
+// once each per failing spell. The cause is redacted of the primary's DSN
+// and password.
+func (p *Plugin) notePrimaryPoll(ctx context.Context, err error) {
+	if err == nil {
+		if p.primaryFailing {
+			p.primaryFailing = false
+			p.cfg.Logger.InfoContext(ctx, "freshread: the primary answers its poll again")
+		}
+		return
+	}
+	if p.primaryFailing || (ctx.Err() != nil && p.lifetime().Err() != nil) {
+		return // said already, or the plugin is closing
+	}
+	p.primaryFailing = true
+	p.cfg.Logger.WarnContext(ctx, "freshread: cannot poll the primary's position; until it answers, replicas are judged against the last position read, and a change of the position store cannot be accepted (table reads go to the primary): check that the primary is up and reachable from this process, its max_connections and the credentials (err says which failed)",
+		"err", redact(err, p.primarySecrets))
+}
+
 // markReplicaDown records that something other than a poll (a stalled
 // read) found the replica down and said so: the next poll that answers
 // logs it up again.
