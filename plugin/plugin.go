@@ -190,6 +190,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.warnStoreClient()
+	if l, ok := p.cfg.Store.(lsnstore.Logging); ok {
+		l.SetLogger(p.cfg.Logger) // the store's refusals (NOPERM) in the plugin's log
+	}
 	burst := p.cfg.FallbackBurst
 	if burst == 0 {
 		burst = int(p.cfg.MaxFallbackRate)
