@@ -19,6 +19,7 @@ import (
 // the key layout.
 type Redis struct {
 	rdb     redis.UniversalClient
+	hook    *watchHook    // the client's watch (WatchRedis); nil without a client
 	opts    RedisOptions  // after defaults
 	err     error         // from NewRedis: every call returns it
 	timeout time.Duration // the floor of the per-call timeout
@@ -60,7 +61,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 		r.err = errors.Join(r.err, errors.New("lsnstore: NewRedis: nil redis client"))
 	}
 	r.err = errors.Join(r.err, refuseClientCache(rdb))
-	WatchRedis(rdb) // refusals (NOPERM) logged and counted; failures name their cause
+	r.hook = watchRedis(rdb) // refusals (NOPERM) logged and counted; failures name their cause
 	o := opts.withDefaults()
 	r.opts = o
 	r.timeout, r.maxTimeout = o.Timeout, o.MaxTimeout

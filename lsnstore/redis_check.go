@@ -1,6 +1,10 @@
 package lsnstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Checked is implemented by stores whose construction can fail (Redis):
 // Err returns the error every call of the store would return (invalid
@@ -21,10 +25,28 @@ type ClientTimeouts interface {
 	ContextTimeouts() (enabled, known bool)
 }
 
+// Logging is implemented by stores that log what they meet (Redis: the
+// commands the server refuses to the client's user, WatchRedis).
+// SetLogger sends those logs to l instead of slog.Default() (nil: back to
+// slog.Default()). The plugin gives its Config.Logger.
+type Logging interface {
+	SetLogger(l *slog.Logger)
+}
+
 var (
 	_ Checked        = (*Redis)(nil)
 	_ ClientTimeouts = (*Redis)(nil)
+	_ Logging        = (*Redis)(nil)
 )
+
+// SetLogger implements Logging. The logger is the client's: every store,
+// lookup cache or ID generator over the same client logs its refusals
+// there, and the last SetLogger (or LogRedisTo) on the client wins.
+func (r *Redis) SetLogger(l *slog.Logger) {
+	if r.hook != nil {
+		r.hook.logger.Store(l)
+	}
+}
 
 // Err implements Checked: the error NewRedis found, which every call
 // returns; nil when the store is usable.

@@ -24,7 +24,8 @@ import (
 //
 //   - a command the server refuses to the client's user (NOPERM, or a
 //     command or key refused inside a script) logs an ERROR naming the
-//     command, once per command per process (through slog.Default()), and
+//     command, once per command per process (through slog.Default(), or
+//     the logger a store over the client was given: Redis.SetLogger), and
 //     is counted in DeniedCommands (DeniedCollector exports the
 //     counts as freshread_store_denied_total{command});
 //   - a call that fails on its deadline, its cancellation or the pool's
@@ -35,16 +36,28 @@ import (
 //
 // lookup.New and sharding.NewIDGenerator call it on their clients; call
 // it for any other client of freshread's. A nil rdb is ignored.
-func WatchRedis(rdb redis.UniversalClient) {
+func WatchRedis(rdb redis.UniversalClient) { watchRedis(rdb) }
+
+// LogRedisTo is WatchRedis, with the watch's log (the refusals) sent to l
+// instead of slog.Default() (nil: back to slog.Default()). The logger is
+// the client's: the last call for a client wins (Redis.SetLogger too).
+func LogRedisTo(rdb redis.UniversalClient, l *slog.Logger) {
+	if h := watchRedis(rdb); h != nil {
+		h.logger.Store(l)
+	}
+}
+
+// watchRedis is WatchRedis, returning rdb's hook (nil for a nil rdb).
+func watchRedis(rdb redis.UniversalClient) *watchHook {
 	if rdb == nil {
-		return
+		return nil
 	}
 	key, forget := watchKey(rdb)
-	if _, loaded := watchedClients.LoadOrStore(key, struct{}{}); loaded {
-		return
+	h := &watchHook{user: clientUser(rdb)}
+	if v, loaded := watchedClients.LoadOrStore(key, h); loaded {
+		return v.(*watchHook)
 	}
 	forget()
-	h := &watchHook{user: clientUser(rdb)}
 	node := func(n *redis.Client) { n.AddHook(dialWatch{h}) }
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
@@ -53,9 +66,11 @@ func WatchRedis(rdb redis.UniversalClient) {
 		c.OnNewNode(node)
 	}
 	rdb.AddHook(h)
+	return h
 }
 
-// watchedClients holds the clients WatchRedis has installed its hook on,
+// watchedClients holds the clients WatchRedis has installed its hook on
+// (and the hook),
 // by a weak pointer for the clients go-redis makes (a client that is
 // collected leaves the set), else by the client itself.
 var watchedClients sync.Map
@@ -123,6 +138,8 @@ type denial struct {
 // watchHook is WatchRedis's go-redis hook.
 type watchHook struct {
 	user string
+	// logger receives the refusals' log (nil: slog.Default()).
+	logger atomic.Pointer[slog.Logger]
 	// dialFails counts the failed connection attempts; lastDial is the
 	// latest one's error.
 	dialFails atomic.Uint64
@@ -401,10 +418,18 @@ func (h *watchHook) denied(ctx context.Context, cmd redis.Cmder, err error) (rem
 		if key {
 			what = "a key of " + command
 		}
-		slog.Default().ErrorContext(ctx, "freshread: Redis refused "+what+" to this client's user (NOPERM); the call failed: "+remedy+"; logged once per command; freshread_store_denied_total (lsnstore.DeniedCollector) counts every refusal",
+		h.log().ErrorContext(ctx, "freshread: Redis refused "+what+" to this client's user (NOPERM); the call failed: "+remedy+"; logged once per command; freshread_store_denied_total (lsnstore.DeniedCollector) counts every refusal",
 			"command", command, "user", h.user, "err", err.Error())
 	}
 	return remedy
+}
+
+// log is the logger of the refusals.
+func (h *watchHook) log() *slog.Logger {
+	if l := h.logger.Load(); l != nil {
+		return l
+	}
+	return slog.Default()
 }
 
 // deniedRemedy says what to grant user for a refusal of command.

@@ -282,3 +282,49 @@ func TestCauseNotAddedWithoutDialFailure(t *testing.T) {
 		t.Errorf("err = %v, want the deadline as it was", err)
 	}
 }
+
+// TestDeniedLoggedToStoreLogger: a store given a logger (SetLogger, as the
+// plugin gives its Config.Logger) logs its client's refusals there, not
+// to slog.Default(); LogRedisTo does the same for a client without a
+// store.
+func TestDeniedLoggedToStoreLogger(t *testing.T) {
+	deflt := captureLog(t)
+	ctx := context.Background()
+	refuse := func(h *watchHook, command string) {
+		t.Helper()
+		process := h.ProcessHook(func(_ context.Context, cmd redis.Cmder) error {
+			err := fakeRedisErr(fmt.Sprintf("NOPERM User app has no permissions to run the '%s' command", cmd.Name()))
+			cmd.SetErr(err)
+			return err
+		})
+		if err := process(ctx, redis.NewCmd(ctx, command, "k")); !isDenied(err) {
+			t.Fatalf("%s: %v, want a refusal", command, err)
+		}
+	}
+
+	forgetDenials()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Username: "app"})
+	defer rdb.Close()
+	store := NewRedis(rdb, RedisOptions{Database: "d"})
+	own := &logLines{}
+	store.SetLogger(slog.New(slog.NewTextHandler(own, nil)))
+	refuse(store.hook, "del")
+	if out := own.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "command=del") {
+		t.Fatalf("the store's logger did not get the refusal:\n%s", out)
+	}
+	if out := deflt.String(); strings.Contains(out, "command=del") {
+		t.Fatalf("slog.Default() got the refusal the store's logger should have:\n%s", out)
+	}
+
+	other := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Username: "app"})
+	defer other.Close()
+	mine := &logLines{}
+	LogRedisTo(other, slog.New(slog.NewTextHandler(mine, nil)))
+	refuse(watchRedis(other), "hgetall")
+	if out := mine.String(); !strings.Contains(out, "command=hgetall") {
+		t.Fatalf("LogRedisTo's logger did not get the refusal:\n%s", out)
+	}
+	if out := deflt.String(); strings.Contains(out, "command=hgetall") {
+		t.Fatalf("slog.Default() got the refusal LogRedisTo's logger should have:\n%s", out)
+	}
+}

@@ -85,7 +85,9 @@ type RedisOptions struct {
 
 	// MaxTimeout is the most a read's timeout grows to, and the timeout of
 	// every call that is not a read's lookup: Raise, Invalidate, Verify,
-	// ClaimSignature and the tracker's. None holds a read, and each that
+	// ClaimSignature and the tracker's. None holds a read, but Raise and
+	// Invalidate hold writes (the plugin's commit returns after them:
+	// plugin.Config.PublishTimeout bounds how long), and each that
 	// fails makes reads conservative (a write that cannot be published
 	// sends every reader to the primary until the next poll), so a slow
 	// store is given this long. At least Timeout. Ignored when Timeout is

@@ -331,8 +331,8 @@ type Config struct {
 	// they reach it: the store's anchor, which every read checks, expires
 	// with the earliest lease, and their next poll then takes the
 	// primary's position as their floor. So such a write is acknowledged
-	// once this lease has surely ended (at most WriterLease after the
-	// last renewal), and a process whose lease has ended, or is about to
+	// once this lease has surely ended (how long that can take:
+	// PublishTimeout), and a process whose lease has ended, or is about to
 	// (less than a fifth left), refuses to commit a write
 	// (ErrStoreUnreachable: nothing was committed, a retry is safe) until
 	// it reaches the store again. A process that stops without Close
@@ -346,7 +346,12 @@ type Config struct {
 	// position and publishing it to the store (and, when that fails,
 	// telling the other processes: lsnstore.Invalidator). A write that
 	// could not be published within it waits for its lease to end
-	// (WriterLease) before its commit returns. Default: 1s.
+	// (WriterLease) before its commit returns, trying to publish again
+	// meanwhile. So while Redis does not answer, a write waits at most
+	// 3 × PublishTimeout + 3 × RedisOptions.MaxTimeout + WriterLease +
+	// WriterLease/100 + 5ms: 9.6s with the defaults (derived in
+	// docs/design/reliability.md, "How long a write waits for Redis").
+	// Default: 1s.
 	PublishTimeout time.Duration
 
 	// BreakerFailures is the number of consecutive store failures after

@@ -23,10 +23,12 @@ import (
 // (fenceWrite).
 
 // ErrStoreUnreachable is returned by a write that the plugin refused to
-// commit because this process has not reached the position store for
-// longer than its lease (Config.WriterLease): committed, it could be read
-// stale by the processes that still reach the store. Nothing was
-// committed; the write may be retried once the store is reachable.
+// commit because less than a fifth of this process's lease in the
+// position store (Config.WriterLease) was left and a renewal just then
+// failed (fenceMargin, fenceWrite): the process had not reached the store
+// for 0.55 to 0.8 of its lease. Committed, the write could be read stale
+// by the processes that still reach the store. Nothing was committed; the
+// write may be retried once the store is reachable.
 var ErrStoreUnreachable = errors.New("plugin: the position store is unreachable from this process; the write was not committed")
 
 // IsStoreUnreachable reports whether err is a write refused because the
@@ -75,7 +77,7 @@ func (p *Plugin) fenceWrite(ctx context.Context) error {
 	if err == nil {
 		err = errors.New("the lease was not renewed")
 	}
-	return fmt.Errorf("%w (its lease in the store ended: %v); retry when the store is reachable, or check the network between this process and Redis", ErrStoreUnreachable, err)
+	return fmt.Errorf("%w (its lease in the store had less than a fifth left and could not be renewed: %v); retry when the store is reachable, or check the network between this process and Redis", ErrStoreUnreachable, err)
 }
 
 // awaitLease holds the acknowledgement of w, committed at committed but

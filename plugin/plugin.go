@@ -82,6 +82,11 @@ type Plugin struct {
 	// change is a discontinuity worth a warning); verifyFailing: the last
 	// verification failed (warned once per failing spell).
 	verifiedOnce, verifyFailing bool
+	// primaryFailing: the last poll of the primary's positions failed
+	// (said once per failing spell: notePrimaryPoll); primarySecrets are
+	// what its errors must not show in the log (dsnSecrets).
+	primaryFailing bool
+	primarySecrets []string
 	// evictionRisk is evictionUnknown, evictionNo or evictionYes
 	// (continuity.go), read by the metrics.
 	evictionRisk      atomic.Int32
@@ -185,6 +190,9 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return err
 	}
 	p.warnStoreClient()
+	if l, ok := p.cfg.Store.(lsnstore.Logging); ok {
+		l.SetLogger(p.cfg.Logger) // the store's refusals (NOPERM) in the plugin's log
+	}
 	burst := p.cfg.FallbackBurst
 	if burst == 0 {
 		burst = int(p.cfg.MaxFallbackRate)
@@ -220,6 +228,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		return fmt.Errorf("%w: the primary pool is a %T, want *sql.DB (install freshread before plugins that wrap the pool, such as sharding)", ErrConfig, db.ConnPool)
 	}
 	p.primaryDB = sqlDB
+	p.primarySecrets = dsnSecrets(db.Dialector)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	isPG := db.Dialector.Name() == "postgres"
@@ -385,7 +394,7 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 	}
 	pool := rc.Pool.over(p.cfg.ReplicaPool)
 	pool.apply(sqlDB) // replica_pool.go
-	r := &replica{name: rc.Name, db: sqlDB, secrets: replicaSecrets(rc.Dialector)}
+	r := &replica{name: rc.Name, db: sqlDB, secrets: dsnSecrets(rc.Dialector)}
 	r.pool = &replicaPool{ConnPool: sqlDB, r: r, p: p}
 	r.state.Store(&replicaState{})
 	isReplica, err := p.engine.isReplica(ctx, sqlDB)

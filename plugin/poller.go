@@ -83,6 +83,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	// primary's flush position has everything committed before this point.
 	ins, flush, err := p.engine.primaryPositions(ctx, p.primaryDB)
 	primaryOK := err == nil
+	p.notePrimaryPoll(ctx, err)
 	now := time.Now()
 	if primaryOK {
 		p.samples = append(p.samples, primarySample{at: now, pos: ins})

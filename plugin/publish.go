@@ -103,7 +103,8 @@ func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Positio
 		s.wrote(time.Now())
 	}
 	if err != nil {
-		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the primary's position after commit; reads go to the primary until it is published", "err", err)
+		p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the primary's position after commit; the write committed, and reads go to the primary until the poller publishes it: check that the primary is up and reachable from this process (err says what failed), or raise Config.PublishTimeout if it is only slow",
+			"err", redact(err, p.primarySecrets))
 		p.unpublished(ctx, w, committed)
 		return
 	}
@@ -111,7 +112,8 @@ func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Positio
 		s.raise(p.cluster, pos)
 	}
 	if err := p.raise(ctx, w, pos); err != nil {
-		p.cfg.Logger.WarnContext(ctx, "freshread: cannot publish write position; this process reads from the primary until it is", "err", err)
+		p.cfg.Logger.WarnContext(ctx, "freshread: cannot publish write position; this process reads from the primary until its poller publishes it: check that Redis is up and reachable from this process (err says what failed; NOPERM: grant the Redis user the commands of the operations guide, Redis permissions), or raise RedisOptions.MaxTimeout and Config.PublishTimeout if Redis is only slow",
+			"err", err)
 		p.unpublished(ctx, w, committed)
 	}
 }

@@ -24,9 +24,7 @@ const (
 // cause is redacted of the replica's DSN and password (replica.secrets).
 func (p *Plugin) noteReplicaHealth(ctx context.Context, r *replica, err error) {
 	if err == nil {
-		if r.health.Swap(healthUp) == healthDown {
-			p.cfg.Logger.InfoContext(ctx, "freshread: replica is up again; reads may go to it once it is fresh", "replica", r.name)
-		}
+		p.noteReplicaUp(ctx, r)
 		return
 	}
 	if ctx.Err() != nil && p.lifetime().Err() != nil {
@@ -42,15 +40,59 @@ func (p *Plugin) noteReplicaHealth(ctx context.Context, r *replica, err error) {
 	}
 }
 
+// noteReplicaUp logs, at INFO, a replica up again after the log said it
+// was down.
+func (p *Plugin) noteReplicaUp(ctx context.Context, r *replica) {
+	if r.health.Swap(healthUp) == healthDown {
+		p.cfg.Logger.InfoContext(ctx, "freshread: replica is up again; reads may go to it once it is fresh", "replica", r.name)
+	}
+}
+
+// noteFollowedHealth logs a replica's transition seen by a follower of
+// the shared poll (followOnce), as noteReplicaHealth does for a poll:
+// down at WARN, up again at INFO, once per transition. A follower does
+// not query the replica, so it has no cause to give: the log of the
+// process that polls for the fleet has it.
+func (p *Plugin) noteFollowedHealth(ctx context.Context, r *replica, up bool) {
+	if up {
+		p.noteReplicaUp(ctx, r)
+		return
+	}
+	if r.health.Swap(healthDown) != healthDown {
+		p.cfg.Logger.WarnContext(ctx, "freshread: replica is down (the fleet's shared poll reports it down, or does not list it); its reads go to the other replicas or the primary until it is reported up: the log of the process that polls for the fleet (Config.PollerLease) has the cause; check the server, its network and max_connections",
+			"replica", r.name)
+	}
+}
+
+// notePrimaryPoll logs the transitions of the poll of the primary's
+// positions (err: it failed): failing at WARN, answering again at INFO,
+// once each per failing spell. The cause is redacted of the primary's DSN
+// and password.
+func (p *Plugin) notePrimaryPoll(ctx context.Context, err error) {
+	if err == nil {
+		if p.primaryFailing {
+			p.primaryFailing = false
+			p.cfg.Logger.InfoContext(ctx, "freshread: the primary answers its poll again")
+		}
+		return
+	}
+	if p.primaryFailing || (ctx.Err() != nil && p.lifetime().Err() != nil) {
+		return // said already, or the plugin is closing
+	}
+	p.primaryFailing = true
+	p.cfg.Logger.WarnContext(ctx, "freshread: cannot poll the primary's position; until it answers, replicas are judged against the last position read, and a change of the position store cannot be accepted (table reads go to the primary): check that the primary is up and reachable from this process, its max_connections and the credentials (err says which failed)",
+		"err", redact(err, p.primarySecrets))
+}
+
 // markReplicaDown records that something other than a poll (a stalled
 // read) found the replica down and said so: the next poll that answers
 // logs it up again.
 func markReplicaDown(r *replica) { r.health.Store(healthDown) }
 
-// replicaSecrets returns what a replica's errors must never show: its DSN
-// and the password in it (PostgreSQL dialectors opened from a DSN; the
-// MySQL driver's errors carry neither).
-func replicaSecrets(d gorm.Dialector) []string {
+// dsnSecrets returns what the errors of a replica, or of the primary,
+// must never show in the log: its DSN and the password in it (PostgreSQL
+// dialectors opened from a DSN; the MySQL driver's errors carry neither).
+func dsnSecrets(d gorm.Dialector) []string {
 	pd, ok := d.(*postgres.Dialector)
 	if !ok || pd.Config == nil || pd.Config.DSN == "" {
 		return nil

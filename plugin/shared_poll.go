@@ -86,6 +86,9 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 	polledAt := now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
 	replicas := p.replicas()
 	states := make([]*replicaState, len(replicas))
+	// reported: what the snapshot says of each replica, for the log;
+	// nil when a read's failure here overrides it.
+	reported := make([]*bool, len(replicas))
 	for i, r := range replicas {
 		id := replicaIdentity(r)
 		if id == "" {
@@ -102,8 +105,11 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 			}
 			st.pos, st.up, st.withinLag = pos, true, e.WithinLag
 		}
+		up := st.up
 		if st.up && now.Sub(r.failedAt()) < replicaRetryAfter {
 			st = &replicaState{polledAt: polledAt}
+		} else {
+			reported[i] = &up
 		}
 		states[i] = st
 	}
@@ -127,6 +133,9 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 	}
 	for i, r := range replicas {
 		r.state.Store(states[i])
+		if reported[i] != nil {
+			p.noteFollowedHealth(ctx, r, *reported[i])
+		}
 	}
 	p.expireLossFloor(now)
 	p.checkEviction(ctx, now)

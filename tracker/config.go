@@ -109,8 +109,9 @@ type Config struct {
 	// Logger receives the tracker's logs; secrets are redacted from them.
 	// Default slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the metrics. Default: a new registry, served by
-	// Handler's /metrics.
+	// Registerer receives the metrics, lsnstore.DeniedCollector's among
+	// them (left as it is when already registered there). Default: a new
+	// registry, served by Handler's /metrics.
 	Registerer prometheus.Registerer
 	// Gatherer serves /metrics when Registerer is set (usually the same
 	// *prometheus.Registry).

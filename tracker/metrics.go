@@ -1,6 +1,13 @@
 package tracker
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/freshread/freshread/lsnstore"
+)
 
 // metrics are the tracker's Prometheus metrics. Labels never hold a
 // credential: "database" is host:port/name.
@@ -49,7 +56,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.replayLagBytes, m.replayLagSeconds, m.tablesTracked, m.dependencyEdges, m.everything,
 		m.decodingLagBytes, m.decodedTx, m.statsRaises, m.databaseUp, m.errors, m.registrySize, m.redisUp)
+	registerDenied(reg)
 	return m
+}
+
+// registerDenied registers lsnstore.DeniedCollector (the Redis commands
+// refused to the tracker's user, freshread_store_denied_total) on reg,
+// unless it is there already: a process that embeds the tracker may have
+// registered it beside a plugin's collector on the same registry.
+func registerDenied(reg prometheus.Registerer) {
+	if err := reg.Register(lsnstore.DeniedCollector()); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			panic(fmt.Errorf("tracker: registering lsnstore.DeniedCollector: %w", err))
+		}
+	}
 }
 
 // forget drops the series of a database that left the registry.

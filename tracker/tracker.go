@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/registry"
 )
 
@@ -40,6 +41,7 @@ func New(cfg Config) (*Tracker, error) {
 	s := &secrets{}
 	t := &Tracker{cfg: cfg, secrets: s, workers: map[string]*worker{}}
 	t.log = slog.New(redactHandler{inner: cfg.Logger.Handler(), s: s})
+	lsnstore.LogRedisTo(cfg.Redis, t.log) // Redis's refusals (NOPERM) in the tracker's log
 	reg, gather := cfg.Registerer, cfg.Gatherer
 	if reg == nil {
 		r := prometheus.NewRegistry()

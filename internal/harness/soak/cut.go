@@ -22,8 +22,8 @@ import (
 // Cuts between one process and a server. The first plugin instance (the
 // cut one) reaches the store's Redis, and replica 0, through relays of its
 // own; the redis-partition-one and replica-partition-one faults cut them
-// for 0.5 to 2 s (more than the soak's lease, soakLease, about half the
-// time), alternately holding every byte both ways (Relay.Partition: a
+// for 0.5 to 2 s, drawn uniformly (longer than the soak's 1 s lease,
+// soakLease, two times in three), alternately holding every byte both ways (Relay.Partition: a
 // network dropping packets; what was sent arrives when it heals) and
 // resetting every connection and refusing new ones (Relay.Refuse). The
 // other instances keep writing and reading the same rows, by key and by
