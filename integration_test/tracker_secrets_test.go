@@ -78,16 +78,27 @@ func TestTrackerNoPasswordAnywhere(t *testing.T) {
 	pos := rawWrite(t, raw, "INSERT INTO ta VALUES (99, 'x')")
 	waitRaised(t, newStoreWithPrefix(t, run.rdb, ent.Store, prefix), []string{"ta", "tb"}, pos, 20*time.Second)
 
+	// The tracker's replay positions live ReplayTTL (2 s here): wait for
+	// them in the store while it runs, so that the dump below is checked
+	// with them.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if d := dumpRedis(t, run.rdb, prefix+"*"); strings.Contains(d, e.dbName) && strings.Contains(d, "replay_lsn") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tracker published no replay position within 20 s:\n%s", dumpRedis(t, run.rdb, prefix+"*"))
+		}
+	}
 	h := httptest.NewServer(run.tr.Handler())
 	defer h.Close()
 	_, metrics := httpGet(t, h.URL+"/metrics")
 	_, ready := httpGet(t, h.URL+"/readyz")
-	run.stop()
-
 	dump := dumpRedis(t, run.rdb, prefix+"*")
+	run.stop()
 	if !strings.Contains(dump, e.dbName) || !strings.Contains(dump, "replay_lsn") {
 		t.Fatalf("Redis dump lacks the tracker's keys:\n%s", dump)
 	}
+	dump += dumpRedis(t, run.rdb, prefix+"*")
 	logs := run.logs.String()
 	if !strings.Contains(logs, "tracking database") {
 		t.Fatalf("no tracker logs captured:\n%s", logs)

@@ -83,7 +83,7 @@ func seedItem(t *testing.T, e *env, b *gorm.DB, id uint) {
 	e.resumeAll()
 	e.waitCaughtUp()
 	e.waitPollersCaughtUp()
-	e.mustReplica(e.readItem(b, id), fmt.Sprintf("B's read of item %d before the cut", id))
+	e.eventuallyReplica(func() served { return e.readItem(b, id) }, fmt.Sprintf("B's read of item %d before the cut", id))
 }
 
 func writerCut(t *testing.T, engine, cut string, lease time.Duration) {
