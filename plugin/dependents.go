@@ -119,9 +119,11 @@ func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
 }
 
 // dependencyWords are the words of a CREATE or ALTER that can add a
-// dependency between tables.
+// dependency between tables. A generated column is "GENERATED ALWAYS AS",
+// or on MariaDB and MySQL "AS (...)" followed by PERSISTENT, STORED or
+// VIRTUAL.
 var dependencyWords = []string{"trigger", "view", "rule", "function", "procedure", "references", "foreign", "rename",
-	"partition", "inherit", "generated", "on update"}
+	"partition", "inherit", "generated", "persistent", "stored", "virtual", "on update"}
 
 // addsDependency reports whether sql is a schema change that can add a
 // dependency or rename a table: RENAME, or CREATE or ALTER naming one of
