@@ -172,6 +172,52 @@ func TestMariaDBRowsUnnamedNeverReadStale(t *testing.T) {
 	checkRowsUnnamed(t, "mariadb", mariaUnnamedSchema, mariaUnnamedCases)
 }
 
+// A model's primary key the catalog does not hold as a key: the tables
+// have no primary key and no unique index, and kvRow declares id their
+// primary key, so a process keys them by id once a model read has shown
+// it. A BEFORE UPDATE trigger that sets NEW.id, and a generated id, move
+// a row to another id than the statement names. Each table's first case
+// changes no key: its model reads teach both processes the key, so the
+// raw UPDATE of the second case is keyed by id unless the plugin finds id
+// can move.
+var pgModelKeySchema = []string{
+	"CREATE TABLE nk (id int NOT NULL, v text)",
+	`CREATE FUNCTION nk_shift() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.v = 'move' THEN
+    NEW.id := OLD.id + 100;
+  END IF;
+  RETURN NEW;
+END $$`,
+	"CREATE TRIGGER nk_shift BEFORE UPDATE ON nk FOR EACH ROW EXECUTE FUNCTION nk_shift()",
+	"INSERT INTO nk VALUES (1, 'old'), (2, 'old')",
+	"CREATE TABLE nkgen (a int NOT NULL, id int GENERATED ALWAYS AS (a * 10) STORED, v text)",
+	"INSERT INTO nkgen (a, v) VALUES (1, 'one'), (3, 'three')",
+}
+
+var mariaModelKeySchema = []string{
+	"CREATE TABLE nk (id INT NOT NULL, v VARCHAR(20))",
+	"CREATE TRIGGER nk_shift BEFORE UPDATE ON nk FOR EACH ROW BEGIN IF NEW.v = 'move' THEN SET NEW.id = OLD.id + 100; END IF; END",
+	"INSERT INTO nk VALUES (1, 'old'), (2, 'old')",
+	"CREATE TABLE nkgen (a INT NOT NULL, id INT AS (a * 10) PERSISTENT, v VARCHAR(20))",
+	"INSERT INTO nkgen (a, v) VALUES (1, 'one'), (3, 'three')",
+}
+
+var modelKeyCases = []unnamedCase{
+	{"a model's key the catalog does not hold, not moved", "UPDATE nk SET v = 'new' WHERE id = 1", "nk", "id", 1, "new"},
+	{"a BEFORE UPDATE trigger moving a model's key the catalog does not hold", "UPDATE nk SET v = 'move' WHERE id = 2", "nk", "id", 102, "move"},
+	{"a generated model key the catalog does not hold, not moved", "UPDATE nkgen SET v = 'new' WHERE id = 30", "nkgen", "id", 30, "new"},
+	{"a generated model key the catalog does not hold, moved by its column", "UPDATE nkgen SET a = 2 WHERE id = 10", "nkgen", "id", 20, "one"},
+}
+
+func TestRowsUnnamedModelKeyNeverReadStale(t *testing.T) {
+	checkRowsUnnamed(t, "postgres", pgModelKeySchema, modelKeyCases)
+}
+
+func TestMariaDBRowsUnnamedModelKeyNeverReadStale(t *testing.T) {
+	checkRowsUnnamed(t, "mariadb", mariaModelKeySchema, modelKeyCases)
+}
+
 // The same across two databases of one MariaDB server ({x} is the other
 // one, made by the test): a trigger in the service's database writing a
 // table of the other, a trigger in the other writing the service's; a

@@ -119,9 +119,11 @@ func (p *Plugin) relearnAfterDDL(db *gorm.DB) {
 }
 
 // dependencyWords are the words of a CREATE or ALTER that can add a
-// dependency between tables.
+// dependency between tables. A generated column is "GENERATED ALWAYS AS",
+// or on MariaDB and MySQL "AS (...)" followed by PERSISTENT, STORED or
+// VIRTUAL.
 var dependencyWords = []string{"trigger", "view", "rule", "function", "procedure", "references", "foreign", "rename",
-	"partition", "inherit", "generated", "on update"}
+	"partition", "inherit", "generated", "persistent", "stored", "virtual", "on update"}
 
 // addsDependency reports whether sql is a schema change that can add a
 // dependency or rename a table: RENAME, or CREATE or ALTER naming one of
@@ -215,25 +217,74 @@ func (p *Plugin) installDependents() {
 			union[t] = append(union[t], ds...)
 		}
 	}
-	// A column the plugin keys a table by (Config.KeyColumns) that changes
-	// without a statement naming it makes the table's writes unkeyed: an
-	// edge to itself (the catalog's keys are checked by depgraph).
+	// A column the plugin keys a table by (its models' primary key, the
+	// catalog's, Config.KeyColumns) that changes without a statement
+	// naming it makes the table's writes unkeyed: an edge to itself
+	// (depgraph checks only the catalog's keys and unique indexes).
 	self := maps.Clone(p.depSrc.selfReasons)
-	for t, cols := range p.cfg.KeyColumns {
-		k := lsnstore.TableKey(t)
-		for _, c := range cols {
-			if moved := p.depSrc.keyMoves[k]; slices.Contains(moved, "*") || slices.Contains(moved, strings.ToLower(c)) {
+	for k, moved := range p.depSrc.keyMoves {
+		if slices.Contains(union[k], k) {
+			continue // self-dependent already
+		}
+		for _, kc := range p.keyedColumns(k) {
+			if movable(moved, kc.col) {
 				union[k] = append(union[k], k)
 				if self == nil {
 					self = map[string][]string{}
 				}
-				self[k] = append(self[k], "Config.KeyColumns names "+c+", which changes without a statement naming it")
+				self[k] = append(self[k], kc.source+" names "+kc.col+", which changes without a statement naming it")
 				break
 			}
 		}
 	}
 	p.logSelfDependent(self)
 	p.deps.Store(&depGraph{graph: closeDependents(union), version: p.depSrc.version, unknown: p.depSrc.learnFailed})
+}
+
+// keyedColumn is a column the plugin keys a table by, and where that key
+// comes from.
+type keyedColumn struct{ col, source string }
+
+// keyedColumns lists every column this process keys table by, whatever
+// names it: the integer primary key its models declare (learned as
+// statements use them, even when the catalog holds no key on it), the
+// catalog's primary key and Config.KeyColumns.
+func (p *Plugin) keyedColumns(table string) []keyedColumn {
+	var cols []keyedColumn
+	if v, ok := p.keyNames.Load(table); ok {
+		if k := v.(*tableKeyNames).pk.Load(); k != nil {
+			for _, c := range k.cols {
+				cols = append(cols, keyedColumn{c, "the model's primary key"})
+			}
+		}
+	}
+	if k, ok := p.catalogKey(table); ok {
+		for _, c := range k.cols {
+			cols = append(cols, keyedColumn{c, "the catalog's primary key"})
+		}
+	}
+	for _, c := range p.cfg.KeyColumns[table] {
+		cols = append(cols, keyedColumn{c, "Config.KeyColumns"})
+	}
+	return cols
+}
+
+// movable reports whether col is among moved, the columns of a table a
+// write may change without naming them ("*": any).
+func movable(moved []string, col string) bool {
+	return slices.Contains(moved, "*") || slices.Contains(moved, strings.ToLower(col))
+}
+
+// keyColumnLearned: table's models key it by col, which this process did
+// not key it by before. When col can change without a statement naming it,
+// the graph is installed again before the statement that showed the model
+// runs, so that its write, and every later one, is unkeyed.
+func (p *Plugin) keyColumnLearned(table, col string) {
+	p.depMu.Lock()
+	defer p.depMu.Unlock()
+	if movable(p.depSrc.keyMoves[table], col) && !slices.Contains(p.dependentsOf(table), table) {
+		p.installDependents()
+	}
 }
 
 // logSelfDependent says once per table, at Info, that a table's writes

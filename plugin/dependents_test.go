@@ -21,6 +21,9 @@ func TestAddsDependency(t *testing.T) {
 		"CREATE TABLE sub () INHERITS (base)":                                      true,
 		"ALTER TABLE ev DETACH PARTITION ev_eu":                                    true,
 		"ALTER TABLE g ADD COLUMN k int GENERATED ALWAYS AS (a * 2) STORED":        true,
+		"CREATE TABLE g (a INT NOT NULL, k INT AS (a * 10) PERSISTENT)":            true,
+		"ALTER TABLE g ADD k INT AS (a * 2) VIRTUAL":                               true,
+		"alter table g add k int as (a * 2) stored":                                true,
 		"DROP VIEW v":                            false,
 		"INSERT INTO created VALUES ('trigger')": false,
 		"UPDATE items SET name = 'create view'":  false,
@@ -63,5 +66,41 @@ func TestSelfDependentTables(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "orders") {
 		t.Errorf("orders logged, but its key column does not move:\n%s", logs.String())
+	}
+}
+
+// TestSelfDependentModelKey: a column the plugin keys a table by because a
+// model declares it the primary key (the catalog holds no key on it) is
+// checked against the columns that change unnamed like Config.KeyColumns,
+// whether the model is seen before the graph is installed or after (then
+// the graph is installed again at once); so is the catalog's key. A model
+// key that does not move, and a table whose moving column keys nothing,
+// stay keyed.
+func TestSelfDependentModelKey(t *testing.T) {
+	var logs bytes.Buffer
+	p := &Plugin{cfg: Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
+	p.depSrc.keyMoves = map[string][]string{
+		"early": {"id"}, "late": {"id"}, "anycol": {"*"}, "still": {"note"},
+		"catkey": {"code"}, "nomodel": {"id"},
+	}
+	catalog := map[string]*keyDef{"catkey": intKey("code")}
+	p.catalog.keys.Store(&catalog)
+	for _, table := range []string{"early", "anycol", "still"} {
+		p.learnKey(table, "id")
+	}
+	p.installDependents()
+	p.learnKey("late", "id") // seen after the graph was installed
+	for table, self := range map[string]bool{
+		"early": true, "late": true, "anycol": true, "catkey": true,
+		"still": false, "nomodel": false,
+	} {
+		if got := slices.Contains(p.dependentsOf(table), table); got != self {
+			t.Errorf("%s among its own dependents: %v, want %v (%v)", table, got, self, p.dependentsOf(table))
+		}
+	}
+	for _, want := range []string{"table=late", "model's primary key names id", "catalog's primary key names code"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
 	}
 }

@@ -232,6 +232,7 @@ func (p *Plugin) modelKey(tn *tableKeyNames, table, col string) *keyDef {
 	if !changed {
 		return k
 	}
+	p.keyColumnLearned(table, col)
 	if c, ok := p.catalogKey(table); ok && !c.same(k) {
 		p.cfg.Logger.Warn("freshread: a model's primary key is not the table's primary key in the catalog; statements without the model key the table by the model's from now on, and processes that have not seen the model by the catalog's (they disagree: one of them reads and writes the table by table position)",
 			"table", table, "model", col, "catalog", c.sig)
