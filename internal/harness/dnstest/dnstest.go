@@ -4,6 +4,7 @@
 package dnstest
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -34,13 +35,8 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{a: map[string][]net.IP{}, srv: map[string][]SRV{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, ln, err := listenBoth()
 	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
 		t.Fatal(err)
 	}
 	s.addr = pc.LocalAddr().String()
@@ -133,4 +129,25 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	}
 	s.mu.Unlock()
 	w.WriteMsg(m)
+}
+
+// listenBoth listens on one loopback port for UDP and TCP. The system
+// picks a free UDP port, whose TCP twin another process may hold (a
+// server of another test, say): then it tries another port, up to 50
+// times.
+func listenBoth() (net.PacketConn, net.Listener, error) {
+	var err error
+	for range 50 {
+		var pc net.PacketConn
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return nil, nil, fmt.Errorf("dnstest: %w", err)
+		}
+		ln, lerr := net.Listen("tcp", pc.LocalAddr().String())
+		if lerr == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		err = lerr
+	}
+	return nil, nil, fmt.Errorf("dnstest: no loopback port free for both UDP and TCP: %w", err)
 }
