@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
@@ -19,12 +20,19 @@ import (
 
 // TestRedisStoreChecksAtUse: db.Use refuses a Redis store without
 // RedisOptions.Database (errors.Is lsnstore.ErrNoDatabase), and warns once,
-// naming the option, about a client without ContextTimeoutEnabled.
+// naming the option, about a client without ContextTimeoutEnabled. Both
+// engines.
 func TestRedisStoreChecksAtUse(t *testing.T) {
-	e := newEnv(t)
+	for _, engine := range []string{"postgres", "mariadb"} {
+		t.Run(engine, func(t *testing.T) { redisStoreChecksAtUse(t, engine) })
+	}
+}
+
+func redisStoreChecksAtUse(t *testing.T, engine string) {
+	e := newEngineEnv(t, engine)
 	r := testcluster.RedisFor(t)
 	use := func(rdb *redis.Client, opts lsnstore.RedisOptions) (string, error) {
-		db, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.dbName)), quiet())
+		db, err := gorm.Open(e.c.primary(e.dbName), quiet())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,11 +71,23 @@ func TestRedisStoreChecksAtUse(t *testing.T) {
 // is said once at WARN, with its name and the cause but not its DSN's
 // password, and a read no replica can serve is no-replica (not lagging),
 // with the in-memory store (sequential lookup) and with Redis (overlapped).
+// Both engines.
 func TestUnreachableReplicaAtStart(t *testing.T) {
-	e := newEnv(t)
+	for _, engine := range []string{"postgres", "mariadb"} {
+		t.Run(engine, func(t *testing.T) { unreachableReplicaAtStart(t, engine) })
+	}
+}
+
+func unreachableReplicaAtStart(t *testing.T, engine string) {
+	e := newEngineEnv(t, engine)
+	// Nothing listens on port 1; the password must not reach the log.
+	gone := postgres.Open("postgres://app:s3cr3t-pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=1")
+	if engine == "mariadb" {
+		gone = mysql.Open("app:s3cr3t-pw@tcp(127.0.0.1:1)/x?timeout=1s")
+	}
 	redisStore, _ := newRedisStore(t, "gone-"+t.Name())
 	for _, store := range []lsnstore.Store{lsnstore.NewMemory(), redisStore} {
-		db, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.dbName)), quiet())
+		db, err := gorm.Open(e.c.primary(e.dbName), quiet())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +97,7 @@ func TestUnreachableReplicaAtStart(t *testing.T) {
 			reasons []plugin.Reason
 		)
 		p := plugin.New(plugin.Config{
-			Replicas: []plugin.Replica{{Name: "gone", Dialector: postgres.Open("postgres://app:s3cr3t-pw@127.0.0.1:1/x?sslmode=disable&connect_timeout=1")}},
+			Replicas: []plugin.Replica{{Name: "gone", Dialector: gone}},
 			Store:    store,
 			Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
 			OnDecision: func(_ context.Context, d plugin.Decision) {
@@ -88,7 +108,7 @@ func TestUnreachableReplicaAtStart(t *testing.T) {
 			t.Fatalf("%T: an unreachable replica at start: %v", store, err)
 		}
 		t.Cleanup(func() { p.Close() })
-		if got := e.readOther(db); got.Port != e.pg.PrimaryPort() {
+		if got := e.readOther(db); got.Port != e.c.primaryPort() {
 			t.Fatalf("%T: read with the only replica down served by %d", store, got.Port)
 		}
 		if len(reasons) != 1 || reasons[0] != plugin.ReasonNoReplica {

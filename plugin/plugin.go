@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/plugin/dbresolver"
 
@@ -384,7 +385,7 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 	conf.ConnPool = nil
 	conf.Plugins = map[string]gorm.Plugin{}
 	conf.DisableAutomaticPing = true // a replica that is down now starts marked down
-	rdb, err := gorm.Open(rc.Dialector, &conf)
+	rdb, err := gorm.Open(withoutVersionQuery(rc.Dialector), &conf)
 	var sqlDB *sql.DB
 	if err == nil {
 		sqlDB, err = rdb.DB()
@@ -419,6 +420,23 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 		watchEndpoint(sqlDB, e)
 	}
 	return r, nil
+}
+
+// withoutVersionQuery returns d, or for a MySQL dialector that would ask
+// the server its version when opened (gorm's mysql driver does unless
+// Config.SkipInitializeWithVersion), a copy that does not: that query
+// failed the open, and so db.Use, when a MariaDB or MySQL replica was
+// down, where a replica that is down must start marked down. The version
+// only chooses the SQL a *gorm.DB builds, and statements sent to a
+// replica are built by the primary's *gorm.DB, never by the replica's.
+func withoutVersionQuery(d gorm.Dialector) gorm.Dialector {
+	md, ok := d.(*mysql.Dialector)
+	if !ok || md.Config == nil || md.Config.SkipInitializeWithVersion {
+		return d
+	}
+	c := *md.Config
+	c.SkipInitializeWithVersion = true
+	return &mysql.Dialector{Config: &c}
 }
 
 // Close stops the poller and closes the replicas' pools. The primary pool
