@@ -130,7 +130,8 @@ type target struct {
 // route routes the statement and runs it on its shards; a statement a
 // shard refused with the guard's error is routed again with the
 // refreshed map where that is safe (guard_retry.go), and one routed by
-// stale lookup pairs with the corrected pairs (lookup_stale.go).
+// stale lookup pairs with the corrected pairs (lookup_stale.go). Once it
+// is done, a Delete's lookup pairs are cleaned up.
 func (s *Sharding) route(db *gorm.DB, op opKind) error {
 	var at attempt
 	for {
@@ -141,8 +142,22 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 			continue
 		}
 		if !s.retryGuarded(db, op, &at) {
+			s.done(db, &at)
 			return nil
 		}
+	}
+}
+
+// done completes the outcome of the statement's last attempt: the lookup
+// pairs of the orders a Delete removed.
+func (s *Sharding) done(db *gorm.DB, at *attempt) {
+	tg := at.tg
+	h, ok := db.Error.(*handled)
+	if tg == nil || !ok {
+		return
+	}
+	if h.err == nil && tg.op == opDelete && tg.t.Lookup && len(tg.ids) > 0 {
+		h.err = s.lookupCleanup(db, tg, tg.ids)
 	}
 }
 
