@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,13 +15,19 @@ import (
 	"github.com/freshread/freshread/lookup"
 )
 
-// TestShardingLookupStaleCache: the lookup's cache (Redis) is unreachable
-// when a transaction that created order X for user A rolls back, and
-// while X is then created for user B on another shard: the table holds
-// X -> B, but Redis, reachable again, still holds X -> A (the rollback
-// could not delete it, the second Create could not overwrite it). Reads
-// and writes by X's ID must still find B's order.
-func TestShardingLookupStaleCache(t *testing.T) {
+// staleEnv is a sharded environment whose lookup caches its pairs in a
+// Redis server of its own, which stale pauses.
+type staleEnv struct {
+	*shEnv
+	st     *lookup.Store
+	ldb    *gorm.DB      // the lookup's database
+	admin  *redis.Client // the cache, read and paused directly
+	prefix string        // of the cache's keys
+	a, b   int64         // two users on different shards; a is 1
+}
+
+func newStaleEnv(t *testing.T) *staleEnv {
+	t.Helper()
 	pg := testcluster.PostgresFor(t)
 	r := testcluster.RedisWithArgsFor(t) // its own server: it is paused
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{r.Addr()},
@@ -34,60 +41,125 @@ func TestShardingLookupStaleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeDB(ldb) })
-	st := lookup.New(lookup.Config{DB: ldb, Redis: rdb, Prefix: "test:" + name + ":", TTL: time.Minute})
+	prefix := "test:" + name + ":"
+	st := lookup.New(lookup.Config{DB: ldb, Redis: rdb, Prefix: prefix, TTL: time.Minute})
 	if err := st.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e := newShEnv(t, withLookup(st))
-	a, b := int64(1), int64(2) // a is 1: the cached value checked below
-	for e.s.ShardOf(b) == e.s.ShardOf(a) {
-		b++
+	e := &staleEnv{shEnv: newShEnv(t, withLookup(st)), st: st, ldb: ldb, admin: admin, prefix: prefix, a: 1, b: 2}
+	for e.s.ShardOf(e.b) == e.s.ShardOf(e.a) {
+		e.b++
 	}
-	const id = 9001
-	ctx := context.Background()
-	pause := func() {
-		t.Helper()
-		if err := admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return e
+}
 
+// stale leaves the cache naming user a for orders ids while the lookup's
+// table names user b: the cache is unreachable when a transaction that
+// created them for a rolls back, and while they are then created for b
+// (the rollback could not delete the cached pairs, the second Create
+// could not overwrite them). The orders are b's, on b's shard, amount 1.
+func (e *staleEnv) stale(ids ...int64) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	var forA, forB []ShOrder
+	for _, id := range ids {
+		forA = append(forA, ShOrder{ID: id, UserID: e.a, Status: "rolled back"})
+		forB = append(forB, ShOrder{ID: id, UserID: e.b, Status: "kept", Amount: 1})
+	}
 	rollback := errors.New("roll back")
-	err = e.db.Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(&ShOrder{ID: id, UserID: a, Status: "rolled back"}).Error; err != nil {
+	err := e.db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&forA).Error; err != nil {
 			return err
 		}
-		pause() // Redis unreachable from here on, for 1.5 s
+		// Redis unreachable from here on, for 1.5 s.
+		if err := e.admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
+			t.Fatal(err)
+		}
 		return rollback
 	})
 	if !errors.Is(err, rollback) {
 		t.Fatalf("the rolled-back transaction: %v", err)
 	}
-	if err := e.db.Create(&ShOrder{ID: id, UserID: b, Status: "kept", Amount: 1}).Error; err != nil {
+	if err := e.db.Create(&forB).Error; err != nil {
 		t.Fatal(err)
 	}
 	// Redis answers again (and the lookup's breaker closes after its
-	// probe): its entry for the ID is A's.
+	// probe): its entries for the IDs are a's.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		v, err := admin.Get(ctx, "test:"+name+":9001").Result()
-		if err == nil && !st.BreakerOpen() {
-			if v != "1" {
-				t.Fatalf("the cached pair of order %d names user %s, not A (1): the case is not made", id, v)
-			}
-			t.Logf("cached pair of order %d: user %s (the table: user %d)", id, v, b)
+		v, err := e.admin.Get(ctx, e.prefix+strconv.FormatInt(ids[0], 10)).Result()
+		if err == nil && !e.st.BreakerOpen() {
 			break
 		}
 		if errors.Is(err, redis.Nil) {
-			t.Fatalf("no cached pair of order %d: the case is not made", id)
+			t.Fatalf("no cached pair of order %d: the case is not made", ids[0])
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Redis: %v, breaker open %v", err, st.BreakerOpen())
+			t.Fatalf("Redis: %v (%q), breaker open %v", err, v, e.st.BreakerOpen())
 		}
 		time.Sleep(50 * time.Millisecond)
 		var x ShOrder
 		_ = e.db.Where("id = ?", 1).Find(&x).Error // a lookup call: lets the breaker probe
 	}
+	for _, id := range ids {
+		if v := e.cached(id); v != strconv.FormatInt(e.a, 10) {
+			t.Fatalf("the cached pair of order %d names user %q, not a (%d): the case is not made", id, v, e.a)
+		}
+	}
+	t.Logf("cached pairs of orders %v: user %d (the table: user %d)", ids, e.a, e.b)
+}
+
+// cached is the user the cache names for order id ("" for none).
+func (e *staleEnv) cached(id int64) string {
+	e.t.Helper()
+	v, err := e.admin.Get(context.Background(), e.prefix+strconv.FormatInt(id, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
+// pairs counts the lookup table's pairs of order id.
+func (e *staleEnv) pairs(id int64) int64 {
+	e.t.Helper()
+	var n int64
+	if err := e.ldb.Table("order_lookup").Where("order_id = ?", id).Count(&n).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// stored is order id as stored on its shards, read directly (ok false
+// when no shard holds it).
+func (e *staleEnv) stored(id int64) (o ShOrder, ok bool) {
+	e.t.Helper()
+	for _, name := range e.names {
+		var rows []ShOrder
+		if err := e.direct[name].Where("id = ?", id).Find(&rows).Error; err != nil {
+			e.t.Fatal(err)
+		}
+		if len(rows) > 0 {
+			return rows[0], true
+		}
+	}
+	return ShOrder{}, false
+}
+
+// TestShardingLookupStaleCache: the lookup's cache (Redis) is unreachable
+// when a transaction that created order X for user A rolls back, and
+// while X is then created for user B on another shard: the table holds
+// X -> B, but Redis, reachable again, still holds X -> A (the rollback
+// could not delete it, the second Create could not overwrite it). Reads
+// and writes by X's ID must still find B's order.
+func TestShardingLookupStaleCache(t *testing.T) {
+	e := newStaleEnv(t)
+	const id = 9001
+	e.stale(id)
+	b := e.b
 
 	var got ShOrder
 	if err := e.db.First(&got, id).Error; err != nil || got.UserID != b {

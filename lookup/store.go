@@ -332,7 +332,8 @@ func (s *Store) delMany(ctx context.Context, keys []string) error {
 // cache and from the table, corrects the cached pairs that differ from
 // the table (a pair the cache kept while it was unreachable when the
 // table's changed), and returns their IDs. The plugin calls it only
-// when a statement routed through the lookup found no row. Without a
+// when a statement routed through the lookup returned fewer rows than it
+// named IDs, for the IDs its answer may lack. Without a
 // cache, or with the cache unreachable (Resolve then reads the table),
 // it corrects nothing.
 func (s *Store) Refresh(ctx context.Context, ids []int64) ([]int64, error) {

@@ -29,6 +29,19 @@ var (
 	// Rows do not move between shards: delete the row and create it for
 	// the new user. Nothing is written.
 	ErrShardKeyChange = errors.New("sharding: write would change a row's shard key")
+	// ErrStaleLookup: a statement inside a transaction was routed by
+	// order IDs whose pairs the lookup's cache held stale (it was
+	// unreachable when they changed), so it ran on a shard that does not
+	// hold those orders and found none of them, or not all: its answer, or
+	// the rows it changed, would be wrong. The cached pairs are corrected
+	// by the time it is returned: roll back and run the transaction again
+	// (it is then routed by the right pairs, or refused with ErrCrossShard
+	// when the orders live on another shard than the transaction's).
+	// Outside a transaction such a statement is routed again instead,
+	// except a raw write (Exec) that had already changed rows on the shard
+	// the stale pairs named: it returns this error, naming the order IDs
+	// it did not reach.
+	ErrStaleLookup = errors.New("sharding: statement routed by a stale lookup pair")
 	// ErrScatterUnsupported: a read spanning several shards that needs a
 	// merge the plugin cannot do correctly (HAVING beyond comparisons of
 	// aggregates and group columns, aggregates other than

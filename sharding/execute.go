@@ -274,9 +274,6 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 			u(err)
 		}
 	}
-	if err == nil && tg.op == opDelete && tg.t != nil && tg.t.Lookup && len(tg.ids) > 0 {
-		err = s.lookupCleanup(db, tg)
-	}
 	db.Error = &handled{err: err, rows: rows}
 	return nil
 }
@@ -577,15 +574,18 @@ func (s *Sharding) lookupAfter(db *gorm.DB, tg *target, idx []int) error {
 }
 
 // lookupCleanup deletes the lookup rows of deleted orders: the IDs the
-// DELETE named that no longer exist on their shard.
-func (s *Sharding) lookupCleanup(db *gorm.DB, tg *target) error {
+// DELETE named (ids, over all its attempts) that no longer exist on their
+// shard. It runs once the statement is done, after any check of stale
+// pairs (lookup_stale.go): a stale pair would send it to a shard without
+// the row, and it would delete the pair of a row still stored.
+func (s *Sharding) lookupCleanup(db *gorm.DB, tg *target, ids []int64) error {
 	ctx := db.Statement.Context
-	shardOfID, err := s.resolveIDs(ctx, tg.pl, tg.ids)
+	shardOfID, err := s.resolveIDs(ctx, tg.pl, ids)
 	if err != nil {
 		return nil // the rows are gone; stale lookup rows are tolerated
 	}
 	byShard := map[int][]int64{}
-	for _, id := range tg.ids {
+	for _, id := range ids {
 		if si, ok := shardOfID[id]; ok {
 			byShard[si] = append(byShard[si], id)
 		}

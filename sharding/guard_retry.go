@@ -34,8 +34,12 @@ type attempt struct {
 	delay    time.Duration
 	done     map[int]bool // rows of a Create inserted by earlier attempts
 	// pairsChecked: the lookup pairs that routed the statement were
-	// checked against the lookup's table (lookup_stale.go).
+	// checked against the lookup's table (lookup_stale.go); rows and ids:
+	// the rows a write changed before it was routed again for the orders
+	// of stale pairs, and the order IDs it named then.
 	pairsChecked bool
+	rows         int64
+	ids          []int64
 }
 
 // isGuardError reports whether err carries the shard guard's SQLSTATE:

@@ -3,8 +3,13 @@ package sharding
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/freshread/freshread/sharding/internal/clauses"
 )
 
 // A lookup that caches its pairs (package lookup, in Redis) can hold a
@@ -12,53 +17,197 @@ import (
 // was deleted, or when a Delete's was, and again when the ID was then
 // created for another user (the table has the new pair, the cache the
 // old one). A statement routed by that pair runs on the old user's shard
-// and finds nothing. So when a statement outside a transaction, routed by
-// order IDs the lookup placed, finds no row, the plugin asks the lookup
-// to check those IDs against its table (LookupRefresher); if a cached
-// pair was wrong, it is corrected and the statement is routed again. A
-// statement that found no row changed none, so running it again is safe.
+// and does not find the order. So when a statement routed by order IDs
+// the lookup placed returns fewer rows than it named IDs, the plugin asks
+// the lookup to check the IDs the answer lacks against its table
+// (LookupRefresher): the IDs a read returned are read from its
+// destination when it holds the ID column, otherwise every ID is
+// checked. A statement that returned a row for every ID it named pays
+// nothing. If a cached pair was wrong, and the corrected one places its
+// order on a shard the statement did not reach, then
+//
+//   - outside a transaction, the statement is routed again with the
+//     corrected pairs (over several shards if they now span them, or
+//     refused as any such statement the plugin cannot merge). A read runs
+//     again whole; a write that changed no row too; a write that changed
+//     rows runs again only for the orders of the stale pairs (its
+//     condition and "ID IN" those), so no row is changed twice, and its
+//     rows are added up. A raw write (Exec) cannot be narrowed so: it
+//     returns ErrStaleLookup, naming the IDs it did not reach.
+//   - inside a transaction (bound to one shard) it cannot be: the
+//     statement returns ErrStaleLookup instead of its answer; the pairs
+//     are corrected, so the transaction run again is routed right.
+//
+// Statements pinned to a shard (Sharding.On, ForUser, a hint) are not
+// routed by pairs and are not checked.
 
 // LookupRefresher is implemented by a Lookup that answers from a cache
 // (lookup.Store): Refresh reads orderIDs from the lookup's own table,
 // corrects the cached pairs that differ from it, and returns the IDs it
 // corrected. Called only after a statement routed through the lookup
-// found no row.
+// returned fewer rows than it named order IDs.
 type LookupRefresher interface {
 	Refresh(ctx context.Context, orderIDs []int64) ([]int64, error)
 }
 
-// retryStalePairs reports whether to route the statement again because
-// the lookup pairs that routed it were stale (then the default chain's
-// parked state is cleared).
+// retryStalePairs checks the lookup pairs that routed the statement when
+// it returned fewer rows than it named IDs, and reports whether to route
+// it again (then the default chain's parked state is cleared); inside a
+// transaction it sets ErrStaleLookup instead.
 func (s *Sharding) retryStalePairs(db *gorm.DB, op opKind, at *attempt) bool {
 	tg := at.tg
-	if at.pairsChecked || tg == nil || tg.reason != "lookup" || !tg.bounded || op == opRow || op == opCreate ||
-		tg.tx != nil || tg.lazy != nil || tg.pinned {
+	if at.pairsChecked || tg == nil || len(tg.ids) == 0 || !tg.bounded || op == opRow || op == opCreate || tg.pinned {
 		return false
 	}
 	h, ok := db.Error.(*handled)
-	if !ok || h.rows != 0 || (h.err != nil && !errors.Is(h.err, gorm.ErrRecordNotFound)) {
+	if !ok || (h.err != nil && !errors.Is(h.err, gorm.ErrRecordNotFound)) || h.rows >= int64(len(tg.ids)) {
+		return false
+	}
+	asked := distinctIDs(tg.ids)
+	if h.rows >= int64(len(asked)) {
 		return false
 	}
 	rf, ok := s.cfg.Lookup.(LookupRefresher)
 	if !ok {
 		return false
 	}
-	var ids []int64
-	for _, id := range tg.ids {
-		if !IsMinted(id) {
-			ids = append(ids, id)
-		}
-	}
+	ids := lackingIDs(db.Statement, tg, asked, h.rows)
 	at.pairsChecked = true
 	if len(ids) == 0 {
 		return false
 	}
-	stale, err := rf.Refresh(db.Statement.Context, ids)
+	ctx := db.Statement.Context
+	stale, err := rf.Refresh(ctx, ids)
 	if err != nil || len(stale) == 0 {
 		return false
+	}
+	now, _ := s.resolveIDs(ctx, tg.pl, stale)
+	var missed []int64
+	for _, id := range stale {
+		if si, ok := now[id]; !ok || !tg.reached(id, si) {
+			missed = append(missed, id)
+		}
+	}
+	if len(missed) == 0 {
+		return false // the corrected pairs place the orders where it ran
+	}
+	switch {
+	case tg.tx != nil || tg.lazy != nil:
+		where := "the transaction's shard"
+		if tg.tx != nil {
+			where = fmt.Sprintf("shard %q of the transaction", tg.tx.name)
+		}
+		h.err = fmt.Errorf("%w: %s on %q ran on %s, where the lookup's cache placed order IDs %v; their pairs were stale and are corrected now: roll back and run the transaction again",
+			ErrStaleLookup, op, tg.t.Name, where, missed)
+		return false
+	case h.rows == 0 || !tg.write:
+		// Nothing changed: run it again whole.
+	case tg.raw:
+		h.err = fmt.Errorf("%w: %s on %q changed %d rows, but the lookup's cache had placed order IDs %v on shards they are not on (their pairs are corrected now); a raw statement cannot be run again for those IDs alone: run it for them",
+			ErrStaleLookup, op, tg.t.Name, h.rows, missed)
+		return false
+	default:
+		// Run again for the orders of the stale pairs only: the rows it
+		// changed are not changed twice.
+		clauses.AndWhere(db.Statement, clause.IN{Column: clause.Column{Table: clause.CurrentTable, Name: tg.t.ID}, Values: toAny(missed)})
+		at.rows += h.rows
+		at.ids = append(at.ids, tg.ids...)
 	}
 	db.Error = nil
 	db.RowsAffected = 0
 	return true
+}
+
+// reached reports whether the statement of tg ran where order id's row
+// would be found if it is on shard si: the transaction's shard, the
+// shard its part of a split IN list of IDs went to, or any shard the
+// statement ran on.
+func (tg *target) reached(id int64, si int) bool {
+	switch {
+	case tg.tx != nil:
+		return si == tg.tx.index
+	case tg.lazy != nil:
+		return false // bound to no shard: it ran nowhere
+	case (tg.split >= 0 && tg.splitCol == tg.t.ID) || tg.rawParts != nil:
+		old, ok := tg.idShard[id]
+		return ok && old == si
+	}
+	return tg.mask&(1<<si) != 0
+}
+
+// lackingIDs returns the order IDs placed through the lookup (not
+// minted) whose rows the answer may lack: for a read whose destination
+// holds the ID column, those of the IDs asked it did not return;
+// otherwise all of them.
+func lackingIDs(stmt *gorm.Statement, tg *target, asked []int64, rows int64) []int64 {
+	var got map[int64]bool
+	if tg.op == opQuery && rows > 0 {
+		got = answerIDs(stmt, tg.t.ID)
+	}
+	var out []int64
+	for _, id := range asked {
+		if !IsMinted(id) && !got[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// answerIDs reads the order IDs of the rows a read put in its
+// destination: structs of the statement's model, or maps, holding the ID
+// column. It returns nil when any row does not hold it.
+func answerIDs(stmt *gorm.Statement, col string) map[int64]bool {
+	if stmt.Dest == nil {
+		return nil
+	}
+	ctx := stmt.Context
+	var f *schemaField
+	if stmt.Schema != nil {
+		f = stmt.Schema.LookUpField(col)
+	}
+	got := map[int64]bool{}
+	one := func(row reflect.Value) bool {
+		row = reflect.Indirect(row)
+		switch row.Kind() {
+		case reflect.Struct:
+			if f == nil || row.Type() != stmt.Schema.ModelType {
+				return false
+			}
+		case reflect.Map:
+			if row.Type().Key().Kind() != reflect.String {
+				return false
+			}
+		default:
+			return false
+		}
+		id, ok := rowValue(ctx, row, f, col)
+		got[id] = true
+		return ok && id != 0
+	}
+	rv := reflect.Indirect(reflect.ValueOf(stmt.Dest))
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < rv.Len(); i++ {
+			if !one(rv.Index(i)) {
+				return nil
+			}
+		}
+	default:
+		if !one(rv) {
+			return nil
+		}
+	}
+	return got
+}
+
+func distinctIDs(ids []int64) []int64 {
+	seen := make(map[int64]bool, len(ids))
+	out := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }

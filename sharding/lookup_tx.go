@@ -26,9 +26,10 @@ import (
 //     transaction commits: a rollback keeps the rows, and their pairs.
 //
 // When undoing fails (the lookup unreachable), the pairs stay. A
-// statement outside a transaction that such a pair routed to the wrong
-// shard finds no row; the plugin then has the pair checked against the
-// lookup's table and routes the statement again (lookup_stale.go).
+// statement that such a pair routed to the wrong shard misses the order;
+// the plugin then has the pair checked against the lookup's table and
+// routes the statement again, or, inside a transaction, returns
+// ErrStaleLookup (lookup_stale.go).
 
 // ErrIDInUse is returned (wrapped) by a Create given an order ID that the
 // lookup records for another user: the order exists, or existed, on that

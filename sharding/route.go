@@ -101,8 +101,10 @@ type target struct {
 	splitParts map[int][]any
 	// rawParts: raw SQL whose IN list is split, the text per shard index.
 	rawParts map[int]rawPart
-	// ids: order IDs named by the condition (for the lookup cleanup).
-	ids []int64
+	// ids: order IDs named by the condition (for the lookup cleanup and
+	// the check of stale pairs), and the shard each resolved to.
+	ids     []int64
+	idShard map[int64]int
 	// cond: the statement's condition as analyze read it (nil for a
 	// Create, or when a hint chose the shard).
 	cond *cond
@@ -130,7 +132,8 @@ type target struct {
 // route routes the statement and runs it on its shards; a statement a
 // shard refused with the guard's error is routed again with the
 // refreshed map where that is safe (guard_retry.go), and one routed by
-// stale lookup pairs with the corrected pairs (lookup_stale.go).
+// stale lookup pairs with the corrected pairs (lookup_stale.go). Once it
+// is done, a Delete's lookup pairs are cleaned up.
 func (s *Sharding) route(db *gorm.DB, op opKind) error {
 	var at attempt
 	for {
@@ -141,8 +144,25 @@ func (s *Sharding) route(db *gorm.DB, op opKind) error {
 			continue
 		}
 		if !s.retryGuarded(db, op, &at) {
+			s.done(db, &at)
 			return nil
 		}
+	}
+}
+
+// done completes the outcome of the statement's last attempt: the rows
+// an earlier attempt changed (lookup_stale.go), and the lookup pairs of
+// the orders a Delete removed.
+func (s *Sharding) done(db *gorm.DB, at *attempt) {
+	tg := at.tg
+	h, ok := db.Error.(*handled)
+	if tg == nil || !ok {
+		return
+	}
+	h.rows += at.rows
+	ids := append(at.ids, tg.ids...)
+	if h.err == nil && tg.op == opDelete && tg.t.Lookup && len(ids) > 0 {
+		h.err = s.lookupCleanup(db, tg, ids)
 	}
 }
 
@@ -398,6 +418,7 @@ func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 		if err != nil && len(shardOfID) < len(ids) {
 			return fmt.Errorf("sharding: resolve order IDs of %q: %w", t.Name, err)
 		}
+		tg.idShard = shardOfID
 		tg.reason = "id"
 		if s.cfg.Lookup != nil {
 			for _, id := range ids {
