@@ -234,12 +234,7 @@ func (p *Plugin) recordRawWrite(db *gorm.DB, c rawClass) {
 // after COMMIT, or to the statement, which publishes it when it ends.
 func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 	traceWrite(db.Statement.Context, tables)
-	var w writeSet
-	w.add(tables)
 	pool := db.Statement.ConnPool
-	if _, ok := pool.(*replaySession); !ok {
-		w.merge(p.schemaChange(db.Statement.Context, db.Statement.SQL.String()))
-	}
 	if ptx, ok := pool.(*gorm.PreparedStmtTX); ok {
 		if tt, ok := ptx.Tx.(*trackedTx); ok {
 			pool = tt // a transaction of GORM's prepared-statement pool
@@ -247,32 +242,32 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 	}
 	switch c := pool.(type) {
 	case *trackedTx:
-		c.mark(w)
+		c.mark(tables)
 	case *replaySession:
 		// The session classifies and publishes each statement it runs.
 	case gorm.TxCommitter:
 		// A transaction the plugin did not begin (db.Connection + Begin on a
 		// *sql.Conn): held until the poller sees it end (foreign_tx.go).
-		p.holdForeignWrite(db, w)
+		p.holdForeignWrite(db, tables)
 	case *sql.Conn:
-		if p.keepPinnedWrite(c, w) {
+		if p.keepPinnedWrite(c, tables) {
 			return // for the raw transaction's COMMIT (pinned_tx.go)
 		}
-		p.markAutocommit(db, w)
+		p.markAutocommit(db, tables)
 	default:
-		p.markAutocommit(db, w)
+		p.markAutocommit(db, tables)
 	}
 }
 
 // markAutocommit attaches a write to its statement, which publishes it
 // when it ends.
-func (p *Plugin) markAutocommit(db *gorm.DB, add writeSet) {
+func (p *Plugin) markAutocommit(db *gorm.DB, tables []string) {
 	var w writeSet
 	key := autocommitKey{db.Statement}
 	if prev, ok := db.Statement.Settings.Load(key); ok {
 		w = prev.(writeSet)
 	}
-	w.merge(add)
+	w.add(tables)
 	db.Statement.Settings.Store(key, w)
 }
 

@@ -187,11 +187,9 @@ func (p *Plugin) afterPinned(db *gorm.DB, conn *sql.Conn) {
 		p.pinnedTxs.Delete(conn)
 	}
 	t.mu.Unlock()
-	if step == pinnedRollback {
-		p.endSchemaMarks(db.Statement.Context, w.marks)
-		return
+	if step != pinnedRollback {
+		p.publishPinned(db, w)
 	}
-	p.publishPinned(db, w)
 }
 
 // publishPinned publishes w after a statement that may have committed it
@@ -211,13 +209,13 @@ func (p *Plugin) publishPinned(db *gorm.DB, w writeSet) {
 // keepPinnedWrite keeps a write made inside the raw transaction open on
 // conn, for its COMMIT; false when none is open, or when the transaction
 // is uncertain: the statement publishes it when it ends too.
-func (p *Plugin) keepPinnedWrite(conn *sql.Conn, w writeSet) bool {
+func (p *Plugin) keepPinnedWrite(conn *sql.Conn, tables []string) bool {
 	t, ok := p.pinnedTxOf(conn)
 	if !ok {
 		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.w.merge(w)
+	t.w.add(tables)
 	return !t.uncertain
 }

@@ -131,7 +131,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	if p.cfg.DirectWrites {
 		p.checkDecoding(ctx, ins, primaryOK, now)
 	}
-	if now.Sub(p.depsCheckedAt) >= dependentsRefresh || p.staleDue(now) {
+	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
 		p.depsCheckedAt = now
 		p.refreshDependents(ctx, now, true)
 	}
