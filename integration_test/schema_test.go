@@ -1,10 +1,12 @@
 package integration_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -229,20 +231,7 @@ func TestTrackerSeesOutsideSchemaChange(t *testing.T) {
 	e := newEnv(t, withStore(store))
 	run := startLogicalTracker(e, name)
 	raw := e.rawConn()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var ok bool
-		if err := raw.QueryRow(e.ctx(), "SELECT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'freshread_ddl')").Scan(&ok); err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tracker did not install its event trigger; logs:\n%s", run.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitDDLTrigger(t, raw, run)
 	e.resumeAll()
 	e.pauseAll()
 
@@ -254,6 +243,26 @@ func TestTrackerSeesOutsideSchemaChange(t *testing.T) {
 	}
 	if c := e.tablesNamed(e.db, "made_by_psql"); c.N != 1 || c.Port != e.c.primaryPort() {
 		t.Fatalf("STALE CATALOG: %d rows from port %d for a table another program created", c.N, c.Port)
+	}
+}
+
+// waitDDLTrigger waits until the tracker has installed its event trigger
+// (tracker/ddl.go).
+func waitDDLTrigger(t *testing.T, raw *pgx.Conn, run *trackerRun) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ok bool
+		if err := raw.QueryRow(context.Background(), "SELECT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'freshread_ddl')").Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tracker did not install its event trigger; logs:\n%s", run.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

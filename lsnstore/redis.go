@@ -335,8 +335,14 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 	if r.err != nil {
 		return r.err
 	}
+	_, err := r.raise(ctx, tables, pos, nil)
+	return err
+}
+
+// raise is Raise, and RaiseChecked when c is not nil (schema.go).
+func (r *Redis) raise(ctx context.Context, tables []string, pos Position, c *SchemaCheck) (SchemaVerdict, error) {
 	if pos.IsZero() {
-		return nil
+		return SchemaVerdict{}, nil
 	}
 	var signed []string // SignedKeyedTable names, checked last by the script
 	for _, t := range tables {
@@ -345,7 +351,7 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 		}
 	}
 	tables = raiseNames(tables)
-	keys := make([]string, 0, len(tables)+2+2*len(signed))
+	keys := make([]string, 0, len(tables)+5+2*len(signed))
 	if tables == nil {
 		keys = append(keys, r.unknownKey)
 	}
@@ -373,16 +379,37 @@ func (r *Redis) Raise(ctx context.Context, tables []string, pos Position) error 
 		keys = append(keys, r.tableKey(SignatureName(t)).(string), r.tableKey(UnkeyedName(t)).(string))
 		args = append(args, sig)
 	}
+	if c != nil {
+		keys = append(keys, r.schemaKey(), r.pendingKey(), r.unknownKey)
+		graph, changed := "", "0"
+		if c.Check {
+			graph = c.Graph.String()
+		}
+		if c.Changed {
+			changed = "1"
+		}
+		args = append(args, graph, changed, r.schemaTTL())
+		for _, k := range c.Done {
+			args = append(args, k)
+		}
+	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	err := raiseScript.Run(ctx, r.rdb, keys, args...).Err()
-	if err == nil {
-		r.alive.Answered()
-	}
+	res, err := raiseScript.Run(ctx, r.rdb, keys, args...).Result()
 	if err != nil {
-		return fmt.Errorf("lsnstore: redis raise: %w", err)
+		return SchemaVerdict{}, fmt.Errorf("lsnstore: redis raise: %w", err)
 	}
-	return nil
+	r.alive.Answered()
+	if c == nil {
+		return SchemaVerdict{}, nil
+	}
+	// {other, flag}: flag 1 stale, 2 pending, 3 both.
+	if v, ok := res.([]any); ok && len(v) == 2 {
+		if f, ok := v[1].(int64); ok {
+			return SchemaVerdict{Stale: f&1 != 0, Pending: f&2 != 0}, nil
+		}
+	}
+	return SchemaVerdict{}, fmt.Errorf("lsnstore: redis raise: unexpected reply %v", res)
 }
 
 // PublishReplay implements Store with one script call.
@@ -464,12 +491,18 @@ func (r *Redis) ReplayPositions(ctx context.Context) (map[string]Position, error
 // by the latest PublishReplay call (the <db>-replay_lsn key), the zero
 // position when none or expired. It is not part of Store.
 func (r *Redis) ReplayPosition(ctx context.Context) (Position, error) {
+	return r.getPosition(ctx, r.minKey)
+}
+
+// getPosition reads the position at key with one GET: the zero position
+// when key is missing.
+func (r *Redis) getPosition(ctx context.Context, key string) (Position, error) {
 	if r.err != nil {
 		return Position{}, r.err
 	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	s, err := r.rdb.Get(ctx, r.minKey).Result()
+	s, err := r.rdb.Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) {
 		return Position{}, nil
 	}
@@ -478,7 +511,7 @@ func (r *Redis) ReplayPosition(ctx context.Context) (Position, error) {
 	}
 	l, ok := parsePosition(s)
 	if !ok {
-		return Position{}, fmt.Errorf("%w %q at key %s", ErrBadPosition, truncate(s), r.minKey)
+		return Position{}, fmt.Errorf("%w %q at key %s", ErrBadPosition, truncate(s), key)
 	}
 	return l, nil
 }

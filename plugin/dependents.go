@@ -28,6 +28,12 @@ type depGraph struct {
 	// table may write any other (every write raises the unknown-tables
 	// position).
 	unknown bool
+	// gen is the primary's position read just before the catalog the
+	// graph was learned from; checked says there is one (the plugin
+	// learned the graph itself), and raises send it to the store's schema
+	// check (schema_changes.go).
+	gen     lsnstore.Position
+	checked bool
 }
 
 // depSources are the graphs merged into depGraph (guarded by
@@ -41,6 +47,11 @@ type depSources struct {
 	selfLogged  map[string]bool     // the self-dependent tables already logged
 	learnFailed bool
 	learnedAt   time.Time
+	// learnedPos is the primary's position read just before the catalog
+	// that learned was read (zero when it could not be read: older than
+	// any schema change); learnedOK says learned was learned.
+	learnedPos lsnstore.Position
+	learnedOK  bool
 	// learn reads the database's own graph: pgDependents or
 	// depgraph.AnalyzeMySQL; nil when the plugin cannot (PostgreSQL through
 	// another driver than pgx).
@@ -72,6 +83,13 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time, inBackgro
 		}
 	}
 	due := (p.depSrc.learn != nil || p.cfg.keyed()) && now.Sub(p.depSrc.learnedAt) >= dependentsLearnInterval
+	// A raise found that the graph may predate a schema change
+	// (schema_changes.go): relearn now, one relearning at a time.
+	stale := !due && inBackground && p.depSrc.learn != nil && p.staleDue(now) && p.relearning.CompareAndSwap(false, true)
+	if stale {
+		p.staleAt.Store(now.UnixNano())
+		due = true
+	}
 	if due {
 		p.depSrc.learnedAt = now // also: a background learning has started
 	}
@@ -84,6 +102,9 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time, inBackgro
 		p.wg.Add(1) // the poller runs, so Close is not past its Wait yet
 		go func() {
 			defer p.wg.Done()
+			if stale {
+				defer p.relearning.Store(false)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), learnTimeout)
 			defer cancel()
 			go func() {
@@ -101,8 +122,10 @@ func (p *Plugin) refreshDependents(ctx context.Context, now time.Time, inBackgro
 // relearnAfterDDL: a schema change run through the plugin may add a
 // trigger, rule, foreign key or view, or rename a table. The plugin
 // relearns the graph before the statement returns, so a write through a
-// trigger the application has just created is never read stale (a schema
-// change made by another program waits for the 30-second refresh).
+// trigger the application has just created is never read stale. Other
+// processes learn of it from the store's schema check
+// (schema_changes.go): their next raise covers every table and makes them
+// relearn.
 // Dropping needs no relearning: a stale edge only raises one table more.
 // Any other schema change (a table created, a primary key added or
 // dropped) relearns the tables' primary keys (keys_catalog.go), so that
@@ -189,6 +212,15 @@ func (p *Plugin) learnNow(ctx context.Context) {
 	if learn == nil {
 		return
 	}
+	// The position first: a schema change whose position (read after it
+	// was visible) is below it was visible to the catalog read. A raise
+	// that found the graph stale before this point is answered by this
+	// learning.
+	p.schemaStale.Store(false)
+	pos, perr := p.currentPosition(ctx)
+	if perr != nil {
+		pos = lsnstore.Position{} // older than any schema change
+	}
 	g, err := learn(ctx, p.primaryDB)
 	p.depMu.Lock()
 	defer p.depMu.Unlock()
@@ -197,6 +229,8 @@ func (p *Plugin) learnNow(ctx context.Context) {
 		p.cfg.Logger.WarnContext(ctx, "freshread: dependencies between tables (triggers, cascades, views) are not learned: run the tracker or set Config.Dependents", "err", err)
 		p.depSrc.learn = nil
 		return
+	case err != nil && p.isStopped():
+		return // Close cancelled it
 	case err != nil:
 		if !p.depSrc.learnFailed {
 			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the database's triggers, foreign keys and views; every write now delays reads of every table until they can be read: let the primary's role read the catalog (err says what failed), or run the tracker, or set Config.Dependents", "err", err)
@@ -204,6 +238,7 @@ func (p *Plugin) learnNow(ctx context.Context) {
 		p.depSrc.learnFailed = true
 	default:
 		p.depSrc.learned, p.depSrc.keyMoves, p.depSrc.selfReasons, p.depSrc.learnFailed = g.Edges, g.KeyMoves, g.SelfReasons, false
+		p.depSrc.learnedPos, p.depSrc.learnedOK = pos, true
 	}
 	p.installDependents()
 }
@@ -238,7 +273,8 @@ func (p *Plugin) installDependents() {
 		}
 	}
 	p.logSelfDependent(self)
-	p.deps.Store(&depGraph{graph: closeDependents(union), version: p.depSrc.version, unknown: p.depSrc.learnFailed})
+	p.deps.Store(&depGraph{graph: closeDependents(union), version: p.depSrc.version, unknown: p.depSrc.learnFailed,
+		gen: p.depSrc.learnedPos, checked: p.depSrc.learnedOK})
 }
 
 // keyedColumn is a column the plugin keys a table by, and where that key

@@ -48,13 +48,12 @@ type foreignKey struct{ stmt *gorm.Statement }
 // begin, before the statement runs. Without a txWatcher the write is
 // pending like an unpublished one, and published at the next poll, which
 // may come before the commit: logged once.
-func (p *Plugin) holdForeignWrite(db *gorm.DB, tables []string) {
+func (p *Plugin) holdForeignWrite(db *gorm.DB, w writeSet) {
 	if p.foreignTxDenied != nil {
+		p.endSchemaMarks(db.Statement.Context, w.marks)
 		db.AddError(fmt.Errorf("%w: %v", ErrForeignTransaction, p.foreignTxDenied))
 		return
 	}
-	var w writeSet
-	w.add(tables)
 	if _, ok := p.engine.(txWatcher); !ok {
 		p.foreignTxWarning.Do(func() {
 			p.cfg.Logger.Warn("freshread: write inside a transaction not begun through the plugin's pool (db.Connection?) that cannot be followed; it is published at the next poll, possibly before it commits: use db.Transaction or Begin")

@@ -234,7 +234,12 @@ func (p *Plugin) recordRawWrite(db *gorm.DB, c rawClass) {
 // after COMMIT, or to the statement, which publishes it when it ends.
 func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 	traceWrite(db.Statement.Context, tables)
+	var w writeSet
+	w.add(tables)
 	pool := db.Statement.ConnPool
+	if _, ok := pool.(*replaySession); !ok {
+		w.merge(p.schemaChange(db.Statement.Context, db.Statement.SQL.String()))
+	}
 	if ptx, ok := pool.(*gorm.PreparedStmtTX); ok {
 		if tt, ok := ptx.Tx.(*trackedTx); ok {
 			pool = tt // a transaction of GORM's prepared-statement pool
@@ -242,32 +247,32 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 	}
 	switch c := pool.(type) {
 	case *trackedTx:
-		c.mark(tables)
+		c.mark(w)
 	case *replaySession:
 		// The session classifies and publishes each statement it runs.
 	case gorm.TxCommitter:
 		// A transaction the plugin did not begin (db.Connection + Begin on a
 		// *sql.Conn): held until the poller sees it end (foreign_tx.go).
-		p.holdForeignWrite(db, tables)
+		p.holdForeignWrite(db, w)
 	case *sql.Conn:
-		if p.keepPinnedWrite(c, tables) {
+		if p.keepPinnedWrite(c, w) {
 			return // for the raw transaction's COMMIT (pinned_tx.go)
 		}
-		p.markAutocommit(db, tables)
+		p.markAutocommit(db, w)
 	default:
-		p.markAutocommit(db, tables)
+		p.markAutocommit(db, w)
 	}
 }
 
 // markAutocommit attaches a write to its statement, which publishes it
 // when it ends.
-func (p *Plugin) markAutocommit(db *gorm.DB, tables []string) {
+func (p *Plugin) markAutocommit(db *gorm.DB, add writeSet) {
 	var w writeSet
 	key := autocommitKey{db.Statement}
 	if prev, ok := db.Statement.Settings.Load(key); ok {
 		w = prev.(writeSet)
 	}
-	w.add(tables)
+	w.merge(add)
 	db.Statement.Settings.Store(key, w)
 }
 

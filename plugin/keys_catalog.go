@@ -260,6 +260,9 @@ func (p *Plugin) learnKeys(ctx context.Context) {
 	ck.mu.Lock()
 	defer ck.mu.Unlock()
 	if err != nil {
+		if p.isStopped() {
+			return // Close cancelled it
+		}
 		if !ck.failing {
 			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the tables' primary keys; raw SQL and reads without a model are keyed only by the keys models have shown: let the primary's role read the catalog (err says what failed); it is tried again at the next catalog read", "err", err)
 		}

@@ -187,9 +187,11 @@ func (p *Plugin) afterPinned(db *gorm.DB, conn *sql.Conn) {
 		p.pinnedTxs.Delete(conn)
 	}
 	t.mu.Unlock()
-	if step != pinnedRollback {
-		p.publishPinned(db, w)
+	if step == pinnedRollback {
+		p.endSchemaMarks(db.Statement.Context, w.marks)
+		return
 	}
+	p.publishPinned(db, w)
 }
 
 // publishPinned publishes w after a statement that may have committed it
@@ -209,13 +211,13 @@ func (p *Plugin) publishPinned(db *gorm.DB, w writeSet) {
 // keepPinnedWrite keeps a write made inside the raw transaction open on
 // conn, for its COMMIT; false when none is open, or when the transaction
 // is uncertain: the statement publishes it when it ends too.
-func (p *Plugin) keepPinnedWrite(conn *sql.Conn, tables []string) bool {
+func (p *Plugin) keepPinnedWrite(conn *sql.Conn, w writeSet) bool {
 	t, ok := p.pinnedTxOf(conn)
 	if !ok {
 		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.w.add(tables)
+	t.w.merge(w)
 	return !t.uncertain
 }

@@ -51,6 +51,11 @@ type Plugin struct {
 	deps   atomic.Pointer[depGraph]
 	depMu  sync.Mutex
 	depSrc depSources
+	// schemaStale: a raise found that the graph may predate a schema
+	// change; relearning: the relearning it asks for runs, and staleAt
+	// (Unix ns) is when the last began (schema_changes.go).
+	schemaStale, relearning atomic.Bool
+	staleAt                 atomic.Int64
 
 	engine     engine
 	classifier *classify.Classifier

@@ -131,7 +131,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	if p.cfg.DirectWrites {
 		p.checkDecoding(ctx, ins, primaryOK, now)
 	}
-	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
+	if now.Sub(p.depsCheckedAt) >= dependentsRefresh || p.staleDue(now) {
 		p.depsCheckedAt = now
 		p.refreshDependents(ctx, now, true)
 	}

@@ -134,11 +134,10 @@ func (t *trackedTx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
 	return t.foldedStmt(ctx, stmt)
 }
 
-// mark records that a statement of the transaction writes tables (nil:
-// unknown tables).
-func (t *trackedTx) mark(tables []string) {
+// mark records what a statement of the transaction writes.
+func (t *trackedTx) mark(w writeSet) {
 	t.mu.Lock()
-	t.written.add(tables)
+	t.written.merge(w)
 	t.mu.Unlock()
 }
 
@@ -221,8 +220,10 @@ func (t *trackedTx) fence() error {
 	return err
 }
 
-// Rollback publishes nothing.
+// Rollback publishes nothing, and ends the marks of the transaction's
+// schema changes (schema_changes.go).
 func (t *trackedTx) Rollback() error {
+	t.p.endSchemaMarks(t.ctx, t.takeWritten().marks)
 	if t.conn != nil {
 		return t.endFolded(rollbackFolded)
 	}
@@ -243,6 +244,11 @@ func commitOutcomeUnknown(err error) bool { return !sqlerr.Refused(err) }
 type writeSet struct {
 	tables  map[string]struct{}
 	unknown bool
+	// schema: a schema change that can add a dependency between tables
+	// (addsDependency); marks are the store's marks of such changes under
+	// way (schema_changes.go), ended by the raise that publishes them.
+	schema bool
+	marks  []string
 }
 
 func (w *writeSet) add(tables []string) {
@@ -260,6 +266,8 @@ func (w *writeSet) add(tables []string) {
 
 func (w *writeSet) merge(o writeSet) {
 	w.unknown = w.unknown || o.unknown
+	w.schema = w.schema || o.schema
+	w.marks = append(w.marks, o.marks...)
 	for t := range o.tables {
 		if w.tables == nil {
 			w.tables = make(map[string]struct{}, len(o.tables))
@@ -268,7 +276,7 @@ func (w *writeSet) merge(o writeSet) {
 	}
 }
 
-func (w writeSet) empty() bool { return !w.unknown && len(w.tables) == 0 }
+func (w writeSet) empty() bool { return !w.unknown && !w.schema && len(w.tables) == 0 }
 
 // replicaPool is a replica's pool that retries a read on the primary once
 // when the replica fails with a connection error or a recovery conflict.

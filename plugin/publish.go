@@ -165,7 +165,7 @@ func capKeys(w writeSet) writeSet {
 	if n <= maxKeys {
 		return w
 	}
-	out := writeSet{unknown: w.unknown, tables: make(map[string]struct{}, len(w.tables)-n)}
+	out := writeSet{unknown: w.unknown, schema: w.schema, marks: w.marks, tables: make(map[string]struct{}, len(w.tables)-n)}
 	for t := range w.tables {
 		base, _ := lsnstore.KeyedBase(t)
 		out.tables[base] = struct{}{}
@@ -175,10 +175,14 @@ func capKeys(w writeSet) writeSet {
 
 // raise publishes pos for w's tables and their dependents. A dependent
 // "*" (anything) raises the unknown-tables position, which every read
-// includes.
+// includes. With a store that checks schema changes (schema_changes.go)
+// the last of its raises (the only one, but for a write of unknown tables
+// and named ones) carries the check, with the graph whose dependents it
+// raised.
 func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) error {
 	w = capKeys(w)
-	unknown := w.unknown || p.dependentsUnknown()
+	g := p.deps.Load()
+	unknown := w.unknown || (g != nil && g.unknown)
 	tables := make([]string, 0, len(w.tables))
 	seen := make(map[string]bool, len(w.tables))
 	for t := range w.tables {
@@ -186,9 +190,12 @@ func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) e
 			seen[t] = true
 			tables = append(tables, t)
 		}
+		if g == nil {
+			continue
+		}
 		// Dependents of a keyed write's table (lsnstore.KeyedTable) are
 		// raised as plain tables: unkeyed. A key name has none of its own.
-		for _, d := range p.dependentsOf(lsnstore.BaseTable(t)) {
+		for _, d := range g.graph[lsnstore.BaseTable(t)] {
 			if d == lsnstore.Everything {
 				unknown = true
 			} else if !seen[d] {
@@ -197,12 +204,18 @@ func (p *Plugin) raise(ctx context.Context, w writeSet, pos lsnstore.Position) e
 			}
 		}
 	}
-	if unknown {
+	sc, checked := p.cfg.Store.(lsnstore.SchemaChanges)
+	if unknown && (!checked || len(tables) > 0) {
 		if err := p.cfg.Store.Raise(ctx, nil, pos); err != nil {
 			return err
 		}
 	}
-	if len(tables) == 0 {
+	switch {
+	case checked && unknown && len(tables) == 0:
+		return p.raiseChecked(ctx, sc, nil, w, g, pos)
+	case checked:
+		return p.raiseChecked(ctx, sc, tables, w, g, pos)
+	case len(tables) == 0:
 		return nil
 	}
 	return p.cfg.Store.Raise(ctx, tables, pos)

@@ -69,7 +69,10 @@ type replaySession struct {
 	// writing only those is session state (BUFFER), not a write.
 	temp      map[string]bool
 	txWritten writeSet
-	abort     error
+	// schema is the schema change of the statement running (its mark
+	// recorded before it runs: schema_changes.go).
+	schema writeSet
+	abort  error
 }
 
 type bufferedStmt struct {
@@ -159,6 +162,9 @@ func (s *replaySession) target(ctx context.Context, query string, args []any) (c
 		return nil, c, false, s.abort
 	}
 	c = s.p.classify(query)
+	if c.kind == kindWrite {
+		s.schema = s.p.schemaChange(ctx, query)
+	}
 	if s.pconn == nil && c.kind == kindWrite && s.onlyTemp(c.writes) {
 		c.kind = kindBuffer
 	}
@@ -304,7 +310,9 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, args []a
 		w := s.txWritten
 		s.inTx, s.txWritten = false, writeSet{}
 		switch {
-		case !commit || w.empty():
+		case !commit:
+			s.p.endSchemaMarks(ctx, w.marks)
+		case w.empty():
 		case err == nil:
 			s.p.publish(ctx, w)
 		case commitOutcomeUnknown(err):
@@ -317,12 +325,16 @@ func (s *replaySession) afterPrimary(ctx context.Context, query string, args []a
 		return
 	}
 	names := s.p.rawWriteNames(ctx, c, args)
+	schema := s.schema
+	s.schema = writeSet{}
 	if s.inTx {
 		s.txWritten.add(names)
+		s.txWritten.merge(schema)
 		return
 	}
 	var w writeSet
 	w.add(names)
+	w.merge(schema)
 	s.p.publish(ctx, w) // autocommit: published even on error (it may have committed)
 }
 

@@ -140,7 +140,7 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 	p.expireLossFloor(now)
 	p.checkEviction(ctx, now)
 	p.retryPending(ctx)
-	if now.Sub(p.depsCheckedAt) >= dependentsRefresh {
+	if now.Sub(p.depsCheckedAt) >= dependentsRefresh || p.staleDue(now) {
 		p.depsCheckedAt = now
 		p.refreshDependents(ctx, now, true)
 	}

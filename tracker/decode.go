@@ -242,6 +242,10 @@ type decoder struct {
 	tables    map[string]struct{}
 	confirmed lsnstore.LSN // every commit up to here is published
 	sent      lsnstore.LSN
+	// xid is the transaction being decoded; schema: it holds a schema
+	// change (the event trigger's message).
+	xid    uint32
+	schema bool
 }
 
 func (d *decoder) handle(ctx context.Context, data []byte) error {
@@ -255,6 +259,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) error {
 	case *pglogrepl.BeginMessage:
 		d.inTx = true
 		d.tables = map[string]struct{}{}
+		d.xid, d.schema = m.Xid, false
 	case *pglogrepl.InsertMessage:
 		d.touch(m.RelationID)
 	case *pglogrepl.UpdateMessage:
@@ -272,10 +277,18 @@ func (d *decoder) handle(ctx context.Context, data []byte) error {
 				d.tables = map[string]struct{}{}
 			}
 			d.tables["\x00unknown"] = struct{}{}
+			d.schema = true
 		}
 	case *pglogrepl.CommitMessage:
 		d.inTx = false
 		end := lsnstore.LSN(m.TransactionEndLSN)
+		if d.schema {
+			// Before the commit's raise: a plugin that sees it (a read,
+			// a test) finds the schema position raised too (schema.go).
+			if err := d.markSchema(ctx, d.xid); err != nil {
+				return err
+			}
+		}
 		if len(d.tables) > 0 {
 			tables := make([]string, 0, len(d.tables))
 			for t := range d.tables {
