@@ -30,7 +30,7 @@
 //	P{D}-replay_lsn-<replica>       replay position of one replica
 //	P{D}-replicas                   hash replica -> replay position, of the latest publication
 //	P{D}-format                     the formats and releases of the processes using the store (format.go)
-//	P{D}-ddl_lsn                    position of the latest schema change that can add a dependency between tables (schema.go)
+//	P{D}-ddl_gen                    schema generation: advanced by every schema change that can add a dependency between tables (schema.go)
 //	P{D}-ddl_pending                sorted set of the schema changes under way (schema.go)
 //
 // Values are the text of a Position: the canonical text of a pg_lsn

@@ -33,7 +33,7 @@ type Memory struct {
 	deps    atomic.Pointer[Dependents] // the dependency graph (dependents.go)
 	decoded atomic.Uint64              // the tracker's decoded position (decoded.go)
 
-	schema memorySchema // the schema position and marks (schema.go)
+	schema memorySchema // the schema generation and marks (schema.go)
 }
 
 // positionCell holds a position that only grows, lane by lane, without a

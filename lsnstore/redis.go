@@ -381,14 +381,21 @@ func (r *Redis) raise(ctx context.Context, tables []string, pos Position, c *Sch
 	}
 	if c != nil {
 		keys = append(keys, r.schemaKey(), r.pendingKey(), r.unknownKey)
-		graph, changed := "", "0"
+		check, changed := "0", "0"
 		if c.Check {
-			graph = c.Graph.String()
+			check = "1"
 		}
-		if c.Changed {
+		switch {
+		case c.Changed && c.Before:
+			changed = "2"
+		case c.Changed:
 			changed = "1"
 		}
-		args = append(args, graph, changed, r.schemaTTL())
+		epoch := "" // for a store without a generation, drawn only when one may be made
+		if c.Changed {
+			epoch = newMark()
+		}
+		args = append(args, check, c.Graph, changed, epoch)
 		for _, k := range c.Done {
 			args = append(args, k)
 		}

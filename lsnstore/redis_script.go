@@ -126,17 +126,19 @@ end
 // pairs whose signature was another.
 //
 // A checked raise (SchemaChanges.RaiseChecked) passes three keys more,
-// last: the schema position, the marks of schema changes under way and
+// last: the schema generation, the marks of schema changes under way and
 // the unknown-tables position; and, after the signatures (from a =
-// 5+ARGV[5] on), ARGV[a+1] the position of the caller's graph ("": no
-// check), ARGV[a+2] "1" when the raise publishes a schema change,
-// ARGV[a+3] the schema position's TTL (ms), and the marks the raise ends.
-// It drops those marks and the lapsed ones, raises the schema position to
-// ARGV[1] when ARGV[a+2] is "1", and raises the unknown-tables position
-// to ARGV[1] when a mark lives (flag 2) or the schema position is not
-// strictly below the graph's (flag 1); it returns {the pairs whose
+// 5+ARGV[5] on), ARGV[a+1] "1" when the raise checks the caller's graph,
+// ARGV[a+2] the graph's generation, ARGV[a+3] "1" when the raise
+// publishes a schema change counted against the graph, "2" when it
+// publishes one the graph need not have (checked before it advances the
+// generation), "0" otherwise, ARGV[a+4] an epoch for a store without a
+// generation, and the marks the raise ends. It drops those marks and the
+// lapsed ones, advances the generation for a schema change, and raises
+// the unknown-tables position to ARGV[1] when a mark lives (flag 2) or
+// the generation is not the graph's (flag 1); it returns {the pairs whose
 // signature was another, the flags}.
-var raiseScript = redis.NewScript(luaPrelude + `
+var raiseScript = redis.NewScript(luaPrelude + luaAdvance + `
 local m = tonumber(ARGV[5]) or 0
 local g = 0
 if #ARGV > 5 + m then g = 3 end
@@ -161,20 +163,15 @@ end
 if g == 0 then return other end
 local a = 5 + m
 local dk, pk, uk = KEYS[#KEYS - 2], KEYS[#KEYS - 1], KEYS[#KEYS]
-for i = a + 4, #ARGV do redis.call("ZREM", pk, ARGV[i]) end
+for i = a + 5, #ARGV do redis.call("ZREM", pk, ARGV[i]) end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call("ZREMRANGEBYSCORE", pk, "-inf", "(" .. now)
-if ARGV[a + 2] == "1" then raise(dk, ARGV[1], ARGV[a + 3]) end
 local flag = 0
 if #redis.call("ZRANGE", pk, 0, 0) > 0 then flag = 2 end
-if ARGV[a + 1] ~= "" then
-  local d = parse(redis.call("GET", dk))
-  if d then
-    local gp = parse(ARGV[a + 1])
-    if not gp or not covers(gp, d) or covers(d, gp) then flag = flag + 1 end
-  end
-end
+if ARGV[a + 3] == "1" then advance(dk, ARGV[a + 4]) end
+if ARGV[a + 1] == "1" and (redis.call("GET", dk) or "") ~= ARGV[a + 2] then flag = flag + 1 end
+if ARGV[a + 3] == "2" then advance(dk, ARGV[a + 4]) end
 if flag > 0 then raise(uk, ARGV[1], ARGV[2]) end
 return {other, flag}
 `)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -17,42 +18,50 @@ import (
 // A process raises, with a write, the tables its dependency graph says
 // the write also changes (triggers, cascades, views...). A schema change
 // made by another process adds edges that this process's graph lacks
-// until it relearns it. The store therefore keeps the position of the
-// latest schema change that can add an edge (the schema position), and
-// the schema changes under way (marks), and every checked raise
-// (SchemaChanges.RaiseChecked) compares them with the position at which
-// the raiser's graph was learned: when a change is under way, or the
-// schema position is not strictly below the graph's, the raise also
-// raises the unknown-tables position (which every read waits for) and
-// tells the caller, which relearns its graph. No extra round trip: the
-// check runs in the raise's own script.
+// until it relearns it. The store therefore keeps a schema generation, a
+// counter that every schema change that can add an edge advances once it
+// is visible, and the schema changes under way (marks). A process reads
+// the generation just before it reads the catalog, and every checked
+// raise (SchemaChanges.RaiseChecked) compares the generation its graph
+// was learned at with the store's: when a change is under way, or the
+// generation moved, the raise also raises the unknown-tables position
+// (which every read waits for) and tells the caller, which relearns its
+// graph. No extra round trip: the check runs in the raise's own script.
 //
-// A graph's position is the primary's position read just before the
-// catalog was read. The schema position of a change is a position read
-// after the change became visible (after its COMMIT returned, or after a
-// snapshot showed its transaction finished): positions only grow, so a
-// graph whose position is strictly past it was read after the change was
-// visible, and saw it. A graph that did not see it has a position at or
-// below it, and is caught.
+// Why a counter and not a database position: a change advances the
+// generation after it became visible, so a graph whose generation was
+// read after that advance was read from a catalog that has the change;
+// a graph read before it carries an older generation and is caught. A
+// database position cannot say the same when the database is idle: a
+// graph read after a change and one read just before its commit became
+// visible can carry the same position.
+//
+// A generation is "<epoch>.<n>": the epoch is drawn when the store has
+// none (a new store, or one that lost its data), so a generation read
+// before a loss never equals one read after it.
 
-// SchemaTTL is the least time the schema position and a mark live. Every
-// process relearns its graph every 30 seconds, so once a change's schema
-// position has lived this long no process holds a graph older than the
-// change; a mark whose process died lives this long.
+// SchemaTTL is how long a mark lives when its change never ends it (its
+// process died): every process relearns its graph every 30 seconds, so a
+// change has reached every graph long before.
 const SchemaTTL = 10 * time.Minute
 
 // SchemaCheck is what a checked raise checks and records.
 type SchemaCheck struct {
-	// Graph is the position at which the caller's dependency graph was
-	// learned; Check says whether the raise compares it with the schema
-	// position (a caller without a position does not: zero with Check
-	// set is older than any schema change).
-	Graph Position
+	// Graph is the schema generation read just before the caller's
+	// dependency graph was learned ("" when the store had none); Check
+	// says whether the raise compares it with the store's (a caller
+	// without a learned graph does not).
+	Graph string
 	Check bool
 	// Changed: the raise publishes a schema change that can add an edge,
-	// committed at the raise's position: the schema position is raised to
-	// it first.
+	// committed before the raise: the raise advances the generation.
 	Changed bool
+	// Before: the check compares Graph with the generation before this
+	// raise's own change advances it. Only for a raise whose writes are
+	// the change alone (one schema statement, no row written through the
+	// edges it adds); any other raise with Changed counts its own change
+	// against the graph, which predates it.
+	Before bool
 	// Done are the marks (BeginSchemaChange) of the schema changes this
 	// raise publishes: they are dropped.
 	Done []string
@@ -60,8 +69,8 @@ type SchemaCheck struct {
 
 // SchemaVerdict is what a checked raise found.
 type SchemaVerdict struct {
-	// Stale: the schema position is not strictly below the caller's graph
-	// position; the caller should relearn its graph.
+	// Stale: the store's generation is not the caller's graph's; the
+	// caller should relearn its graph.
 	Stale bool
 	// Pending: a schema change is under way (a mark lives).
 	Pending bool
@@ -74,9 +83,8 @@ func (v SchemaVerdict) Raised() bool { return v.Stale || v.Pending }
 // SchemaChanges is implemented by Memory and Redis.
 type SchemaChanges interface {
 	// RaiseChecked is Raise (one round trip for Redis) that also applies
-	// c: it drops c.Done's marks, raises the schema position to pos when
-	// c.Changed, and when a mark lives or (c.Check) the schema position
-	// is not strictly below c.Graph (not covered by it, or equal to it)
+	// c: it drops c.Done's marks, advances the generation when c.Changed,
+	// and when a mark lives or (c.Check) the generation is not c.Graph
 	// raises the unknown-tables position to pos and says so.
 	RaiseChecked(ctx context.Context, tables []string, pos Position, c SchemaCheck) (SchemaVerdict, error)
 	// BeginSchemaChange records a mark, before a schema change that can
@@ -86,11 +94,13 @@ type SchemaChanges interface {
 	BeginSchemaChange(ctx context.Context) (mark string, err error)
 	// EndSchemaChanges drops marks of changes that did not commit.
 	EndSchemaChanges(ctx context.Context, marks []string) error
-	// RaiseSchema raises the schema position to pos: a schema change that
-	// can add an edge was visible when pos was read.
-	RaiseSchema(ctx context.Context, pos Position) error
-	// SchemaPosition returns the schema position (zero: none).
-	SchemaPosition(ctx context.Context) (Position, error)
+	// AdvanceSchema advances the generation: a schema change that can add
+	// an edge is visible (the tracker, for changes made outside the
+	// plugin).
+	AdvanceSchema(ctx context.Context) error
+	// SchemaGeneration returns the generation ("" when there is none
+	// yet). A graph is learned from a catalog read after it.
+	SchemaGeneration(ctx context.Context) (string, error)
 }
 
 var (
@@ -98,27 +108,25 @@ var (
 	_ SchemaChanges = (*Redis)(nil)
 )
 
-// schemaStale reports whether a graph learned at graph predates a schema
-// change at schema: graph is not strictly past it.
-func schemaStale(schema, graph Position) bool {
-	if schema.IsZero() {
-		return false
-	}
-	return !graph.Covers(schema) || schema.Covers(graph)
-}
-
-// newMark returns a random mark.
+// newMark returns a random mark (also an epoch).
 func newMark() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
-// memorySchema is Memory's schema position and marks.
+// memorySchema is Memory's generation and marks.
 type memorySchema struct {
-	mu       sync.Mutex
-	position Position
-	marks    map[string]time.Time // mark -> when it lapses
+	mu         sync.Mutex
+	generation string
+	n          int
+	marks      map[string]time.Time // mark -> when it lapses
+}
+
+// advance advances the generation (s.mu held).
+func (s *memorySchema) advance() {
+	s.n++
+	s.generation = "m." + strconv.Itoa(s.n)
 }
 
 // RaiseChecked implements SchemaChanges.
@@ -141,10 +149,13 @@ func (m *Memory) RaiseChecked(ctx context.Context, tables []string, pos Position
 			v.Pending = true
 		}
 	}
-	if c.Changed {
-		s.position = s.position.Merge(pos)
+	if c.Changed && !c.Before {
+		s.advance()
 	}
-	v.Stale = c.Check && schemaStale(s.position, c.Graph)
+	v.Stale = c.Check && c.Graph != s.generation
+	if c.Changed && c.Before {
+		s.advance()
+	}
 	s.mu.Unlock()
 	if v.Raised() {
 		m.unknown.raise(pos)
@@ -174,30 +185,30 @@ func (m *Memory) EndSchemaChanges(_ context.Context, marks []string) error {
 	return nil
 }
 
-// RaiseSchema implements SchemaChanges.
-func (m *Memory) RaiseSchema(_ context.Context, pos Position) error {
+// AdvanceSchema implements SchemaChanges.
+func (m *Memory) AdvanceSchema(context.Context) error {
 	m.schema.mu.Lock()
-	m.schema.position = m.schema.position.Merge(pos)
+	m.schema.advance()
 	m.schema.mu.Unlock()
 	return nil
 }
 
-// SchemaPosition implements SchemaChanges.
-func (m *Memory) SchemaPosition(context.Context) (Position, error) {
+// SchemaGeneration implements SchemaChanges.
+func (m *Memory) SchemaGeneration(context.Context) (string, error) {
 	m.schema.mu.Lock()
 	defer m.schema.mu.Unlock()
-	return m.schema.position, nil
+	return m.schema.generation, nil
 }
 
 // Redis keys (see the package documentation):
 //
-//	P{D}-ddl_lsn       the schema position (a position, TTL schemaTTL)
+//	P{D}-ddl_gen       the schema generation ("<epoch>.<n>", no TTL)
 //	P{D}-ddl_pending   sorted set of marks, scored with the server time (ms) when each lapses
-func (r *Redis) schemaKey() string  { return r.base + "ddl_lsn" }
+func (r *Redis) schemaKey() string  { return r.base + "ddl_gen" }
 func (r *Redis) pendingKey() string { return r.base + "ddl_pending" }
 
-// schemaTTL is how long the schema position and a mark live: SchemaTTL,
-// or the store's TTL when longer.
+// schemaTTL is how long a mark lives: SchemaTTL, or the store's TTL when
+// longer.
 func (r *Redis) schemaTTL() string {
 	return strconv.FormatInt(max(SchemaTTL, r.opts.TTL, r.opts.KeyTTL).Milliseconds(), 10)
 }
@@ -259,29 +270,56 @@ func (r *Redis) EndSchemaChanges(ctx context.Context, marks []string) error {
 	return nil
 }
 
-// schemaScript raises KEYS[1] to ARGV[1] with TTL ARGV[2] (ms).
-var schemaScript = redis.NewScript(luaPrelude + `
-raise(KEYS[1], ARGV[1], ARGV[2])
+// luaAdvance advances the generation in key k (absent: a new epoch,
+// drawn by the caller, e) and returns it.
+const luaAdvance = `
+local function advance(k, e)
+  local cur = redis.call("GET", k)
+  local v = e .. ".1"
+  if cur then
+    local ep, n = string.match(cur, "^(.*)%.(%d+)$")
+    if ep then v = ep .. "." .. (tonumber(n) + 1) end
+  end
+  redis.call("SET", k, v)
+  return v
+end
+`
+
+// advanceScript advances the generation KEYS[1]; ARGV[1] is the epoch
+// when it has none.
+var advanceScript = redis.NewScript(luaAdvance + `
+advance(KEYS[1], ARGV[1])
 return 0
 `)
 
-// RaiseSchema implements SchemaChanges with one script call.
-func (r *Redis) RaiseSchema(ctx context.Context, pos Position) error {
+// AdvanceSchema implements SchemaChanges with one script call.
+func (r *Redis) AdvanceSchema(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
 	}
-	if pos.IsZero() {
-		return nil
-	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	if err := schemaScript.Run(ctx, r.rdb, []string{r.schemaKey()}, pos.String(), r.schemaTTL()).Err(); err != nil {
-		return fmt.Errorf("lsnstore: redis raise the schema position: %w", err)
+	if err := advanceScript.Run(ctx, r.rdb, []string{r.schemaKey()}, newMark()).Err(); err != nil {
+		return fmt.Errorf("lsnstore: redis advance the schema generation: %w", err)
 	}
+	r.alive.Answered()
 	return nil
 }
 
-// SchemaPosition implements SchemaChanges with one GET.
-func (r *Redis) SchemaPosition(ctx context.Context) (Position, error) {
-	return r.getPosition(ctx, r.schemaKey())
+// SchemaGeneration implements SchemaChanges with one GET.
+func (r *Redis) SchemaGeneration(ctx context.Context) (string, error) {
+	if r.err != nil {
+		return "", r.err
+	}
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
+	g, err := r.rdb.Get(ctx, r.schemaKey()).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("lsnstore: redis GET the schema generation: %w", err)
+	}
+	r.alive.Answered()
+	return g, nil
 }

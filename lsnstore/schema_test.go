@@ -2,6 +2,7 @@ package lsnstore
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,9 +27,9 @@ func TestRedisSchemaChanges(t *testing.T) {
 }
 
 // checkSchemaChanges: a checked raise raises the unknown-tables position
-// to its own position, and says so, exactly when the schema position is
-// not strictly below the caller's graph position or a schema change is
-// under way; and it still raises what Raise raises.
+// to its own position, and says so, exactly when the store's schema
+// generation is not the caller's graph's or a schema change is under
+// way; and it still raises what Raise raises.
 func checkSchemaChanges(t *testing.T, newStore func(db string) schemaStore) {
 	ctx := context.Background()
 	pos := func(s string) Position { return mustPos(t, s) }
@@ -48,106 +49,117 @@ func checkSchemaChanges(t *testing.T, newStore func(db string) schemaStore) {
 		}
 		return v
 	}
-	check := func(g string) SchemaCheck { return SchemaCheck{Graph: pos(g), Check: true} }
+	generation := func(t *testing.T, s schemaStore) string {
+		t.Helper()
+		g, err := s.SchemaGeneration(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	check := func(g string) SchemaCheck { return SchemaCheck{Graph: g, Check: true} }
 
 	t.Run("no schema change", func(t *testing.T) {
 		s := newStore("schema-none")
-		if v := raise(t, s, []string{"a"}, "0/50", check("0/10")); v.Raised() {
-			t.Fatalf("verdict %+v without a schema position", v)
+		if g := generation(t, s); g != "" {
+			t.Fatalf("generation %q in a new store, want none", g)
 		}
-		if v := raise(t, s, []string{"a"}, "0/60", SchemaCheck{Check: true}); v.Raised() {
-			t.Fatalf("verdict %+v for a zero graph without a schema position", v)
+		if v := raise(t, s, []string{"a"}, "0/50", check("")); v.Raised() {
+			t.Fatalf("verdict %+v without a schema change", v)
 		}
 		if p := unknownAt(t, s); !p.IsZero() {
 			t.Fatalf("unknown-tables position %v, want none", p)
 		}
-		if p, _ := s.WritePosition(ctx, []string{"a"}); !p.Equal(pos("0/60")) {
-			t.Fatalf("a at %v, want 0/60", p)
+		if p, _ := s.WritePosition(ctx, []string{"a"}); !p.Equal(pos("0/50")) {
+			t.Fatalf("a at %v, want 0/50", p)
 		}
 	})
 
-	t.Run("schema position against the graph", func(t *testing.T) {
+	t.Run("generation against the graph", func(t *testing.T) {
 		s := newStore("schema-graph")
-		if err := s.RaiseSchema(ctx, pos("0/100")); err != nil {
+		if err := s.AdvanceSchema(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := s.SchemaPosition(ctx); err != nil || !p.Equal(pos("0/100")) {
-			t.Fatalf("SchemaPosition = %v, %v; want 0/100", p, err)
+		g1 := generation(t, s)
+		if g1 == "" {
+			t.Fatal("no generation after a change")
 		}
-		// A graph learned past the change: nothing more.
-		if v := raise(t, s, []string{"a"}, "0/120", check("0/101")); v.Raised() {
-			t.Fatalf("graph past the change: verdict %+v", v)
+		// A graph learned after the change: nothing more, however idle the
+		// database (the same write position again).
+		for range 2 {
+			if v := raise(t, s, []string{"a"}, "0/120", check(g1)); v.Raised() {
+				t.Fatalf("graph after the change: verdict %+v", v)
+			}
 		}
 		if p := unknownAt(t, s); !p.IsZero() {
 			t.Fatalf("unknown-tables position %v after a current graph's raise", p)
 		}
 		// Not checked: nothing more.
-		if v := raise(t, s, []string{"a"}, "0/130", SchemaCheck{Graph: pos("0/50")}); v.Raised() {
+		if v := raise(t, s, []string{"a"}, "0/130", SchemaCheck{Graph: "old"}); v.Raised() {
 			t.Fatalf("unchecked: verdict %+v", v)
 		}
-		// Older, equal, or zero: stale, and the unknown-tables position is
-		// raised to the write's position.
-		for i, g := range []string{"0/50", "0/100", "0/0"} {
+		// Learned before the change (no generation, another one), or when
+		// the generation could not be read: stale, and the unknown-tables
+		// position is raised to the write's position.
+		for i, g := range []string{"", "x.1", "\x00unread"} {
 			w := []string{"0/140", "0/150", "0/160"}[i]
 			if v := raise(t, s, []string{"a"}, w, check(g)); !v.Stale || v.Pending {
-				t.Fatalf("graph at %s, schema at 0/100: verdict %+v, want stale", g, v)
+				t.Fatalf("graph at %q, store at %q: verdict %+v, want stale", g, g1, v)
 			}
 			if p := unknownAt(t, s); !p.Equal(pos(w)) {
-				t.Fatalf("graph at %s: unknown-tables position %v, want %s", g, p, w)
+				t.Fatalf("graph at %q: unknown-tables position %v, want %s", g, p, w)
 			}
 		}
 		// A raise of unknown tables is checked too.
-		if v := raise(t, s, nil, "0/170", check("0/60")); !v.Stale {
+		if v := raise(t, s, nil, "0/170", check("")); !v.Stale {
 			t.Fatalf("unknown tables, old graph: verdict %+v", v)
 		}
 		if p, _ := s.WritePosition(ctx, []string{"a"}); !p.Equal(pos("0/170")) {
 			t.Fatalf("a at %v, want 0/170", p)
 		}
-		// The schema position only grows.
-		if err := s.RaiseSchema(ctx, pos("0/90")); err != nil {
+		// Every change moves the generation.
+		if err := s.AdvanceSchema(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if p, _ := s.SchemaPosition(ctx); !p.Equal(pos("0/100")) {
-			t.Fatalf("SchemaPosition %v after a lower raise, want 0/100", p)
+		if g2 := generation(t, s); g2 == g1 || g2 == "" {
+			t.Fatalf("generation %q after a second change (first %q)", g2, g1)
 		}
-	})
-
-	t.Run("lanes", func(t *testing.T) {
-		s := newStore("schema-lanes")
-		if err := s.RaiseSchema(ctx, pos("0/0+1=0/10+2=0/5")); err != nil {
-			t.Fatal(err)
-		}
-		// Past in every lane of the change, and in one strictly.
-		if v := raise(t, s, []string{"a"}, "0/0+1=0/20", check("0/0+1=0/10+2=0/6")); v.Raised() {
-			t.Fatalf("graph past the change: verdict %+v", v)
-		}
-		if v := raise(t, s, []string{"a"}, "0/0+1=0/20", check("0/0+1=0/10+2=0/5+3=0/1")); v.Raised() {
-			t.Fatalf("graph past the change in another lane: verdict %+v", v)
-		}
-		for _, g := range []string{"0/0+1=0/11", "0/0+1=0/10+2=0/5", "0/0+1=0/9+2=0/9"} {
-			if v := raise(t, s, []string{"a"}, "0/0+1=0/30", check(g)); !v.Stale {
-				t.Fatalf("graph at %s, change at 0/0+1=0/10+2=0/5: verdict %+v, want stale", g, v)
-			}
-		}
-		if p := unknownAt(t, s); !p.Equal(pos("0/0+1=0/30")) {
-			t.Fatalf("unknown-tables position %v", p)
+		if v := raise(t, s, []string{"a"}, "0/180", check(g1)); !v.Stale {
+			t.Fatalf("graph between the changes: verdict %+v, want stale", v)
 		}
 	})
 
 	t.Run("a raise that publishes a change", func(t *testing.T) {
 		s := newStore("schema-changed")
-		// The change's own raise: its graph predates it.
-		if v := raise(t, s, []string{"a"}, "0/200", SchemaCheck{Graph: pos("0/150"), Check: true, Changed: true}); !v.Stale {
-			t.Fatalf("the change's raise: verdict %+v, want stale", v)
+		g0 := generation(t, s)
+		// A change with writes through it (a transaction): its graph
+		// predates it.
+		if v := raise(t, s, []string{"a"}, "0/200", SchemaCheck{Graph: g0, Check: true, Changed: true}); !v.Stale {
+			t.Fatalf("the change's raise, counted against its graph: verdict %+v, want stale", v)
 		}
-		if p, _ := s.SchemaPosition(ctx); !p.Equal(pos("0/200")) {
-			t.Fatalf("SchemaPosition %v, want 0/200", p)
+		g1 := generation(t, s)
+		if g1 == g0 {
+			t.Fatalf("generation %q unchanged by the change's raise", g1)
 		}
-		if v := raise(t, s, []string{"b"}, "0/210", check("0/199")); !v.Stale {
+		if v := raise(t, s, []string{"b"}, "0/210", check(g0)); !v.Stale {
 			t.Fatalf("graph before the change: verdict %+v", v)
 		}
-		if v := raise(t, s, []string{"b"}, "0/220", check("0/201")); v.Raised() {
-			t.Fatalf("graph past the change: verdict %+v", v)
+		if v := raise(t, s, []string{"b"}, "0/210", check(g1)); v.Raised() {
+			t.Fatalf("graph after the change: verdict %+v", v)
+		}
+		// A schema statement alone is checked before its own change.
+		if v := raise(t, s, []string{"a"}, "0/220", SchemaCheck{Graph: g1, Check: true, Changed: true, Before: true}); v.Raised() {
+			t.Fatalf("a schema statement alone, graph current before it: verdict %+v", v)
+		}
+		g2 := generation(t, s)
+		if g2 == g1 {
+			t.Fatalf("generation %q unchanged by a schema statement's raise", g2)
+		}
+		if v := raise(t, s, []string{"b"}, "0/230", check(g1)); !v.Stale {
+			t.Fatalf("graph before the statement: verdict %+v, want stale", v)
+		}
+		if v := raise(t, s, []string{"a"}, "0/240", SchemaCheck{Graph: g1, Check: true, Changed: true, Before: true}); !v.Stale {
+			t.Fatalf("a schema statement alone, graph stale before it: verdict %+v, want stale", v)
 		}
 	})
 
@@ -163,7 +175,7 @@ func checkSchemaChanges(t *testing.T, newStore func(db string) schemaStore) {
 		}
 		// While a change is under way, every checked raise raises the
 		// unknown-tables position, whatever its graph.
-		if v := raise(t, s, []string{"a"}, "0/300", check("0/1000")); !v.Pending || v.Stale {
+		if v := raise(t, s, []string{"a"}, "0/300", check(generation(t, s))); !v.Pending || v.Stale {
 			t.Fatalf("under way: verdict %+v, want pending", v)
 		}
 		if p := unknownAt(t, s); !p.Equal(pos("0/300")) {
@@ -173,14 +185,14 @@ func checkSchemaChanges(t *testing.T, newStore func(db string) schemaStore) {
 			t.Fatalf("under way, unchecked graph: verdict %+v, want pending", v)
 		}
 		// The raise that publishes m1 ends it; m2 is still under way.
-		if v := raise(t, s, []string{"a"}, "0/320", SchemaCheck{Graph: pos("0/1000"), Check: true, Changed: true, Done: []string{m1}}); !v.Pending || v.Stale {
+		if v := raise(t, s, []string{"a"}, "0/320", SchemaCheck{Graph: generation(t, s), Check: true, Changed: true, Before: true, Done: []string{m1}}); !v.Pending || v.Stale {
 			t.Fatalf("m1 published, m2 under way: verdict %+v", v)
 		}
 		if err := s.EndSchemaChanges(ctx, []string{m2}); err != nil {
 			t.Fatal(err)
 		}
-		// The graph at 0/1000 is past the change at 0/320.
-		if v := raise(t, s, []string{"a"}, "0/330", check("0/1000")); v.Raised() {
+		// A graph learned after the change is current.
+		if v := raise(t, s, []string{"a"}, "0/330", check(generation(t, s))); v.Raised() {
 			t.Fatalf("every change ended: verdict %+v", v)
 		}
 		// A plain Raise checks nothing.
@@ -218,14 +230,31 @@ func TestRedisSchemaKeys(t *testing.T) {
 	db := uniqueDB("schema-keys")
 	s := newTestRedis(rdb, RedisOptions{Database: db, TTL: time.Minute})
 	base := "freshread:{" + db + "}-"
-	if err := s.RaiseSchema(ctx, mustPos(t, "0/10")); err != nil {
+	if err := s.AdvanceSchema(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := rdb.Get(ctx, base+"ddl_lsn").Result(); err != nil || v != "0/10" {
-		t.Fatalf("%sddl_lsn = %q, %v", base, v, err)
+	g1, err := rdb.Get(ctx, base+"ddl_gen").Result()
+	if err != nil || !strings.HasSuffix(g1, ".1") {
+		t.Fatalf("%sddl_gen = %q, %v; want <epoch>.1", base, g1, err)
 	}
-	if ttl := rdb.PTTL(ctx, base+"ddl_lsn").Val(); ttl <= SchemaTTL-time.Minute || ttl > SchemaTTL {
-		t.Fatalf("ddl_lsn TTL %v, want about %v", ttl, SchemaTTL)
+	if ttl := rdb.PTTL(ctx, base+"ddl_gen").Val(); ttl != -1 {
+		t.Fatalf("ddl_gen TTL %v, want none (a generation that expired could come back equal)", ttl)
+	}
+	if err := s.AdvanceSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := rdb.Get(ctx, base+"ddl_gen").Val(); g2 != strings.TrimSuffix(g1, "1")+"2" {
+		t.Fatalf("ddl_gen = %q after a second change, want %q's epoch at 2", g2, g1)
+	}
+	// A store that lost its data draws a new epoch: a generation read
+	// before the loss never equals one after it.
+	rdb.Del(ctx, base+"ddl_gen")
+	if err := s.AdvanceSchema(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g3, _ := s.SchemaGeneration(ctx)
+	if g3 == g1 || !strings.HasSuffix(g3, ".1") {
+		t.Fatalf("generation %q after a loss and a change, want a new epoch (first was %q)", g3, g1)
 	}
 	m, err := s.BeginSchemaChange(ctx)
 	if err != nil {
@@ -239,7 +268,7 @@ func TestRedisSchemaKeys(t *testing.T) {
 	}
 	// A mark that lapsed (its process died) holds nothing up.
 	rdb.ZAdd(ctx, base+"ddl_pending", redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: m})
-	if v, err := s.RaiseChecked(ctx, []string{"a"}, mustPos(t, "0/20"), SchemaCheck{Graph: mustPos(t, "0/11"), Check: true}); err != nil || v.Raised() {
+	if v, err := s.RaiseChecked(ctx, []string{"a"}, mustPos(t, "0/20"), SchemaCheck{Graph: g3, Check: true}); err != nil || v.Raised() {
 		t.Fatalf("lapsed mark: %+v, %v", v, err)
 	}
 	if n := rdb.ZCard(ctx, base+"ddl_pending").Val(); n != 0 {
@@ -251,7 +280,7 @@ func TestRedisSchemaKeys(t *testing.T) {
 	if _, _, err := s.ClaimSignature(ctx, "t", "v1:id;"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RaiseChecked(ctx, []string{SignedKeyedTable("t", "v1:other;"), KeyName("t", "other", 1)}, mustPos(t, "0/30"), SchemaCheck{Graph: mustPos(t, "0/11"), Check: true}); err != nil {
+	if _, err := s.RaiseChecked(ctx, []string{SignedKeyedTable("t", "v1:other;"), KeyName("t", "other", 1)}, mustPos(t, "0/30"), SchemaCheck{Graph: g3, Check: true}); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := s.WritePosition(ctx, []string{UnkeyedName("t")}); err != nil || !p.Equal(mustPos(t, "0/30")) {

@@ -28,11 +28,11 @@ type depGraph struct {
 	// table may write any other (every write raises the unknown-tables
 	// position).
 	unknown bool
-	// gen is the primary's position read just before the catalog the
-	// graph was learned from; checked says there is one (the plugin
+	// gen is the store's schema generation read just before the catalog
+	// the graph was learned from; checked says there is one (the plugin
 	// learned the graph itself), and raises send it to the store's schema
 	// check (schema_changes.go).
-	gen     lsnstore.Position
+	gen     string
 	checked bool
 }
 
@@ -47,10 +47,10 @@ type depSources struct {
 	selfLogged  map[string]bool     // the self-dependent tables already logged
 	learnFailed bool
 	learnedAt   time.Time
-	// learnedPos is the primary's position read just before the catalog
-	// that learned was read (zero when it could not be read: older than
-	// any schema change); learnedOK says learned was learned.
-	learnedPos lsnstore.Position
+	// learnedGen is the store's schema generation read just before the
+	// catalog that learned was read (unreadGeneration when it could not
+	// be read); learnedOK says learned was learned.
+	learnedGen string
 	learnedOK  bool
 	// learn reads the database's own graph: pgDependents or
 	// depgraph.AnalyzeMySQL; nil when the plugin cannot (PostgreSQL through
@@ -212,15 +212,12 @@ func (p *Plugin) learnNow(ctx context.Context) {
 	if learn == nil {
 		return
 	}
-	// The position first: a schema change whose position (read after it
-	// was visible) is below it was visible to the catalog read. A raise
-	// that found the graph stale before this point is answered by this
-	// learning.
+	// The store's schema generation first: a schema change advances it
+	// once it is visible, so a change that advanced it before this read
+	// is in the catalog read next (schema_changes.go). A raise that found
+	// the graph stale before this point is answered by this learning.
 	p.schemaStale.Store(false)
-	pos, perr := p.currentPosition(ctx)
-	if perr != nil {
-		pos = lsnstore.Position{} // older than any schema change
-	}
+	gen := p.schemaGeneration(ctx)
 	g, err := learn(ctx, p.primaryDB)
 	p.depMu.Lock()
 	defer p.depMu.Unlock()
@@ -238,7 +235,7 @@ func (p *Plugin) learnNow(ctx context.Context) {
 		p.depSrc.learnFailed = true
 	default:
 		p.depSrc.learned, p.depSrc.keyMoves, p.depSrc.selfReasons, p.depSrc.learnFailed = g.Edges, g.KeyMoves, g.SelfReasons, false
-		p.depSrc.learnedPos, p.depSrc.learnedOK = pos, true
+		p.depSrc.learnedGen, p.depSrc.learnedOK = gen, true
 	}
 	p.installDependents()
 }
@@ -274,7 +271,7 @@ func (p *Plugin) installDependents() {
 	}
 	p.logSelfDependent(self)
 	p.deps.Store(&depGraph{graph: closeDependents(union), version: p.depSrc.version, unknown: p.depSrc.learnFailed,
-		gen: p.depSrc.learnedPos, checked: p.depSrc.learnedOK})
+		gen: p.depSrc.learnedGen, checked: p.depSrc.learnedOK})
 }
 
 // keyedColumn is a column the plugin keys a table by, and where that key

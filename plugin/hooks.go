@@ -253,6 +253,7 @@ func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
 	case gorm.TxCommitter:
 		// A transaction the plugin did not begin (db.Connection + Begin on a
 		// *sql.Conn): held until the poller sees it end (foreign_tx.go).
+		w.schemaAfter = w.schemaAfter || w.schema
 		p.holdForeignWrite(db, w)
 	case *sql.Conn:
 		if p.keepPinnedWrite(c, w) {

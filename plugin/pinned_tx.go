@@ -216,6 +216,7 @@ func (p *Plugin) keepPinnedWrite(conn *sql.Conn, w writeSet) bool {
 	if !ok {
 		return false
 	}
+	w.schemaAfter = w.schemaAfter || w.schema // the graph predates the commit
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.w.merge(w)

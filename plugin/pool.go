@@ -136,6 +136,7 @@ func (t *trackedTx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
 
 // mark records what a statement of the transaction writes.
 func (t *trackedTx) mark(w writeSet) {
+	w.schemaAfter = w.schemaAfter || w.schema // the graph predates the commit
 	t.mu.Lock()
 	t.written.merge(w)
 	t.mu.Unlock()
@@ -249,6 +250,11 @@ type writeSet struct {
 	// way (schema_changes.go), ended by the raise that publishes them.
 	schema bool
 	marks  []string
+	// schemaAfter: the schema change is counted against the graph the
+	// write is raised with (lsnstore.SchemaCheck.Before unset): it may
+	// have written rows through the edges it adds (several statements, a
+	// transaction).
+	schemaAfter bool
 }
 
 func (w *writeSet) add(tables []string) {
@@ -267,6 +273,7 @@ func (w *writeSet) add(tables []string) {
 func (w *writeSet) merge(o writeSet) {
 	w.unknown = w.unknown || o.unknown
 	w.schema = w.schema || o.schema
+	w.schemaAfter = w.schemaAfter || o.schemaAfter
 	w.marks = append(w.marks, o.marks...)
 	for t := range o.tables {
 		if w.tables == nil {

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -9,17 +10,21 @@ import (
 
 // Schema changes made by other processes (docs/design/unnamed-rows.md,
 // "When the graph is learned"). Each graph this process learns from the
-// catalog carries the primary's position read just before the catalog
-// (depGraph.gen). Every raise sends it to the store, which compares it,
-// in the raise's own script, with the position of the latest schema
-// change that can add a dependency (lsnstore.SchemaChanges): when the
-// graph may predate a change, or a change is under way, the store raises
-// the unknown-tables position too, which every read waits for, and says
-// so; the poller then relearns the graph (schemaStale). A schema change
-// run through this plugin records a mark in the store before it runs and
-// raises the change's position with its commit's raise, which ends the
-// mark: no write that commits after it can be raised without the check
-// seeing one or the other.
+// catalog carries the store's schema generation read just before the
+// catalog (depGraph.gen). Every raise sends it to the store, which
+// compares it, in the raise's own script, with the current generation
+// (lsnstore.SchemaChanges): when the generation moved since, or a change
+// is under way, the store raises the unknown-tables position too, which
+// every read waits for, and says so; the poller then relearns the graph
+// (schemaStale). A schema change run through this plugin records a mark
+// in the store before it runs, and its commit's raise advances the
+// generation and ends the mark: no write that commits after it can be
+// raised without the check seeing one or the other.
+
+// unreadGeneration is the generation of a graph learned when the store's
+// could not be read: it equals none, so every checked raise finds the
+// graph stale until it is relearned.
+const unreadGeneration = "\x00unread"
 
 // staleRelearnSpacing is the least time between two relearnings the
 // store's check asked for.
@@ -40,7 +45,11 @@ func (p *Plugin) schemaChange(ctx context.Context, sql string) writeSet {
 	if !addsDependency(sql) {
 		return writeSet{}
 	}
-	w := writeSet{schema: true}
+	// A schema statement alone (one statement, autocommit) writes no row
+	// through the edges it adds: its own raise is checked against the
+	// generation before it (lsnstore.SchemaCheck.Before). Anything else
+	// counts the change against the graph (schemaAfter).
+	w := writeSet{schema: true, schemaAfter: !singleStatement(sql)}
 	sc, ok := p.cfg.Store.(lsnstore.SchemaChanges)
 	if !ok {
 		return w
@@ -76,7 +85,7 @@ func (p *Plugin) endSchemaMarks(ctx context.Context, marks []string) {
 // When the store finds that g may predate a schema change it raised the
 // unknown-tables position as well; the poller relearns the graph.
 func (p *Plugin) raiseChecked(ctx context.Context, sc lsnstore.SchemaChanges, tables []string, w writeSet, g *depGraph, pos lsnstore.Position) error {
-	c := lsnstore.SchemaCheck{Changed: w.schema, Done: w.marks}
+	c := lsnstore.SchemaCheck{Changed: w.schema, Before: w.schema && !w.schemaAfter, Done: w.marks}
 	if g != nil && g.checked {
 		c.Graph, c.Check = g.gen, true
 	}
@@ -88,4 +97,28 @@ func (p *Plugin) raiseChecked(ctx context.Context, sc lsnstore.SchemaChanges, ta
 		p.schemaStale.Store(true)
 	}
 	return nil
+}
+
+// schemaGeneration reads the store's schema generation, before a catalog
+// read; unreadGeneration when it cannot be read, and "" when the store
+// does not check schema changes.
+func (p *Plugin) schemaGeneration(ctx context.Context) string {
+	sc, ok := p.cfg.Store.(lsnstore.SchemaChanges)
+	if !ok {
+		return ""
+	}
+	ctx, cancel := p.publishContext(ctx)
+	defer cancel()
+	g, err := sc.SchemaGeneration(ctx)
+	if err != nil {
+		return unreadGeneration
+	}
+	return g
+}
+
+// singleStatement reports whether sql holds one statement: no semicolon
+// but trailing ones (a body with semicolons, such as a MariaDB trigger's
+// BEGIN ... END, counts as several: the conservative answer).
+func singleStatement(sql string) bool {
+	return !strings.Contains(strings.TrimRight(sql, "; \t\r\n"), ";")
 }

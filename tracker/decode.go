@@ -284,7 +284,7 @@ func (d *decoder) handle(ctx context.Context, data []byte) error {
 		end := lsnstore.LSN(m.TransactionEndLSN)
 		if d.schema {
 			// Before the commit's raise: a plugin that sees it (a read,
-			// a test) finds the schema position raised too (schema.go).
+			// a test) finds the schema generation advanced too (schema.go).
 			if err := d.markSchema(ctx, d.xid); err != nil {
 				return err
 			}
