@@ -431,5 +431,14 @@ func (a *tokAnalyzer) ddlTargets(st []token) error {
 	if !found {
 		b.guess(kw+" of every table", true)
 	}
+	// TRUNCATE ... CASCADE empties every table whose foreign key references
+	// a named one, transitively, whatever its ON DELETE action: not named.
+	if kw == "truncate" {
+		for k := i; k < len(st); k++ {
+			if st[k].is("cascade") {
+				b.guess("TRUNCATE ... CASCADE", true)
+			}
+		}
+	}
 	return nil
 }

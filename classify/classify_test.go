@@ -226,6 +226,10 @@ func TestPostgresDDLAndTemp(t *testing.T) {
 		{sql: "DROP TABLE a, s.b CASCADE", kind: Write, writes: l("a", "s.b"), unknown: true},
 		{sql: "DROP FUNCTION f", kind: Write, unknown: true},
 		{sql: "TRUNCATE a, b RESTART IDENTITY", kind: Write, writes: l("a", "b")},
+		// CASCADE empties the tables whose foreign keys reference a or b.
+		{sql: "TRUNCATE a, b RESTART IDENTITY CASCADE", kind: Write, writes: l("a", "b"), unknown: true},
+		{sql: "TRUNCATE TABLE ONLY a CASCADE", kind: Write, writes: l("a"), unknown: true},
+		{sql: "TRUNCATE a RESTRICT", kind: Write, writes: l("a")},
 		{sql: "ALTER TABLE IF EXISTS ONLY s.t ADD COLUMN c int", kind: Write, writes: l("s.t")},
 		// [NO] INHERIT changes what a read of the parent returns.
 		{sql: "ALTER TABLE sub NO INHERIT base", kind: Write, writes: l("base", "sub")},

@@ -109,6 +109,12 @@ END $$`,
 	"CREATE TABLE cte_p (id int, r text, v text, PRIMARY KEY (id, r)) PARTITION BY LIST (r)",
 	"CREATE TABLE cte_p_a PARTITION OF cte_p FOR VALUES IN ('a')",
 	"INSERT INTO cte_p VALUES (1, 'a', 'old')",
+	"CREATE TABLE trp (id int PRIMARY KEY, v text)",
+	"CREATE TABLE trc (id int PRIMARY KEY, v text, p int REFERENCES trp (id))",
+	"INSERT INTO trp VALUES (1, 'old')",
+	"INSERT INTO trc VALUES (1, 'old', 1)",
+	"CREATE TABLE cp (id int PRIMARY KEY, v text)",
+	"INSERT INTO cp VALUES (4, 'old')",
 }
 
 var pgUnnamedCases = []unnamedCase{
@@ -131,6 +137,10 @@ var pgUnnamedCases = []unnamedCase{
 	{"MERGE", "MERGE INTO mg USING (VALUES (1, 'new')) AS s (id, v) ON mg.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v", "mg", "id", 1, "new"},
 	{"REFRESH MATERIALIZED VIEW", "REFRESH MATERIALIZED VIEW mv", "mv", "id", 1, "refreshed"},
 	{"a writing CTE through a partitioned parent", "WITH u AS (UPDATE cte_p SET v = 'new' WHERE id = 1 RETURNING id) SELECT count(*) FROM u", "cte_p_a", "id", 1, "new"},
+	// TRUNCATE ... CASCADE empties every table whose foreign key references
+	// the table, with or without ON DELETE CASCADE.
+	{"TRUNCATE ... CASCADE of a referenced table, read on the referencing one", "TRUNCATE trp CASCADE", "trc", "id", 1, ""},
+	{"rows loaded by COPY", "COPY cp (id, v) FROM PROGRAM 'echo 5,new' WITH (FORMAT csv)", "cp", "id", 5, "new"},
 }
 
 func TestRowsUnnamedNeverReadStale(t *testing.T) {
