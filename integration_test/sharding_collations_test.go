@@ -64,7 +64,11 @@ var collationLabels = []string{"b", "B", "a", "A", "é", "e", "Z", "z", "a", "a 
 // refused (a shard's rows out of the merge order), Group.Order put
 // "a\t" before "a", and Having = 'a' lost its group (under "C" and ICU);
 // MariaDB's CHAR(4) merged order put "a" before "a\t", the server the
-// reverse.
+// reverse. A join on the key of a "C" table with another table checks
+// the joined table's collations: before, grouping by a joined
+// nondeterministic (case-insensitive) column returned 14 groups where the
+// server has fewer, and ordering by an alias of a joined ICU column was
+// refused only because a shard's rows arrived out of byte order.
 func TestShardingMergeCollations(t *testing.T) {
 	type shape struct {
 		name  string
@@ -235,6 +239,41 @@ func TestShardingMergeCollations(t *testing.T) {
 		}
 		seed(t, e.db, ref, tables, users)
 		check(t, e.db, ref, tables, true)
+
+		// Joined tables (on the key: merged over the shards): a column of
+		// the joined table compares by its collation, not the first
+		// table's.
+		join := func(other string) *gorm.DB {
+			return e.db.Table("labels_c").Joins("JOIN " + other + " j ON j.user_id = labels_c.user_id AND j.id = labels_c.id")
+		}
+		var jrows []labelCount
+		err = join("labels_ci").Select("j.label AS label, count(*) AS n").Group("j.label").Scan(&jrows).Error
+		if !errors.Is(err, sharding.ErrScatterUnsupported) || !strings.Contains(err.Error(), `"labels_ci"`) {
+			t.Errorf("Group by a joined nondeterministic column: %v (%v), want ErrScatterUnsupported naming the table", err, jrows)
+		}
+		var jl []string
+		err = join("labels_icu").Select("j.label AS jl, labels_c.id").Order("jl").Order("labels_c.id").Limit(8).Pluck("jl", &jl).Error
+		if !errors.Is(err, sharding.ErrScatterUnsupported) || !strings.Contains(err.Error(), `"labels_icu"`) {
+			t.Errorf("Order by an alias of a joined ICU column: %v (%q), want ErrScatterUnsupported naming the table", err, jl)
+		}
+		// A joined byte-order column merges, as one database sorts it.
+		q := func(db *gorm.DB) ([]labelCount, error) {
+			var out []labelCount
+			err := db.Table("labels_c").Joins("JOIN labels_char_c j ON j.user_id = labels_c.user_id AND j.id = labels_c.id").
+				Select("j.label AS label, count(*) AS n").Group("j.label").Order("label").Scan(&out).Error
+			return out, err
+		}
+		got, err := q(e.db)
+		if err != nil {
+			t.Fatalf("joined char(4) \"C\" Group.Order: %v", err)
+		}
+		want, err := q(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("joined char(4) \"C\" Group.Order:\n sharded   %v\n reference %v", got, want)
+		}
 	})
 
 	t.Run("mariadb", func(t *testing.T) {

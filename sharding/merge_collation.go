@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,20 +56,31 @@ type tableCollation struct {
 const tableCollationTTL = 30 * time.Second
 
 // TextCollation is the database's collation combined with the columns'
-// of the read's table.
+// of the read's table and of every table it joins.
 func (m *mergeShards) TextCollation(ctx context.Context) merge.Collation {
 	c := m.s.textByteOrder(ctx)
 	if !c.Equal || m.tg.t == nil {
 		return c
 	}
-	tc := m.s.tableCollation(ctx, m.tg.t.Name)
-	switch {
-	case !tc.Equal:
-		return tc
-	case !c.Order:
-		return c
+	tables := []string{m.tg.t.Name}
+	for _, n := range m.tg.joined {
+		if !slices.Contains(tables, n) {
+			tables = append(tables, n)
+		}
 	}
-	return tc
+	// Every table the read joins: a merged column, alias or expression
+	// may come from any of them.
+	out := c
+	for _, n := range tables {
+		tc := m.s.tableCollation(ctx, n)
+		switch {
+		case !tc.Equal:
+			return tc
+		case !tc.Order && out.Order:
+			out = tc
+		}
+	}
+	return out
 }
 
 // tableCollation reads how every shard compares the text columns of
