@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,14 @@ import (
 //     collations (utf8mb4_nopad_bin, utf8mb4_0900_bin) compare by bytes;
 //     the _ci, _ai and UCA ones ignore case or accents, and the PAD SPACE
 //     _bin ones ignore trailing spaces ('a' = 'a ', and 'a\t' sorts before
-//     'a'): neither order nor equality.
+//     'a'): neither order nor equality. A CHAR(n) column of a binary
+//     collation gives equality, not order: the server stores it padded
+//     with spaces and reads it without them, and sorts the padded value
+//     in ORDER BY ('a\t' before 'a') but the value read in MIN/MAX and
+//     comparisons ('a' before 'a\t').
+//   - PostgreSQL's char(n) (bpchar) is read padded and compared without
+//     its trailing spaces in every case: the merge compares it so
+//     (merge's kindPadded), exact under the collations above.
 //
 // A merge that needs what a table's collations do not give is refused
 // (ErrScatterUnsupported naming the column).
@@ -48,20 +56,31 @@ type tableCollation struct {
 const tableCollationTTL = 30 * time.Second
 
 // TextCollation is the database's collation combined with the columns'
-// of the read's table.
+// of the read's table and of every table it joins.
 func (m *mergeShards) TextCollation(ctx context.Context) merge.Collation {
 	c := m.s.textByteOrder(ctx)
 	if !c.Equal || m.tg.t == nil {
 		return c
 	}
-	tc := m.s.tableCollation(ctx, m.tg.t.Name)
-	switch {
-	case !tc.Equal:
-		return tc
-	case !c.Order:
-		return c
+	tables := []string{m.tg.t.Name}
+	for _, n := range m.tg.joined {
+		if !slices.Contains(tables, n) {
+			tables = append(tables, n)
+		}
 	}
-	return tc
+	// Every table the read joins: a merged column, alias or expression
+	// may come from any of them.
+	out := c
+	for _, n := range tables {
+		tc := m.s.tableCollation(ctx, n)
+		switch {
+		case !tc.Equal:
+			return tc
+		case !tc.Order && out.Order:
+			out = tc
+		}
+	}
+	return out
 }
 
 // tableCollation reads how every shard compares the text columns of
@@ -86,6 +105,8 @@ func (s *Sharding) tableCollation(ctx context.Context, table string) merge.Colla
 			switch {
 			case !col.equal && out.Equal:
 				out = merge.Collation{Why: why + ", which calls different bytes equal (group or de-duplicate by a column of a byte-order collation, or declare the column " + byteOrderRemedy(sh) + ")"}
+			case !col.order && out.Order && col.padded:
+				out.Order, out.Why = false, fmt.Sprintf("shard %q: column %q of %q is CHAR(n), which the server sorts padded with spaces in ORDER BY but compares without them in MIN/MAX and conditions (sort by a non-text column, or declare the column VARCHAR %s)", sh.name, col.name, table, byteOrderRemedy(sh))
 			case !col.order && out.Order:
 				out.Order, out.Why = false, why+", not byte order (sort by a non-text column, or declare the column "+byteOrderRemedy(sh)+")"
 			}
@@ -121,6 +142,7 @@ func dialect(sh *shard) string {
 type columnCollation struct {
 	name, coll   string
 	order, equal bool
+	padded       bool // MariaDB/MySQL CHAR(n) (its order is not one collation's)
 }
 
 // columnCollations reads the collation of every text column of table on
@@ -165,7 +187,7 @@ ORDER BY a.attnum`, table)
 		if i := strings.LastIndexByte(table, '.'); i >= 0 {
 			schemaName, name = table[:i], table[i+1:]
 		}
-		rows, err := sdb.QueryContext(ctx, `SELECT COLUMN_NAME, COLLATION_NAME FROM information_schema.COLUMNS
+		rows, err := sdb.QueryContext(ctx, `SELECT COLUMN_NAME, COLLATION_NAME, DATA_TYPE FROM information_schema.COLUMNS
 WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND COLLATION_NAME IS NOT NULL ORDER BY ORDINAL_POSITION`, schemaName, name)
 		if err != nil {
 			return nil, err
@@ -173,12 +195,20 @@ WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND 
 		defer rows.Close()
 		for rows.Next() {
 			var c columnCollation
-			if err := rows.Scan(&c.name, &c.coll); err != nil {
+			var typ string
+			if err := rows.Scan(&c.name, &c.coll, &typ); err != nil {
 				return nil, err
 			}
 			n := strings.ToLower(c.coll)
 			c.order = n == "binary" || strings.HasSuffix(n, "_nopad_bin") || strings.HasSuffix(n, "_0900_bin")
 			c.equal = c.order
+			if c.order && strings.EqualFold(typ, "char") {
+				// CHAR(n) is stored padded with spaces and read without
+				// them: ORDER BY sorts the padded value ('a\t' before
+				// 'a'), MIN/MAX and comparisons the value read ('a'
+				// before 'a\t'). Equality is the same either way.
+				c.order, c.padded = false, true
+			}
 			out = append(out, c)
 		}
 		return out, rows.Err()

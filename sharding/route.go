@@ -83,6 +83,7 @@ func (s *Sharding) router(op opKind) func(*gorm.DB) {
 // target is where a statement goes.
 type target struct {
 	t       *tableInfo
+	joined  []string // the sharded tables a co-located join reads (wholedecide.go)
 	op      opKind
 	write   bool
 	raw     bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"gorm.io/gorm"
@@ -29,6 +30,9 @@ type wholeVerdict struct {
 	// single: one reference to one table, not an INSERT: nothing for the
 	// router to see whole; the verdict only reads its alias.
 	single bool
+	// tables: the sharded tables a co-located statement reads (a merge
+	// compares text by their columns' collations).
+	tables []string
 }
 
 // wholeStatement checks a statement the router must see whole (whole.go)
@@ -51,6 +55,7 @@ func (s *Sharding) wholeStatement(db *gorm.DB, tg *target) error {
 	if err != nil {
 		return err
 	}
+	tg.joined = v.tables
 	switch {
 	case v.single || (v.colocated && !v.bounded):
 		if !tg.bounded && v.bounded { // an alias the top-level WHERE did not read
@@ -144,6 +149,11 @@ func (s *Sharding) decideWhole(ctx context.Context, tg *target, text string, var
 	}
 	v.colocated = len(st.blocks) == 1 && !insert && st.colocated(st.blocks[0])
 	if v.colocated {
+		for _, r := range sharded {
+			if !slices.Contains(v.tables, r.t.Name) {
+				v.tables = append(v.tables, r.t.Name)
+			}
+		}
 		if !v.bounded {
 			v.mask = 0
 		}

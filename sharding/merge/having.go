@@ -441,10 +441,10 @@ func (o havingOperand) value(row []any, mc *comparer) (any, valKind) {
 // as the merge compares them.
 func compareHaving(a any, ka valKind, b any, kb valKind, eqOnly bool, mc *comparer) (int, error) {
 	// MySQL drivers return text as bytes.
-	if x, ok := a.([]byte); ok && ka == kindText {
+	if x, ok := a.([]byte); ok && isText(ka) {
 		a = string(x)
 	}
-	if y, ok := b.([]byte); ok && kb == kindText {
+	if y, ok := b.([]byte); ok && isText(kb) {
 		b = string(y)
 	}
 	_, fa := a.(float64)
@@ -475,8 +475,13 @@ func compareHaving(a any, ka valKind, b any, kb valKind, eqOnly bool, mc *compar
 	}
 	if x, ok := a.(string); ok {
 		if y, ok := b.(string); ok {
-			if (ka == kindText || kb == kindText) && (!eqOnly && !mc.coll.Order || !mc.coll.Equal) {
+			if (isText(ka) || isText(kb)) && (!eqOnly && !mc.coll.Order || !mc.coll.Equal) {
 				return 0, fmt.Errorf("comparing text across shards: %s", mc.coll.Why)
+			}
+			if ka == kindPadded || kb == kindPadded {
+				// A bpchar compared with a literal or another text:
+				// PostgreSQL compares both without trailing spaces.
+				x, y = trimPad(x), trimPad(y)
 			}
 			return strings.Compare(x, y), nil
 		}

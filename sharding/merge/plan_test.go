@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"strings"
 	"testing"
 
 	"gorm.io/gorm"
@@ -149,5 +150,34 @@ func TestTextCollation(t *testing.T) {
 	}
 	if why := explicitCollate(&Plan{items: []selItem{{text: "status"}}}, []clause.Expression{clause.Expr{SQL: "status = ? COLLATE utf8mb4_bin"}}); why == "" {
 		t.Error("explicit COLLATE in HAVING")
+	}
+}
+
+// PostgreSQL's char(n) (bpchar) arrives padded with spaces and is
+// compared without them: "a" sorts before "a\t", "a" and "a " group
+// together, and a HAVING literal matches without its padding.
+func TestPaddedText(t *testing.T) {
+	if k := kindOf("bpchar"); k != kindPadded {
+		t.Fatalf("bpchar kind %d", k)
+	}
+	cmp := &comparer{kinds: []valKind{kindPadded}, coll: Collation{Order: true, Equal: true}}
+	if c, err := cmp.cmp(0, "a   ", "a\t  "); err != nil || c != -1 {
+		t.Errorf(`"a   " vs "a\t  ": %d %v`, c, err)
+	}
+	if c, err := cmp.cmp(0, []byte("a   "), []byte("a\t  ")); err != nil || c != -1 {
+		t.Errorf(`bytes "a   " vs "a\t  ": %d %v`, c, err)
+	}
+	var a, b strings.Builder
+	groupKey(&a, "a   ", kindPadded)
+	groupKey(&b, "a", kindPadded)
+	if a.String() != b.String() {
+		t.Errorf("group keys %q and %q", a.String(), b.String())
+	}
+	if c, err := compareHaving("a   ", kindPadded, "a", kindText, true, cmp); err != nil || c != 0 {
+		t.Errorf("HAVING label = 'a': %d %v", c, err)
+	}
+	cmp.coll = Collation{Equal: true, Why: "column z"}
+	if _, err := cmp.cmp(0, "a", "b"); err == nil || !contains(err.Error(), "column z") {
+		t.Errorf("char(n) ordered without byte order: %v", err)
 	}
 }

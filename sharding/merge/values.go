@@ -21,6 +21,7 @@ type valKind uint8
 const (
 	kindOther     valKind = iota
 	kindText              // collation-dependent text
+	kindPadded            // PostgreSQL bpchar (char(n)): text whose trailing spaces are not compared
 	kindNumeric           // decimal text
 	kindBytes             // strings compared as bytes (uuid)
 	kindUnordered         // values whose order is not their bytes' (MySQL ENUM, SET)
@@ -28,7 +29,13 @@ const (
 
 func kindOf(dbType string) valKind {
 	switch strings.ToUpper(dbType) {
-	case "TEXT", "VARCHAR", "BPCHAR", "CHAR", "NAME", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT":
+	case "BPCHAR":
+		// PostgreSQL's char(n): returned padded with spaces to n
+		// characters, compared with trailing spaces removed (so 'a' sorts
+		// before 'a\t', whose padded bytes sort first). MariaDB and MySQL
+		// return CHAR with its trailing spaces removed: plain text.
+		return kindPadded
+	case "TEXT", "VARCHAR", "CHAR", "NAME", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT":
 		return kindText
 	case "ENUM", "SET":
 		return kindUnordered
@@ -50,6 +57,13 @@ type comparer struct {
 	coll  Collation
 }
 
+// isText: values of kind k compare by the shards' text collation.
+func isText(k valKind) bool { return k == kindText || k == kindPadded }
+
+// trimPad removes the trailing spaces a bpchar value is compared
+// without.
+func trimPad(s string) string { return strings.TrimRight(s, " ") }
+
 // kind is column c's kind.
 func (m *comparer) kind(c int) valKind {
 	if c >= 0 && c < len(m.kinds) {
@@ -65,7 +79,7 @@ func (m *comparer) equalText(what string, cols []int) error {
 		return nil
 	}
 	for _, c := range cols {
-		if m.kind(c) == kindText {
+		if isText(m.kind(c)) {
 			return fmt.Errorf("%s by text across shards: %s", what, m.coll.Why)
 		}
 	}
@@ -106,9 +120,12 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 	case []byte:
 		if y, ok := b.([]byte); ok {
 			switch m.kind(c) {
-			case kindText: // MySQL drivers return text as bytes
+			case kindText, kindPadded: // MySQL drivers return text as bytes
 				if !m.coll.Order {
 					return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
+				}
+				if m.kind(c) == kindPadded {
+					return bytes.Compare(bytes.TrimRight(x, " "), bytes.TrimRight(y, " ")), nil
 				}
 			case kindUnordered:
 				return 0, fmt.Errorf("ordering values of type %s across shards", m.typeName(c))
@@ -138,6 +155,11 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 				return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
 			}
 			return strings.Compare(x, y), nil
+		case kindPadded:
+			if !m.coll.Order {
+				return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
+			}
+			return strings.Compare(trimPad(x), trimPad(y)), nil
 		}
 		return 0, fmt.Errorf("ordering values of type %s across shards", m.typeName(c))
 	}
@@ -279,14 +301,20 @@ func groupKey(b *strings.Builder, v any, kind valKind) {
 	case nil:
 		b.WriteString("N|")
 	case string:
-		if kind == kindNumeric {
+		switch kind {
+		case kindNumeric:
 			if r, err := parseDecimal(x); err == nil {
 				b.WriteString("D" + r.RatString() + "|")
 				return
 			}
+		case kindPadded:
+			x = trimPad(x)
 		}
 		fmt.Fprintf(b, "S%d:%s|", len(x), x)
 	case []byte:
+		if kind == kindPadded {
+			x = bytes.TrimRight(x, " ")
+		}
 		fmt.Fprintf(b, "B%d:%s|", len(x), x)
 	case time.Time:
 		fmt.Fprintf(b, "T%d|", x.UnixNano())
