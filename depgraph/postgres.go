@@ -128,6 +128,9 @@ type analyzer struct {
 //   - partitions and inheritance (pg_inherits): parent -> child and child
 //     -> parent, at every level (a write through either name changes what
 //     the other returns);
+//   - foreign tables (pg_foreign_table): the table -> Everything (a write
+//     through it may write a table of this database through a loopback
+//     server, which the catalog does not say);
 //   - self-dependencies (selfdeps.go): a table whose writes may change
 //     other rows of it (a trigger or rule writing its own table, a
 //     self-referencing cascading foreign key, a cycle of triggers) or move
@@ -157,6 +160,9 @@ func AnalyzePostgres(ctx context.Context, q Querier) (*Graph, error) {
 		return nil, err
 	}
 	if err := inheritance(ctx, q, g); err != nil {
+		return nil, err
+	}
+	if err := foreignTables(ctx, q, g); err != nil {
 		return nil, err
 	}
 	if err := a.generatedColumns(ctx, q, m); err != nil {
@@ -399,6 +405,34 @@ func foreignKeys(ctx context.Context, q Querier, g *Graph) error {
 		p, c := lsnstore.TableKey(parent), lsnstore.TableKey(child)
 		g.effect(p, c, fmt.Sprintf("a foreign key of %s cascades to %s", child, p))
 	})
+}
+
+const foreignTablesQuery = `
+SELECT c.relname::text
+FROM pg_foreign_table f
+JOIN pg_class c ON c.oid = f.ftrelid`
+
+// foreignTables adds table -> Everything for each foreign table: its
+// server may be this database (postgres_fdw pointed at itself, or at a
+// table another foreign table or trigger leads back from), so a write
+// through it may write any table.
+func foreignTables(ctx context.Context, q Querier, g *Graph) error {
+	rows, err := q.Query(ctx, foreignTablesQuery)
+	if err != nil {
+		return fmt.Errorf("depgraph: read pg_foreign_table: %w", err)
+	}
+	var name string
+	var names []string
+	if _, err := pgx.ForEachRow(rows, []any{&name}, func() error {
+		names = append(names, name)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("depgraph: read pg_foreign_table: %w", err)
+	}
+	for _, n := range names {
+		g.addEverything(lsnstore.TableKey(n), fmt.Sprintf("foreign table %s: a write through it may write any table of this database (a loopback server)", n))
+	}
+	return nil
 }
 
 const rulesQuery = `

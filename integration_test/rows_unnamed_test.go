@@ -115,6 +115,13 @@ END $$`,
 	"INSERT INTO trc VALUES (1, 'old', 1)",
 	"CREATE TABLE cp (id int PRIMARY KEY, v text)",
 	"INSERT INTO cp VALUES (4, 'old')",
+	// A foreign table whose server is this database (postgres_fdw).
+	"CREATE EXTENSION IF NOT EXISTS postgres_fdw",
+	"DO $$BEGIN EXECUTE format('CREATE SERVER loopback FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host %L, port %L, dbname %L)', '127.0.0.1', inet_server_port()::text, current_database()); END$$",
+	"DO $$BEGIN EXECUTE format('CREATE USER MAPPING FOR CURRENT_USER SERVER loopback OPTIONS (user %L)', current_user); END$$",
+	"CREATE TABLE fr (id int PRIMARY KEY, v text)",
+	"INSERT INTO fr VALUES (20, 'old')",
+	"CREATE FOREIGN TABLE ft (id int, v text) SERVER loopback OPTIONS (table_name 'fr')",
 }
 
 var pgUnnamedCases = []unnamedCase{
@@ -141,6 +148,7 @@ var pgUnnamedCases = []unnamedCase{
 	// the table, with or without ON DELETE CASCADE.
 	{"TRUNCATE ... CASCADE of a referenced table, read on the referencing one", "TRUNCATE trp CASCADE", "trc", "id", 1, ""},
 	{"rows loaded by COPY", "COPY cp (id, v) FROM PROGRAM 'echo 5,new' WITH (FORMAT csv)", "cp", "id", 5, "new"},
+	{"a write through a foreign table into a table of this database", "UPDATE ft SET v = 'new' WHERE id = 20", "fr", "id", 20, "new"},
 }
 
 func TestRowsUnnamedNeverReadStale(t *testing.T) {
