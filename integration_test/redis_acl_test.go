@@ -343,3 +343,59 @@ func waitPublished(t *testing.T, store lsnstore.DependentsStore) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMariaDBRedisACL: the plugin on MariaDB (GTID positions) as a Redis
+// user allowed exactly the guide's commands: a write, a fresh read on the
+// replica, replay positions published, a schema change through the
+// plugin that can add a dependency (its mark and the schema generation),
+// a write after it, a rest and Close. Redis denies nothing.
+func TestMariaDBRedisACL(t *testing.T) {
+	s := newACLServer(t)
+	ctx := context.Background()
+	user := fmt.Sprintf("aclmaria%d", time.Now().UnixNano())
+	prefix := user + ":"
+	rdb := s.user(user, prefix, guideACL(t, "freshread"))
+	deniedBefore := lsnstore.DeniedCommands()
+	store := lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: "acl-" + user, Prefix: prefix})
+	e := newEngineEnv(t, "mariadb", withStore(store), withConfig(func(c *plugin.Config) { c.IdleAfter = 300 * time.Millisecond }))
+	if err := e.db.Create(&Item{ID: 1, Name: "acl"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.eventuallyReplica(func() served { return e.readItem(e.db, 1) }, "item written as the restricted user"); got.Name != "acl" {
+		t.Fatalf("fresh read: %+v", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rp, err := store.ReplayPositions(ctx)
+		if err == nil && len(rp) == e.c.replicas() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replay positions the plugin published: %v (err %v), want one per replica", rp, err)
+		}
+	}
+	if err := e.db.Exec("CREATE VIEW acl_items AS SELECT id, name FROM items").Error; err != nil {
+		t.Fatal(err)
+	}
+	if g, err := store.SchemaGeneration(ctx); err != nil || g == "" {
+		t.Fatalf("schema generation after a view was created: %q, %v", g, err)
+	}
+	if err := e.db.Model(&Item{ID: 1}).Update("name", "after").Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := e.eventuallyReplica(func() served { return e.readItem(e.db, 1) }, "item written after the schema change"); got.Name != "after" {
+		t.Fatalf("fresh read after the schema change: %+v", got)
+	}
+	waitGauge(t, e.plug, "freshread_poller_resting", 1)
+	e.mu.Lock()
+	plugs := append([]*plugin.Plugin(nil), e.plugs...)
+	e.mu.Unlock()
+	for _, p := range plugs {
+		p.Close()
+	}
+	for _, entry := range s.denied(user) {
+		t.Errorf("Redis denied a restricted user: %s", entry)
+	}
+	if n := lsnstore.DeniedCommands(); !maps.Equal(n, deniedBefore) {
+		t.Errorf("refusals counted: %v, before the test %v", n, deniedBefore)
+	}
+}
