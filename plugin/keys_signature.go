@@ -106,8 +106,8 @@ func (p *Plugin) keysAgreed(ctx context.Context, tn *tableKeyNames, table, sig s
 		c.until = now.Add(valid)
 	}
 	if prev := tn.claim.Swap(c); !c.inForce && (prev == nil || prev.inForce || prev.sig != sig) {
-		p.cfg.Logger.WarnContext(ctx, "freshread: another process sharing the position store keys this table by other columns (Config.KeyColumns or the primary key differ); this process reads and writes it by table position until they agree",
-			"table", table, "this_process", sig, "in_force", inForce)
+		p.cfg.Logger.WarnContext(ctx, "freshread: the position store holds another key signature for this table than this process's: a process sharing the store (this one included) keyed it by other columns within in_force_for, because Config.KeyColumns or the primary key differ, or because the table was dropped and created again with another key; this process reads and writes it by table position (safe, fewer replica reads) until the signatures agree or the store's lapses",
+			"table", table, "this_process", sig, "in_force", inForce, "in_force_for", valid.Round(time.Second))
 	}
 	return c.inForce
 }
