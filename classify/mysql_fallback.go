@@ -132,6 +132,23 @@ func (a *tokAnalyzer) myStatement(st []token) error {
 		b.schemaChange() // DROP TRIGGER, VIEW, PROCEDURE, ...
 		return nil
 	case "truncate", "alter", "rename", "optimize", "analyze", "repair":
+		// MariaDB's ANALYZE [FORMAT=JSON] stmt runs stmt (and shows its
+		// plan): it is stmt's class, a write when stmt writes.
+		if kw == "analyze" {
+			i := 1
+			if at(i).is("format") {
+				i++
+				if at(i).op("=") {
+					i++
+				}
+				i++
+			}
+			switch {
+			case at(i).is("select"), at(i).is("update"), at(i).is("delete"), at(i).is("insert"), at(i).is("replace"), at(i).is("with"), at(i).is("values"):
+				a.toks = st
+				return a.myStatement(st[i:])
+			}
+		}
 		i := 1
 		for at(i).is("table") || at(i).is("tables") || at(i).is("no_write_to_binlog") || at(i).is("local") || at(i).is("ignore") || at(i).is("online") {
 			i++

@@ -174,6 +174,8 @@ var mariaUnnamedSchema = []string{
 	"CREATE TABLE vt (id INT PRIMARY KEY, v VARCHAR(20)) WITH SYSTEM VERSIONING",
 	"INSERT INTO vt VALUES (1, 'first')",
 	"UPDATE vt SET v = 'second' WHERE id = 1",
+	"CREATE TABLE an (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO an VALUES (1, 'old'), (2, 'old')",
 }
 
 var mariaUnnamedCases = []unnamedCase{
@@ -184,6 +186,9 @@ var mariaUnnamedCases = []unnamedCase{
 	{"a generated key column (Config.KeyColumns) moved by its column", "UPDATE gen SET a = 2 WHERE k = 10", "gen", "k", 20, "one"},
 	{"a partition exchanged with a table", "ALTER TABLE ep EXCHANGE PARTITION p0 WITH TABLE ex", "ex", "id", 1, "was in ep"},
 	{"DELETE HISTORY of a system-versioned table", "DELETE HISTORY FROM vt", "vt FOR SYSTEM_TIME ALL", "id", 1, "1"},
+	// MariaDB's ANALYZE runs the statement it shows the plan of.
+	{"ANALYZE UPDATE", "ANALYZE UPDATE an SET v = 'new' WHERE id = 1", "an", "id", 1, "new"},
+	{"ANALYZE FORMAT=JSON DELETE", "ANALYZE FORMAT=JSON DELETE FROM an WHERE id = 2", "an", "id", 2, ""},
 }
 
 func TestMariaDBRowsUnnamedNeverReadStale(t *testing.T) {
