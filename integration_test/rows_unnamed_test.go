@@ -122,6 +122,10 @@ END $$`,
 	"CREATE TABLE fr (id int PRIMARY KEY, v text)",
 	"INSERT INTO fr VALUES (20, 'old')",
 	"CREATE FOREIGN TABLE ft (id int, v text) SERVER loopback OPTIONS (table_name 'fr')",
+	// Keys named in shapes a keyed raise must read right.
+	"CREATE TABLE ks (id int PRIMARY KEY, v text)",
+	"INSERT INTO ks SELECT g, 'old' FROM generate_series(1, 20) g",
+	"UPDATE ks SET v = 'x' WHERE id = 11",
 }
 
 var pgUnnamedCases = []unnamedCase{
@@ -149,6 +153,17 @@ var pgUnnamedCases = []unnamedCase{
 	{"TRUNCATE ... CASCADE of a referenced table, read on the referencing one", "TRUNCATE trp CASCADE", "trc", "id", 1, ""},
 	{"rows loaded by COPY", "COPY cp (id, v) FROM PROGRAM 'echo 5,new' WITH (FORMAT csv)", "cp", "id", 5, "new"},
 	{"a write through a foreign table into a table of this database", "UPDATE ft SET v = 'new' WHERE id = 20", "fr", "id", 20, "new"},
+	{"a key moved by the statement, read at the new key", "UPDATE ks SET id = 50 WHERE id = 3", "ks", "id", 50, "old"},
+	{"a key moved by an expression, read at the new key", "UPDATE ks SET id = id + 100 WHERE id = 4", "ks", "id", 104, "old"},
+	{"rows inserted from a SELECT of the same table", "INSERT INTO ks SELECT id + 200, 'copied' FROM ks WHERE id = 5", "ks", "id", 205, "copied"},
+	{"a key from a joined VALUES list", "UPDATE ks SET v = 'new' FROM (VALUES (6)) AS x (i) WHERE ks.id = x.i", "ks", "id", 6, "new"},
+	{"a key from a subquery", "DELETE FROM ks WHERE id IN (SELECT 7)", "ks", "id", 7, ""},
+	{"a key in an array", "UPDATE ks SET v = 'new' WHERE id = ANY (ARRAY[8])", "ks", "id", 8, "new"},
+	{"a key compared through a cast", "UPDATE ks SET v = 'new' WHERE id::text = '9'", "ks", "id", 9, "new"},
+	{"a key OR another column", "UPDATE ks SET v = 'new' WHERE id = 10 OR v = 'x'", "ks", "id", 11, "new"},
+	{"a negated key inequality", "UPDATE ks SET v = 'new' WHERE NOT (id <> 12)", "ks", "id", 12, "new"},
+	{"a key range", "UPDATE ks SET v = 'new' WHERE id BETWEEN 13 AND 14", "ks", "id", 14, "new"},
+	{"a key OR a key compared with itself", "UPDATE ks SET v = 'new' WHERE id = 15 OR id = id + 0 AND id > 15 AND id < 17", "ks", "id", 16, "new"},
 }
 
 func TestRowsUnnamedNeverReadStale(t *testing.T) {
