@@ -191,6 +191,11 @@ var mariaUnnamedSchema = []string{
 	"UPDATE vt SET v = 'second' WHERE id = 1",
 	"CREATE TABLE an (id INT PRIMARY KEY, v VARCHAR(20))",
 	"INSERT INTO an VALUES (1, 'old'), (2, 'old')",
+	// Keys named in shapes a keyed raise must read right.
+	"CREATE TABLE kx (id INT PRIMARY KEY, v VARCHAR(20))",
+	"CREATE TABLE ky (id INT PRIMARY KEY, v VARCHAR(20))",
+	"INSERT INTO kx SELECT seq, 'old' FROM seq_1_to_10",
+	"INSERT INTO ky SELECT seq, 'old' FROM seq_1_to_10",
 }
 
 var mariaUnnamedCases = []unnamedCase{
@@ -204,6 +209,13 @@ var mariaUnnamedCases = []unnamedCase{
 	// MariaDB's ANALYZE runs the statement it shows the plan of.
 	{"ANALYZE UPDATE", "ANALYZE UPDATE an SET v = 'new' WHERE id = 1", "an", "id", 1, "new"},
 	{"ANALYZE FORMAT=JSON DELETE", "ANALYZE FORMAT=JSON DELETE FROM an WHERE id = 2", "an", "id", 2, ""},
+	{"a multi-table UPDATE writing the joined table", "UPDATE kx JOIN ky ON kx.id = ky.id SET ky.v = 'new' WHERE kx.id = 1", "ky", "id", 1, "new"},
+	{"a multi-table DELETE of the joined table", "DELETE ky FROM kx JOIN ky ON kx.id = ky.id WHERE kx.id = 2", "ky", "id", 2, ""},
+	{"an upsert moving the key", "INSERT INTO ky VALUES (3, 'x') ON DUPLICATE KEY UPDATE id = 30", "ky", "id", 30, "old"},
+	{"REPLACE", "REPLACE INTO ky VALUES (4, 'new')", "ky", "id", 4, "new"},
+	{"a key moved by an expression", "UPDATE ky SET id = id + 100 WHERE id = 5", "ky", "id", 105, "old"},
+	{"UPDATE ... ORDER BY ... LIMIT", "UPDATE ky SET v = 'new' WHERE id > 6 ORDER BY id LIMIT 1", "ky", "id", 7, "new"},
+	{"rows inserted from a SELECT of another table", "INSERT INTO ky SELECT id + 200, 'copied' FROM kx WHERE id = 8", "ky", "id", 208, "copied"},
 }
 
 func TestMariaDBRowsUnnamedNeverReadStale(t *testing.T) {
