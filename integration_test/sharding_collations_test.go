@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -278,14 +279,17 @@ func TestShardingMergeCollations(t *testing.T) {
 
 	t.Run("mariadb", func(t *testing.T) {
 		m := testcluster.MariaDBFor(t)
-		open := func() *gorm.DB {
-			db, err := gorm.Open(mysql.Open(m.PrimaryDSN(m.CreateDatabase(t))), quiet())
+		dsns := map[*gorm.DB]string{}
+		openDSN := func(dsn string) *gorm.DB {
+			db, err := gorm.Open(mysql.Open(dsn), quiet())
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { closeDB(db) })
+			dsns[db] = dsn
 			return db
 		}
+		open := func() *gorm.DB { return openDSN(m.PrimaryDSN(m.CreateDatabase(t))) }
 		// The column's own collation, the table's default, the database's
 		// default (utf8mb4_unicode_ci, set before the table).
 		tables := []collTable{
@@ -345,5 +349,102 @@ func TestShardingMergeCollations(t *testing.T) {
 		}
 		t.Logf("CHAR(4) utf8mb4_nopad_bin: ORDER BY first %q, MIN %q", first, lo)
 		check(t, def, ref, tables, false)
+
+		// Text computed by an expression (a literal, CAST(... AS CHAR))
+		// takes the connection's collation, not the column's: under the
+		// driver's default utf8mb4_general_ci 'x' = 'X' and 'a' = 'A'.
+		// Merged, such keys are refused naming the expression; with
+		// collation_connection=utf8mb4_nopad_bin in the DSN they merge as
+		// one database answers.
+		for _, sh := range exprShapes {
+			what := "connection utf8mb4_general_ci: " + sh.name
+			got, err := sh.q(def)
+			if !errors.Is(err, sharding.ErrScatterUnsupported) || !strings.Contains(err.Error(), "collation_connection") || !strings.Contains(err.Error(), sh.expr) {
+				want, _ := sh.q(ref)
+				t.Errorf("%s: %v (sharded %v, reference %v), want ErrScatterUnsupported naming %s and collation_connection", what, err, got, want, sh.expr)
+			}
+		}
+		// The same keys, plain columns of a byte-order table, still merge.
+		var plain []labelCount
+		if err := def.Table("labels_nopad").Select("label, count(*) AS n").Group("label").Scan(&plain).Error; err != nil {
+			t.Errorf("Group by a utf8mb4_nopad_bin column under a utf8mb4_general_ci connection: %v", err)
+		}
+		// The Go driver (1.8) knows no utf8mb4_nopad_bin for its
+		// collation parameter (a one-byte id); the variable is set
+		// instead.
+		binDSN := func(db *gorm.DB) string {
+			cfg, err := mysqldrv.ParseDSN(dsns[db])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Params == nil {
+				cfg.Params = map[string]string{}
+			}
+			cfg.Params["collation_connection"] = "utf8mb4_nopad_bin"
+			return cfg.FormatDSN()
+		}
+		refBin, defBin := openDSN(binDSN(ref)), openDSN(binDSN(def))
+		var cc string
+		if err := refBin.Raw("SELECT @@collation_connection").Scan(&cc).Error; err != nil || cc != "utf8mb4_nopad_bin" {
+			t.Fatalf("collation_connection in the DSN: %q, %v", cc, err)
+		}
+		sBin := sharding.New(sharding.Config{
+			Tables:    cfgTables,
+			Shards:    []sharding.ShardConfig{{Name: "m0", DB: openDSN(binDSN(direct["m0"]))}, {Name: "m1", DB: openDSN(binDSN(direct["m1"]))}},
+			Algorithm: sharding.EvenBuckets(1024, "m0", "m1"),
+		})
+		if err := defBin.Use(sBin); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sBin.Close() })
+		for _, sh := range exprShapes {
+			what := "connection utf8mb4_nopad_bin: " + sh.name
+			got, err := sh.q(defBin)
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+				continue
+			}
+			want, err := sh.q(refBin)
+			if err != nil {
+				t.Fatalf("%s: reference: %v", what, err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s:\n sharded   %v\n reference %v", what, got, want)
+			}
+		}
 	})
+}
+
+// exprShapes are merged reads of labels_nopad ordered, grouped or
+// de-duplicated by text an expression computes, whose collation on
+// MariaDB is the connection's; expr is the expression the refusal names.
+var exprShapes = []struct {
+	name, expr string
+	q          func(db *gorm.DB) (any, error)
+}{
+	{"Group by CAST(label AS CHAR)", "CAST(label AS CHAR)", func(db *gorm.DB) (any, error) {
+		var out []labelCount
+		err := db.Table("labels_nopad").Select("CAST(label AS CHAR) AS label, count(*) AS n").Group("CAST(label AS CHAR)").Scan(&out).Error
+		sort.Slice(out, func(i, j int) bool { return out[i].Label < out[j].Label })
+		return out, err
+	}},
+	{"Order by a CASE of literals", "CASE", func(db *gorm.DB) (any, error) {
+		var out []struct {
+			ID int64
+			K  string
+		}
+		err := db.Table("labels_nopad").Select("id, CASE WHEN id % 2 = 0 THEN 'x' ELSE 'X' END AS k").Order("k").Order("id").Limit(6).Scan(&out).Error
+		return out, err
+	}},
+	{"Distinct CASE of literals", "CASE", func(db *gorm.DB) (any, error) {
+		var out []string
+		err := db.Table("labels_nopad").Distinct("CASE WHEN id % 2 = 0 THEN 'x' ELSE 'X' END AS k").Pluck("k", &out).Error
+		slices.Sort(out)
+		return out, err
+	}},
+	{"max of CONCAT of numbers", "max(", func(db *gorm.DB) (any, error) {
+		var out struct{ Hi string }
+		err := db.Table("labels_nopad").Select("max(CASE WHEN id = 3 THEN 'Y' ELSE CONCAT('x', id % 2) END) AS hi").Scan(&out).Error
+		return out, err
+	}},
 }

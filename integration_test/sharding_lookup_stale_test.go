@@ -181,3 +181,96 @@ func TestShardingLookupStaleCache(t *testing.T) {
 		t.Fatalf("%d orders left, want 0", n)
 	}
 }
+
+// TestShardingLookupStaleUncounted: reads whose answer does not show that
+// they missed an order — Row().Scan, Rows(), Scan into a struct that is
+// not the model, count(*) by ID (one row, 0, when the order is missed) —
+// by the ID of an order whose cached pair is stale (the cache names user
+// A's shard, the order is B's on another) read B's order. They cannot be
+// re-checked by the rows they return, so the pair of an ID the lookup
+// placed (not minted) is checked against the lookup's table before they
+// are routed. Before, each read found nothing: Row().Scan sql.ErrNoRows,
+// Rows() no row, Scan a zero struct, Count 0.
+func TestShardingLookupStaleUncounted(t *testing.T) {
+	e := newStaleEnv(t)
+	ids := []int64{9101, 9102, 9103, 9104, 9105}
+	e.stale(ids...)
+	b := e.b
+	// Queries on the lookup's table.
+	var lookupReads int
+	if err := e.ldb.Callback().Query().After("gorm:query").Register("test:count_lookup_reads", func(*gorm.DB) { lookupReads++ }); err != nil {
+		t.Fatal(err)
+	}
+	orders := func() *gorm.DB { return e.db.Model(&ShOrder{}) }
+
+	var user int64
+	if err := orders().Select("user_id").Where("id = ?", ids[0]).Row().Scan(&user); err != nil || user != b {
+		t.Errorf("Row().Scan of order %d: user %d, %v; want %d", ids[0], user, err, b)
+	}
+	rows, err := orders().Select("user_id, amount").Where("id = ?", ids[1]).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var u int64
+		var amount int
+		if err := rows.Scan(&u, &amount); err != nil {
+			t.Fatal(err)
+		}
+		if u != b || amount != 1 {
+			t.Errorf("Rows() of order %d: user %d amount %d; want user %d amount 1", ids[1], u, amount, b)
+		}
+		n++
+	}
+	rows.Close()
+	if n != 1 {
+		t.Errorf("Rows() of order %d: %d rows, want 1", ids[1], n)
+	}
+	var x struct {
+		UserID int64
+		Amount int
+	}
+	if err := orders().Select("user_id, amount").Where("id = ?", ids[2]).Scan(&x).Error; err != nil || x.UserID != b || x.Amount != 1 {
+		t.Errorf("Scan of order %d: %+v, %v; want user %d amount 1", ids[2], x, err, b)
+	}
+	var count int64
+	if err := orders().Where("id = ?", ids[3]).Count(&count).Error; err != nil || count != 1 {
+		t.Errorf("Count of order %d: %d, %v; want 1", ids[3], count, err)
+	}
+	var total struct{ N, S int64 }
+	if err := orders().Select("count(*) AS n, sum(amount) AS s").Where("id = ?", ids[4]).Find(&total).Error; err != nil || total.N != 1 || total.S != 1 {
+		t.Errorf("count(*), sum(amount) of order %d: %+v, %v; want 1, 1", ids[4], total, err)
+	}
+	for _, id := range ids {
+		if v := e.cached(id); v != strconv.FormatInt(b, 10) {
+			t.Errorf("the cached pair of order %d names user %q, want %d (corrected)", id, v, b)
+		}
+	}
+	t.Logf("lookup table reads for the 5 reads: %d", lookupReads)
+
+	// The cost: a read by a cached ID through Row reads the lookup's
+	// table once more than one the plugin counts (First).
+	const reps = 200
+	measure := func(read func() error) (time.Duration, int) {
+		before := lookupReads
+		start := time.Now()
+		for range reps {
+			if err := read(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start) / reps, lookupReads - before
+	}
+	rowDur, rowReads := measure(func() error {
+		return orders().Select("user_id").Where("id = ?", ids[0]).Row().Scan(&user)
+	})
+	firstDur, firstReads := measure(func() error {
+		var o ShOrder
+		return e.db.Where("id = ?", ids[0]).First(&o).Error
+	})
+	t.Logf("by a cached ID, %d reads each: Row().Scan %v and %d lookup-table reads; First %v and %d lookup-table reads", reps, rowDur, rowReads, firstDur, firstReads)
+	if rowReads != reps || firstReads != 0 {
+		t.Errorf("lookup-table reads: Row().Scan %d, First %d; want %d and 0", rowReads, firstReads, reps)
+	}
+}

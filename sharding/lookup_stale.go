@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/freshread/freshread/sharding/internal/clauses"
+	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
 
 // A lookup that caches its pairs (package lookup, in Redis) can hold a
@@ -37,6 +38,15 @@ import (
 //   - inside a transaction (bound to one shard) it cannot be: the
 //     statement returns ErrStaleLookup instead of its answer; the pairs
 //     are corrected, so the transaction run again is routed right.
+//
+// A read whose answer does not tell how many of its orders it found —
+// Row, Rows, Scan (the plugin does not see the rows they return; Raw
+// reads too), or an aggregate (count(*) of an order the statement missed
+// is one row, 0) — is checked before it is routed instead: the pairs of
+// the order IDs it names that were not minted are read from the lookup's
+// table (LookupRefresher.Refresh, which corrects the cache), then the IDs
+// are placed. That costs every such read by a cached ID one read of the
+// cache and one of the lookup's table more.
 //
 // Statements pinned to a shard (Sharding.On, ForUser, a hint) are not
 // routed by pairs and are not checked.
@@ -116,6 +126,81 @@ func (s *Sharding) retryStalePairs(db *gorm.DB, op opKind, at *attempt) bool {
 	db.Error = nil
 	db.RowsAffected = 0
 	return true
+}
+
+// verifyUncounted has the lookup check, before the statement is routed,
+// the pairs of the order IDs ids a read names when its answer cannot
+// show that it missed some (uncountedRead).
+func (s *Sharding) verifyUncounted(db *gorm.DB, tg *target, ids []int64) error {
+	if tg.write || tg.pinned || !uncountedRead(db.Statement, tg.op) {
+		return nil
+	}
+	rf, ok := s.cfg.Lookup.(LookupRefresher)
+	if !ok {
+		return nil
+	}
+	var check []int64
+	for _, id := range distinctIDs(ids) {
+		if _, minted := tg.pl.minted(id); !minted {
+			check = append(check, id)
+		}
+	}
+	if len(check) == 0 {
+		return nil
+	}
+	if lookupChecks != nil {
+		lookupChecks(len(check))
+	}
+	if _, err := rf.Refresh(db.Statement.Context, check); err != nil {
+		return fmt.Errorf("sharding: %s on %q: checking the lookup pairs of order IDs %v: %w", tg.op, tg.t.Name, check, err)
+	}
+	return nil
+}
+
+// lookupChecks, when set (tests), is told of each check verifyUncounted
+// makes and of how many IDs.
+var lookupChecks func(ids int)
+
+// uncountedRead reports whether a read's answer does not show how many
+// rows it found: it runs through GORM's Row chain (Row, Rows, Scan, Raw
+// reads), whose rows the plugin does not see, or it aggregates (an
+// aggregate in its select list, or GROUP BY).
+func uncountedRead(stmt *gorm.Statement, op opKind) bool {
+	switch op {
+	case opRow:
+		return true
+	case opQuery:
+	default:
+		return false
+	}
+	if _, ok := stmt.Clauses["GROUP BY"]; ok {
+		return true
+	}
+	if c, ok := stmt.Clauses["SELECT"]; ok && c.Expression != nil {
+		switch e := c.Expression.(type) {
+		case clause.Expr:
+			if sqltext.Aggregate.MatchString(e.SQL) {
+				return true
+			}
+		case clause.Select:
+			for _, col := range e.Columns {
+				if sqltext.Aggregate.MatchString(col.Name) {
+					return true
+				}
+			}
+			if e.Expression != nil {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	for _, sel := range stmt.Selects {
+		if sqltext.Aggregate.MatchString(sel) {
+			return true
+		}
+	}
+	return false
 }
 
 // reached reports whether the statement of tg ran where order id's row

@@ -39,11 +39,29 @@ import (
 //
 // A merge that needs what a table's collations do not give is refused
 // (ErrScatterUnsupported naming the column).
+//
+// On MariaDB and MySQL text computed by an expression rather than read
+// from a column — a string literal, CASE … THEN 'x', CAST(… AS CHAR),
+// CONCAT of numbers — takes the connection's collation
+// (collation_connection; utf8mb4_general_ci for the Go driver unless the
+// DSN says otherwise), and an expression mixing a column with literals
+// may take either. Such a key (merge.Collation.Expr, the keys the merge
+// plan cannot name as a column) is compared only when both the tables'
+// collations and every shard's collation_connection are byte order;
+// otherwise it is refused naming the expression.
 
 // tableCollations caches the collation of each merged table.
 type tableCollations struct {
-	mu sync.Mutex
-	m  map[string]tableCollation
+	mu   sync.Mutex
+	m    map[string]tableCollation
+	conn connCollation // the shards' collation_connection (MariaDB/MySQL)
+}
+
+// connCollation is the cached answer of Sharding.connCollation.
+type connCollation struct {
+	c  merge.Collation
+	ok bool
+	at time.Time
 }
 
 type tableCollation struct {
@@ -80,7 +98,63 @@ func (m *mergeShards) TextCollation(ctx context.Context) merge.Collation {
 			out = tc
 		}
 	}
+	// An expression's text may take the connection's collation instead.
+	if cc, ok := m.s.connCollation(ctx); ok {
+		e := out
+		switch {
+		case !cc.Equal:
+			e = cc
+		case !cc.Order && e.Order:
+			e.Order, e.Why = false, cc.Why
+		}
+		out.Expr = &e
+	}
 	return out
+}
+
+// connCollation reads how every MariaDB or MySQL shard compares text
+// collated by the connection (@@collation_connection, read on one pooled
+// connection: the DSN sets it for all; a session's SET NAMES is not
+// seen); ok is false when no shard is one. Cached for tableCollationTTL.
+func (s *Sharding) connCollation(ctx context.Context) (c merge.Collation, ok bool) {
+	tc := &s.tcoll
+	tc.mu.Lock()
+	if e := tc.conn; !e.at.IsZero() && time.Since(e.at) < tableCollationTTL {
+		tc.mu.Unlock()
+		return e.c, e.ok
+	}
+	tc.mu.Unlock()
+	out := merge.Collation{Order: true, Equal: true}
+	for _, sh := range s.shards {
+		if dialect(sh) != "mysql" {
+			continue
+		}
+		ok = true
+		sdb, err := sh.sqlDB()
+		if err != nil {
+			return merge.Collation{Why: err.Error()}, true // not cached
+		}
+		var coll string
+		if err := sdb.QueryRowContext(ctx, `SELECT @@collation_connection`).Scan(&coll); err != nil {
+			return merge.Collation{Why: fmt.Sprintf("shard %q: reading its collation_connection: %v", sh.name, err)}, true
+		}
+		if !byteOrderMySQL(coll) {
+			out = merge.Collation{Why: fmt.Sprintf("shard %q compares text computed by an expression (a string literal, CASE … THEN 'x', CAST(… AS CHAR), CONCAT) by its connection's collation %s (collation_connection), which does not compare by bytes (set collation_connection=utf8mb4_nopad_bin in the DSN, or order, group or de-duplicate by a column)", sh.name, coll)}
+			break
+		}
+	}
+	tc.mu.Lock()
+	tc.conn = connCollation{c: out, ok: ok, at: time.Now()}
+	tc.mu.Unlock()
+	return out, ok
+}
+
+// byteOrderMySQL reports whether a MariaDB/MySQL collation compares text
+// by its bytes, in order and equality: binary and the NO PAD binary
+// ones.
+func byteOrderMySQL(coll string) bool {
+	n := strings.ToLower(coll)
+	return n == "binary" || strings.HasSuffix(n, "_nopad_bin") || strings.HasSuffix(n, "_0900_bin")
 }
 
 // tableCollation reads how every shard compares the text columns of
@@ -199,8 +273,7 @@ WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND 
 			if err := rows.Scan(&c.name, &c.coll, &typ); err != nil {
 				return nil, err
 			}
-			n := strings.ToLower(c.coll)
-			c.order = n == "binary" || strings.HasSuffix(n, "_nopad_bin") || strings.HasSuffix(n, "_0900_bin")
+			c.order = byteOrderMySQL(c.coll)
 			c.equal = c.order
 			if c.order && strings.EqualFold(typ, "char") {
 				// CHAR(n) is stored padded with spaces and read without

@@ -415,6 +415,9 @@ func (s *Sharding) analyze(db *gorm.DB, tg *target) error {
 	var shardOfID map[int64]int
 	if len(ids) > 0 {
 		var err error
+		if err := s.verifyUncounted(db, tg, ids); err != nil {
+			return err
+		}
 		shardOfID, err = s.resolveIDs(stmt.Context, tg.pl, ids)
 		if err != nil && len(shardOfID) < len(ids) {
 			return fmt.Errorf("sharding: resolve order IDs of %q: %w", t.Name, err)

@@ -93,6 +93,7 @@ func deepRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 		cmp.kinds = append(cmp.kinds, kindOf(ct.DatabaseTypeName()))
 	}
 	cmp.coll = tg.sh.TextCollation(ctx)
+	cmp.exprs = p.shardExprs(len(cols))
 	visible := len(cols) - p.nHidden
 	keys, err := p.resolveKeys(cols, visible)
 	if err != nil {

@@ -60,6 +60,7 @@ func mergeRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 	}
 	if p != nil && (len(p.order) > 0 || p.agg || p.distinct) {
 		cmp.coll = tg.sh.TextCollation(ctx)
+		cmp.exprs = p.shardExprs(len(cols))
 	}
 
 	res := &mergeResult{}
@@ -602,7 +603,7 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 		out = append(out, row)
 	}
 	// The kinds of the merged columns (keys and HAVING index merged rows).
-	mc := &comparer{coll: cmp.coll}
+	mc := &comparer{coll: cmp.coll, exprs: p.mergedExprs(cmp.exprs)}
 	for i, it := range p.items {
 		k := cmp.kinds[p.src[i]]
 		switch it.agg {

@@ -475,8 +475,8 @@ func compareHaving(a any, ka valKind, b any, kb valKind, eqOnly bool, mc *compar
 	}
 	if x, ok := a.(string); ok {
 		if y, ok := b.(string); ok {
-			if (isText(ka) || isText(kb)) && (!eqOnly && !mc.coll.Order || !mc.coll.Equal) {
-				return 0, fmt.Errorf("comparing text across shards: %s", mc.coll.Why)
+			if coll := mc.anyExprColl(); (isText(ka) || isText(kb)) && (!eqOnly && !coll.Order || !coll.Equal) {
+				return 0, fmt.Errorf("comparing text across shards: %s", coll.Why)
 			}
 			if ka == kindPadded || kb == kindPadded {
 				// A bpchar compared with a literal or another text:
@@ -486,7 +486,7 @@ func compareHaving(a any, ka valKind, b any, kb valKind, eqOnly bool, mc *compar
 			return strings.Compare(x, y), nil
 		}
 	}
-	return (&comparer{coll: mc.coll}).cmp(0, a, b)
+	return (&comparer{coll: mc.anyExprColl()}).cmp(0, a, b)
 }
 
 // numberOf reads v as a number when it is one: an integer, a float, or

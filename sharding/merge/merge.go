@@ -42,6 +42,12 @@ type Collation struct {
 	// Why names the database or column whose collation is not, and the
 	// remedy.
 	Why string
+	// Expr, when set, is how the shards compare text computed by an
+	// expression (a literal, CASE … THEN 'x', CAST(… AS CHAR), CONCAT):
+	// on MariaDB and MySQL it may take the connection's collation
+	// (collation_connection) rather than a column's. Nil: as the
+	// columns.
+	Expr *Collation
 }
 
 // Read describes one multi-shard read to Run.

@@ -81,6 +81,7 @@ type Plan struct {
 	src      []int
 	groupCol []int
 	afterFnd bool // call AfterFind hooks after the scan
+	mysql    bool // MySQL/MariaDB shards: "x" is a string, not a name
 	deepOK   bool // a total order of table columns: deep OFFSET in two phases (deep.go)
 }
 
@@ -141,6 +142,7 @@ func New(stmt *gorm.Statement) (*Plan, string) {
 		return nil, why
 	}
 	p.explicit, p.distinct = explicit, p.distinct || distinct
+	p.mysql = mysqlDialect(stmt)
 	for _, text := range items {
 		it, why := parseSelItem(text)
 		if why != "" {
@@ -807,4 +809,86 @@ func explicitCollate(p *Plan, having []clause.Expression) string {
 		}
 	}
 	return ""
+}
+
+// plainExpr reports whether e names a column of a table (rather than
+// computing a value, or naming the alias of a computed select item):
+// its text compares by that column's collation. On MySQL and MariaDB a
+// double-quoted "x" is a string literal.
+func (p *Plan) plainExpr(e string) bool {
+	if !p.identExpr(e) {
+		return false
+	}
+	n := unquoteIdent(lastPart(normExpr(strings.TrimSpace(e))))
+	for _, it := range p.items {
+		if it.alias != "" && it.alias == n && !p.identExpr(it.expr) {
+			return false
+		}
+	}
+	return true
+}
+
+// identExpr: e is a (qualified) name.
+func (p *Plan) identExpr(e string) bool {
+	e = strings.TrimSpace(e)
+	return identRE.MatchString(e) && !(p.mysql && strings.Contains(e, `"`))
+}
+
+// shardExprs names, per column of a shard's row (n columns), the
+// expression that computes it; "" for a column of a table.
+func (p *Plan) shardExprs(n int) []string {
+	out := make([]string, n)
+	set := func(c int, e string) {
+		if c >= 0 && c < n {
+			out[c] = e
+		}
+	}
+	if p.agg {
+		for i, it := range p.items {
+			switch it.agg {
+			case "":
+				if !p.plainExpr(it.expr) {
+					set(p.src[i], it.expr)
+				}
+			case "min", "max":
+				if !p.plainExpr(it.arg) {
+					set(p.src[i], it.expr)
+				}
+			}
+		}
+		for j, g := range p.groups {
+			if !p.plainExpr(g) {
+				set(p.groupCol[j], g)
+			}
+		}
+		return out
+	}
+	visible := n - p.nHidden
+	for i, it := range p.items {
+		if i < visible && !p.plainExpr(it.expr) {
+			set(i, it.expr)
+		}
+	}
+	for _, k := range p.order {
+		switch {
+		case k.hidden > 0 && !p.plainExpr(k.expr):
+			set(visible+k.hidden-1, k.expr)
+		case k.col >= visible && !p.plainExpr(k.expr):
+			set(k.col, k.expr)
+		}
+	}
+	return out
+}
+
+// mergedExprs is shardExprs for the merged rows of an aggregate: the
+// visible items, then the group columns.
+func (p *Plan) mergedExprs(shard []string) []string {
+	out := make([]string, 0, len(p.items)+len(p.groups))
+	for i := range p.items {
+		out = append(out, shard[p.src[i]])
+	}
+	for _, gc := range p.groupCol {
+		out = append(out, shard[gc])
+	}
+	return out
 }

@@ -55,6 +55,34 @@ type comparer struct {
 	kinds []valKind
 	types []string
 	coll  Collation
+	// exprs: per column, the expression that computes it ("" for a plain
+	// column): its text compares under coll.Expr.
+	exprs []string
+}
+
+// collOf is the collation column c's text compares by: the columns'
+// collation, or, for a column computed by an expression, coll.Expr (its
+// Why naming the expression).
+func (m *comparer) collOf(c int) Collation {
+	if c < 0 || c >= len(m.exprs) || m.exprs[c] == "" || m.coll.Expr == nil {
+		return m.coll
+	}
+	e := *m.coll.Expr
+	if !e.Order || !e.Equal {
+		e.Why = m.exprs[c] + ": " + e.Why
+	}
+	return e
+}
+
+// anyExprColl is the strictest collation of the text columns (HAVING
+// compares operands whose columns it does not track).
+func (m *comparer) anyExprColl() Collation {
+	for c := range m.exprs {
+		if m.exprs[c] != "" && isText(m.kind(c)) {
+			return m.collOf(c)
+		}
+	}
+	return m.coll
 }
 
 // isText: values of kind k compare by the shards' text collation.
@@ -75,12 +103,9 @@ func (m *comparer) kind(c int) valKind {
 // equalText refuses, when the shards' text equality is not byte
 // equality, grouping or de-duplicating by the text columns of cols.
 func (m *comparer) equalText(what string, cols []int) error {
-	if m.coll.Equal {
-		return nil
-	}
 	for _, c := range cols {
-		if isText(m.kind(c)) {
-			return fmt.Errorf("%s by text across shards: %s", what, m.coll.Why)
+		if coll := m.collOf(c); !coll.Equal && isText(m.kind(c)) {
+			return fmt.Errorf("%s by text across shards: %s", what, coll.Why)
 		}
 	}
 	return nil
@@ -121,8 +146,8 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 		if y, ok := b.([]byte); ok {
 			switch m.kind(c) {
 			case kindText, kindPadded: // MySQL drivers return text as bytes
-				if !m.coll.Order {
-					return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
+				if coll := m.collOf(c); !coll.Order {
+					return 0, fmt.Errorf("ordering text across shards: %s", coll.Why)
 				}
 				if m.kind(c) == kindPadded {
 					return bytes.Compare(bytes.TrimRight(x, " "), bytes.TrimRight(y, " ")), nil
@@ -151,13 +176,13 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 		case kindBytes:
 			return strings.Compare(x, y), nil
 		case kindText:
-			if !m.coll.Order {
-				return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
+			if coll := m.collOf(c); !coll.Order {
+				return 0, fmt.Errorf("ordering text across shards: %s", coll.Why)
 			}
 			return strings.Compare(x, y), nil
 		case kindPadded:
-			if !m.coll.Order {
-				return 0, fmt.Errorf("ordering text across shards: %s", m.coll.Why)
+			if coll := m.collOf(c); !coll.Order {
+				return 0, fmt.Errorf("ordering text across shards: %s", coll.Why)
 			}
 			return strings.Compare(trimPad(x), trimPad(y)), nil
 		}
