@@ -71,6 +71,8 @@ type Pin struct {
 	// keeps a quoted identifier's case; MySQL names are case-insensitive
 	// and lower-cased).
 	Column string
+	// Values are the values the column is compared with (several for IN
+	// or ANY).
 	Values []Value
 }
 
@@ -78,17 +80,23 @@ type Pin struct {
 // assigned value (an integer literal or a placeholder); otherwise the
 // column is set to an expression.
 type Set struct {
+	// Column is the column assigned, named as Pin.Column is.
 	Column string
-	Value  Value
-	Known  bool
+	// Value is the assigned value when Known.
+	Value Value
+	// Known: the column is set to Value, not to an expression.
+	Known bool
 }
 
 // Value is an integer literal (Param 0) or the statement's Param-th
 // argument, counting from 1 ($n on PostgreSQL, the n-th ? on MySQL).
 // Array marks `col = ANY($n)`: the argument is an array of values.
 type Value struct {
+	// Param is the argument's number, from 1; 0 for a literal.
 	Param int
-	Int   int64
+	// Int is the literal's value when Param is 0.
+	Int int64
+	// Array: the argument is an array of values (col = ANY($n)).
 	Array bool
 }
 

@@ -27,8 +27,12 @@ type Querier interface {
 // A table that lists itself writes rows of itself that a statement does
 // not name (self-dependencies: see selfdeps.go); SelfReasons says why.
 type Graph struct {
-	Edges       map[string][]string
-	Reasons     map[string][]string
+	// Edges maps a table to the tables a write to it also writes,
+	// directly.
+	Edges map[string][]string
+	// Reasons maps a table with an edge to lsnstore.Everything to why.
+	Reasons map[string][]string
+	// SelfReasons maps a self-dependent table to why.
 	SelfReasons map[string][]string
 	// KeyMoves lists, per table, the columns whose value a write may change
 	// without naming them ("*": any column): those a BEFORE row trigger

@@ -62,12 +62,15 @@ type FormatError struct {
 	// (Version of package freshread), as the store recorded them. Found
 	// is -1 when the store's member did not parse (Member holds it).
 	Found, FoundOldest int
-	FoundRelease       string
-	Member             string
+	// FoundRelease is the release that recorded Found.
+	FoundRelease string
+	// Member is the store's record as it was read.
+	Member string
 	// Format, Oldest and Release are this process's (FormatVersion,
 	// OldestCompatibleFormat, freshread.Version()).
 	Format, Oldest int
-	Release        string
+	// Release is this process's release.
+	Release string
 	// Until is when the found format's record lapses unless a process of
 	// its release checks again (the store's clock).
 	Until time.Time

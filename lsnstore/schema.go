@@ -52,6 +52,7 @@ type SchemaCheck struct {
 	// says whether the raise compares it with the store's (a caller
 	// without a learned graph does not).
 	Graph string
+	// Check: compare Graph with the store's generation.
 	Check bool
 	// Changed: the raise publishes a schema change that can add an edge,
 	// committed before the raise: the raise advances the generation.

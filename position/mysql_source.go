@@ -4,7 +4,9 @@ package position
 // server UUID in lower case, followed by ":tag" for tagged GTIDs
 // ("3e11fa47-71ca-11e1-9e33-c80aa9429562:batch").
 type SourceNumber struct {
+	// Source is the server UUID (and ":tag"), lower case.
 	Source string
+	// Number is the transaction number within Source.
 	Number uint64
 }
 

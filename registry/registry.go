@@ -26,7 +26,8 @@ const Key = "database_names"
 type Entry struct {
 	// Host and Port of the primary. Required.
 	Host string `json:"host"`
-	Port int    `json:"port"`
+	// Port is the primary's port.
+	Port int `json:"port"`
 	// Database is the PostgreSQL database name. Required.
 	Database string `json:"database"`
 	// Store is the name the plugin's store uses for this database
@@ -46,9 +47,15 @@ type Entry struct {
 // reads the replica's replay_lsn from the primary's pg_stat_replication,
 // matching application_name (ApplicationName, default Name).
 type ReplicaEntry struct {
-	Name            string `json:"name"`
-	Host            string `json:"host,omitempty"`
-	Port            int    `json:"port,omitempty"`
+	// Name is the replica's name in the plugin (plugin.Replica.Name).
+	Name string `json:"name"`
+	// Host and Port reach the replica; empty: read its replay position
+	// from the primary's pg_stat_replication.
+	Host string `json:"host,omitempty"`
+	// Port is the replica's port (with Host).
+	Port int `json:"port,omitempty"`
+	// ApplicationName is the replica's application_name in
+	// pg_stat_replication. Default: Name.
 	ApplicationName string `json:"application_name,omitempty"`
 }
 

@@ -44,8 +44,11 @@ func ParseMode(s string) (Mode, error) {
 
 // Target is a server the tracker connects to.
 type Target struct {
-	Host     string
-	Port     int
+	// Host is the server's host.
+	Host string
+	// Port is the server's port.
+	Port int
+	// Database is the database connected to.
 	Database string
 	// Role is "primary" or the replica's name.
 	Role string
