@@ -1,0 +1,13 @@
+package reshard
+
+import (
+	"testing"
+
+	"github.com/freshread/freshread/internal/lib/sentineltest"
+)
+
+// Every sentinel of the package has its Is helper, which sees it through
+// wrapping and rejects the others.
+func TestIsHelpers(t *testing.T) {
+	sentineltest.Check(t, map[error]func(error) bool{ErrConfig: IsConfig, ErrSchema: IsSchema, ErrNotOwner: IsNotOwner, ErrForeignRow: IsForeignRow, ErrBusy: IsBusy, ErrPhase: IsPhase, ErrSlotLost: IsSlotLost, ErrDecode: IsDecode, ErrVerify: IsVerify, ErrSwitchTimeout: IsSwitchTimeout})
+}
