@@ -16,6 +16,7 @@ import (
 	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/depgraph"
+	"github.com/freshread/freshread/internal/engines"
 	"github.com/freshread/freshread/internal/lib/breaker"
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -186,6 +187,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	if db.Callback().Query().Get("gorm:db_resolver") != nil {
 		return ErrDBResolver
+	}
+	if db.Dialector.Name() == "mysql" && !engines.MySQLFamilyLinked() {
+		// Refused rather than misclassified: mysqlfamily links TiDB's
+		// parser, which classifying MySQL and MariaDB statements needs.
+		return engines.MySQLFamilyNotLinked("plugin", ErrConfig)
 	}
 	if err := p.validate(db.Dialector.Name()); err != nil {
 		return err
