@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/plugin/dbresolver"
 
@@ -435,14 +434,14 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 // down, where a replica that is down must start marked down. The version
 // only chooses the SQL a *gorm.DB builds, and statements sent to a
 // replica are built by the primary's *gorm.DB, never by the replica's.
+//
+// mysqlfamily does it (engines.MySQLDriver); without it a MySQL dialector
+// is refused before (Initialize, engineFor).
 func withoutVersionQuery(d gorm.Dialector) gorm.Dialector {
-	md, ok := d.(*mysql.Dialector)
-	if !ok || md.Config == nil || md.Config.SkipInitializeWithVersion {
+	if engines.MySQL == nil {
 		return d
 	}
-	c := *md.Config
-	c.SkipInitializeWithVersion = true
-	return &mysql.Dialector{Config: &c}
+	return engines.MySQL.WithoutVersionQuery(d)
 }
 
 // Close stops the poller and closes the replicas' pools. The primary pool

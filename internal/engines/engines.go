@@ -1,6 +1,10 @@
 package engines
 
-import "fmt"
+import (
+	"fmt"
+
+	"gorm.io/gorm"
+)
 
 // MySQLFamilyImport is the import that links MySQL and MariaDB support.
 const MySQLFamilyImport = `import _ "github.com/freshread/freshread/mysqlfamily"`
@@ -46,7 +50,7 @@ type MySQLSink interface {
 var MySQLStatement func(text string, s MySQLSink) bool
 
 // MySQLFamilyLinked reports whether MySQL and MariaDB support is linked.
-func MySQLFamilyLinked() bool { return MySQLStatement != nil }
+func MySQLFamilyLinked() bool { return MySQLStatement != nil && MySQL != nil }
 
 // NotLinkedError reports that a part of freshread a service uses is not
 // linked; its message names the import that links it.
@@ -73,4 +77,34 @@ func (e *NotLinkedError) Unwrap() error { return e.Err }
 // for package pkg, a case of err (nil for none).
 func MySQLFamilyNotLinked(pkg string, err error) error {
 	return &NotLinkedError{Pkg: pkg, What: "MySQL/MariaDB support", Import: MySQLFamilyImport, Err: err}
+}
+
+// MySQLDriver is what freshread needs of the MySQL drivers
+// (github.com/go-sql-driver/mysql, gorm.io/driver/mysql); mysqlfamily sets
+// MySQL to it.
+type MySQLDriver struct {
+	// ErrorNumber returns the number of the MySQL server error in err's
+	// chain (a *mysql.MySQLError); false when there is none.
+	ErrorNumber func(err error) (uint16, bool)
+	// InvalidConn reports whether err is the driver's invalid connection
+	// (mysql.ErrInvalidConn).
+	InvalidConn func(err error) bool
+	// WithoutVersionQuery returns d when it is not a MySQL dialector that
+	// asks the server its version when opened, else a copy that does not.
+	WithoutVersionQuery func(d gorm.Dialector) gorm.Dialector
+	// DialectorKey returns a text naming the server and settings a MySQL
+	// dialector opened from a DSN opens; false when d is not one.
+	DialectorKey func(d gorm.Dialector) (string, bool)
+}
+
+// MySQL is the MySQL driver; nil until mysqlfamily is linked.
+var MySQL *MySQLDriver
+
+// MySQLErrorNumber is MySQL.ErrorNumber, false when MySQL is not linked
+// (then err holds no MySQL error either).
+func MySQLErrorNumber(err error) (uint16, bool) {
+	if MySQL == nil {
+		return 0, false
+	}
+	return MySQL.ErrorNumber(err)
 }

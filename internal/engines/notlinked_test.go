@@ -11,6 +11,7 @@ import (
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/internal/engines"
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/sharding"
 )
 
 // This test package links neither mysqlfamily nor internal/mysqlclassify:
@@ -36,6 +37,29 @@ func TestMySQLFamilyNotLinked(t *testing.T) {
 	var nl *engines.NotLinkedError
 	if !errors.As(err, &nl) {
 		t.Errorf("db.Use: %v is not a NotLinkedError", err)
+	}
+}
+
+func TestShardingMySQLNotLinked(t *testing.T) {
+	open := func() *gorm.DB {
+		db, err := gorm.Open(mysql.New(mysql.Config{DSN: "u:p@tcp(127.0.0.1:1)/app", SkipInitializeWithVersion: true}),
+			&gorm.Config{DisableAutomaticPing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	db := open()
+	err := db.Use(sharding.New(sharding.Config{
+		Shards: []sharding.ShardConfig{{Name: "a", DB: open()}},
+		Tables: []sharding.Table{{Name: "orders", Key: "user_id"}},
+	}))
+	want := `sharding: MySQL/MariaDB support is not linked: add import _ "github.com/freshread/freshread/mysqlfamily"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("db.Use of sharding on MariaDB shards without mysqlfamily: %v, want %s", err, want)
+	}
+	if !errors.Is(err, sharding.ErrConfig) {
+		t.Errorf("%v is not sharding.ErrConfig", err)
 	}
 }
 
