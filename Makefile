@@ -2,7 +2,7 @@
 GO ?= go
 export FRESHREAD_REQUIRE_INTEGRATION ?= 1
 
-.PHONY: test vet fmt-check build-nocgo servers check-deps deps demo reshard-demo bench fleet soak api-check
+.PHONY: test vet fmt-check build-nocgo servers check-deps deps demo reshard-demo bench fleet soak api-check twin-sizes
 
 ## test: vet, gofmt, the CGO_ENABLED=0 build, and every test with -race,
 ## including the integration tests against real servers (a missing server
@@ -26,6 +26,13 @@ build-nocgo:
 ## fails on an incompatible change CHANGELOG.md does not list.
 api-check:
 	scripts/api-check
+
+## twin-sizes: build a minimal PostgreSQL-only service with freshread and
+## its twin with gorm.io/plugin/dbresolver (internal/harness/twins) and
+## print their sizes, plain and stripped, and the modules each links
+## (docs/measurements/footprint.md).
+twin-sizes:
+	GO=$(GO) scripts/twin-sizes
 
 ## servers: get the servers: the container image, or local binaries
 ## (installed when missing, as root with apt).

@@ -18,6 +18,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
@@ -175,7 +176,7 @@ func (e *env) useWithPositions(src plugin.PositionSource, log *slog.Logger, repl
 func replicaUp(t *testing.T, p *plugin.Plugin) bool {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(p.Collector()); err != nil {
+	if err := reg.Register(freshreadprom.Plugin(p)); err != nil {
 		t.Fatal(err)
 	}
 	up, _ := gauge(t, reg, "freshread_replica_up")

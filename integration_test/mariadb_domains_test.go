@@ -11,6 +11,7 @@ import (
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/plugin"
 )
@@ -140,7 +141,7 @@ func TestMariaDBDirectWritesFloor(t *testing.T) {
 	}
 	// Wait for a poll to see the write: the replica then lags the primary.
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(e.plug.Collector()); err != nil {
+	if err := reg.Register(freshreadprom.Plugin(e.plug)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

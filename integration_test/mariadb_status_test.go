@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -45,7 +46,7 @@ func TestMariaDBReplicationStatus(t *testing.T) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}))
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(e.plug.Collector()); err != nil {
+	if err := reg.Register(freshreadprom.Plugin(e.plug)); err != nil {
 		t.Fatal(err)
 	}
 	waitGauge := func(want float64) {

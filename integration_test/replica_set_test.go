@@ -19,6 +19,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/internal/harness/dnstest"
 	"github.com/freshread/freshread/plugin"
 )
@@ -159,7 +160,7 @@ func (c *churn) finish() {
 func pluginMetrics(t *testing.T, p *plugin.Plugin) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(p.Collector()); err != nil {
+	if err := reg.Register(freshreadprom.Plugin(p)); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

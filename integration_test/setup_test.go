@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
@@ -242,7 +243,7 @@ func waitPluginsCaughtUp(t testing.TB, plugs []*plugin.Plugin) {
 // pollerCaughtUp reads p's metrics: every replica up, lag 0.
 func pollerCaughtUp(p *plugin.Plugin) bool {
 	reg := prometheus.NewPedanticRegistry()
-	if err := reg.Register(p.Collector()); err != nil {
+	if err := reg.Register(freshreadprom.Plugin(p)); err != nil {
 		return false
 	}
 	mfs, err := reg.Gather()

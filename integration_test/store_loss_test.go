@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
@@ -188,7 +189,7 @@ func TestEvictionPolicyMetric(t *testing.T) {
 func pluginMetric(t *testing.T, p *plugin.Plugin, name string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.Collector())
+	reg.MustRegister(freshreadprom.Plugin(p))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

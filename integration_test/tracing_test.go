@@ -8,6 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/freshread/freshread/freshreadotel"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -48,12 +49,12 @@ func checkTracingRecordsDecision(t *testing.T, e *env) {
 		}
 		var events []sdktrace.Event
 		for _, ev := range spans[0].Events {
-			if ev.Name == plugin.RouteEvent {
+			if ev.Name == freshreadotel.RouteEvent {
 				events = append(events, ev)
 			}
 		}
 		if len(events) != 1 {
-			t.Fatalf("%s: %d %s events, want 1", what, len(events), plugin.RouteEvent)
+			t.Fatalf("%s: %d %s events, want 1", what, len(events), freshreadotel.RouteEvent)
 		}
 		attrs := map[string]any{}
 		for _, kv := range events[0].Attributes {
@@ -67,18 +68,18 @@ func checkTracingRecordsDecision(t *testing.T, e *env) {
 		t.Fatalf("STALE READ: %+v", got)
 	}
 	e.mustPrimary(got, "paused replicas")
-	if attrs[string(plugin.AttrServer)] != "primary" || attrs[string(plugin.AttrReason)] != string(plugin.ReasonLagging) {
+	if attrs[string(freshreadotel.AttrServer)] != "primary" || attrs[string(freshreadotel.AttrReason)] != string(plugin.ReasonLagging) {
 		t.Fatalf("paused replicas: event %v, want server primary, reason %s", attrs, plugin.ReasonLagging)
 	}
-	if tables, _ := attrs[string(plugin.AttrTables)].([]string); !slices.Equal(tables, []string{"items"}) {
-		t.Fatalf("paused replicas: %s = %v, want [items]", plugin.AttrTables, attrs[string(plugin.AttrTables)])
+	if tables, _ := attrs[string(freshreadotel.AttrTables)].([]string); !slices.Equal(tables, []string{"items"}) {
+		t.Fatalf("paused replicas: %s = %v, want [items]", freshreadotel.AttrTables, attrs[string(freshreadotel.AttrTables)])
 	}
 
 	e.resumeAll()
 	got, attrs = tracedRead("resumed")
 	e.mustReplica(got, "resumed replicas")
-	server, _ := attrs[string(plugin.AttrServer)].(string)
-	if len(server) <= len("replica:") || server[:len("replica:")] != "replica:" || attrs[string(plugin.AttrReason)] != string(plugin.ReasonFresh) {
+	server, _ := attrs[string(freshreadotel.AttrServer)].(string)
+	if len(server) <= len("replica:") || server[:len("replica:")] != "replica:" || attrs[string(freshreadotel.AttrReason)] != string(plugin.ReasonFresh) {
 		t.Fatalf("resumed replicas: event %v, want a replica, reason %s", attrs, plugin.ReasonFresh)
 	}
 }

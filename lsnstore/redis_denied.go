@@ -26,7 +26,7 @@ import (
 //     command or key refused inside a script) logs an ERROR naming the
 //     command, once per command per process (through slog.Default(), or
 //     the logger a store over the client was given: Redis.SetLogger), and
-//     is counted in DeniedCommands (DeniedCollector exports the
+//     is counted in DeniedCommands (freshreadprom.Denied exports the
 //     counts as freshread_store_denied_total{command});
 //   - a call that fails on its deadline, its cancellation or the pool's
 //     timeout after connecting to the server failed returns an error that
@@ -112,7 +112,7 @@ func clientUser(rdb redis.UniversalClient) string {
 // (NOPERM, or inside a script) since the process started, by command
 // ("del", "config|get"; "script" when the server did not say which
 // command of a script it refused), on every client watched (WatchRedis).
-// DeniedCollector exports it as freshread_store_denied_total.
+// freshreadprom.Denied exports it as freshread_store_denied_total.
 func DeniedCommands() map[string]uint64 {
 	out := map[string]uint64{}
 	denials.Range(func(k, v any) bool {
@@ -418,7 +418,7 @@ func (h *watchHook) denied(ctx context.Context, cmd redis.Cmder, err error) (rem
 		if key {
 			what = "a key of " + command
 		}
-		h.log().ErrorContext(ctx, "freshread: Redis refused "+what+" to this client's user (NOPERM); the call failed: "+remedy+"; logged once per command; freshread_store_denied_total (lsnstore.DeniedCollector) counts every refusal",
+		h.log().ErrorContext(ctx, "freshread: Redis refused "+what+" to this client's user (NOPERM); the call failed: "+remedy+"; logged once per command; freshread_store_denied_total (freshreadprom.Denied) counts every refusal",
 			"command", command, "user", h.user, "err", err.Error())
 	}
 	return remedy

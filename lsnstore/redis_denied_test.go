@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,25 +52,11 @@ func (l *logLines) String() string {
 	return strings.Join(l.lines, "")
 }
 
-// deniedCount is freshread_store_denied_total{command} as
-// DeniedCollector exports it, through a registry's checks.
+// deniedCount is DeniedCommands()[command], which freshreadprom.Denied
+// exports as freshread_store_denied_total{command} (tested there).
 func deniedCount(t *testing.T, command string) float64 {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(DeniedCollector())
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			if f.GetName() == "freshread_store_denied_total" && m.GetLabel()[0].GetValue() == command {
-				n = m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
+	return float64(DeniedCommands()[command])
 }
 
 // forgetDenials makes the next refusal of each command log again.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -152,7 +153,7 @@ func decisionCounts(b *testing.B, p *plugin.Plugin) map[string]float64 {
 		return out
 	}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(p.Collector()); err != nil {
+	if err := reg.Register(freshreadprom.Plugin(p)); err != nil {
 		b.Fatal(err)
 	}
 	mfs, err := reg.Gather()

@@ -26,7 +26,8 @@
 // (keys_signature.go), by the primary key of the table's model or, without
 // one, of the catalog (keys_catalog.go).
 //
-// A statement whose context carries a recording OpenTelemetry span adds a
-// RouteEvent (reads) or WriteEvent (writes) to it, with the decision's
-// server, reason and tables (trace.go); without one nothing is recorded.
+// With github.com/freshread/freshread/freshreadotel imported, a statement
+// whose context carries a recording OpenTelemetry span adds a RouteEvent
+// (reads) or WriteEvent (writes) to it, with the decision's server, reason
+// and tables (trace.go); without one nothing is recorded.
 package plugin

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/internal/engines"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -61,6 +62,9 @@ func engineFor(ctx context.Context, dialector string, primary *sql.DB) (engine, 
 	case "postgres":
 		return pgEngine{}, nil
 	case "mysql":
+		if !engines.MySQLFamilyLinked() {
+			return nil, engines.MySQLFamilyNotLinked("plugin", ErrConfig)
+		}
 		var version string
 		if err := primary.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {
 			return nil, fmt.Errorf("plugin: read the server version: %w", err)

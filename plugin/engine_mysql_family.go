@@ -9,10 +9,10 @@ import (
 	"net"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/internal/engines"
 )
 
 // mysqlFamily is what the MariaDB and MySQL engines share, embedded in
@@ -70,12 +70,11 @@ func mysqlRetryable(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, driver.ErrBadConn) || (engines.MySQL != nil && engines.MySQL.InvalidConn(err)) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
-	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) {
-		switch myErr.Number {
+	if n, ok := engines.MySQLErrorNumber(err); ok {
+		switch n {
 		case 1053, 1927, 1152: // server shutdown, connection killed, aborted connection
 			return true
 		}
@@ -86,6 +85,6 @@ func mysqlRetryable(ctx context.Context, err error) bool {
 }
 
 func mysqlReadOnlyRefusal(err error) bool {
-	var myErr *mysql.MySQLError
-	return errors.As(err, &myErr) && (myErr.Number == 1290 || myErr.Number == 1836) // --read-only, read-only mode
+	n, ok := engines.MySQLErrorNumber(err)
+	return ok && (n == 1290 || n == 1836) // --read-only, read-only mode
 }

@@ -13,6 +13,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
@@ -53,7 +54,7 @@ func Example_metrics() {
 	if err := db.Use(p); err != nil {
 		panic(err)
 	}
-	prometheus.MustRegister(p.Collector())
+	prometheus.MustRegister(freshreadprom.Plugin(p))
 	http.Handle("/metrics", promhttp.Handler())
 }
 

@@ -5,10 +5,12 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"gorm.io/gorm"
+
+	_ "github.com/freshread/freshread/freshreadotel" // records the decisions on the spans
 )
 
-// A read in a recording span: the span gets a freshread.route event with
-// the routing decision. It needs servers, so it is compiled, not run.
+// A read in a recording span: with freshreadotel imported, the span gets a
+// freshread.route event with the routing decision. It needs servers, so it is compiled, not run.
 func Example_tracing() {
 	var db *gorm.DB // with the plugin installed
 

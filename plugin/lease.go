@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/freshread/freshread/internal/metrics"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -176,6 +176,6 @@ func (p *Plugin) fencePinnedCommit(db *gorm.DB, conn *sql.Conn) bool {
 
 // The lease's metrics (metrics.go).
 var (
-	descFenced      = prometheus.NewDesc("freshread_writes_fenced_total", "Writes refused before they committed because this process's lease in the position store ended (ErrStoreUnreachable).", nil, nil)
-	descUnprotected = prometheus.NewDesc("freshread_writes_unprotected_total", "Committed writes neither published, nor announced to the other processes, nor covered by this process's lease: they may be read stale elsewhere.", nil, nil)
+	descFenced      = metrics.NewDesc("freshread_writes_fenced_total", "Writes refused before they committed because this process's lease in the position store ended (ErrStoreUnreachable).", nil)
+	descUnprotected = metrics.NewDesc("freshread_writes_unprotected_total", "Committed writes neither published, nor announced to the other processes, nor covered by this process's lease: they may be read stale elsewhere.", nil)
 )

@@ -9,13 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/plugin/dbresolver"
 
 	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/depgraph"
+	"github.com/freshread/freshread/internal/engines"
 	"github.com/freshread/freshread/internal/lib/breaker"
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -202,6 +202,11 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	}
 	if db.Callback().Query().Get("gorm:db_resolver") != nil {
 		return ErrDBResolver
+	}
+	if db.Dialector.Name() == "mysql" && !engines.MySQLFamilyLinked() {
+		// Refused rather than misclassified: mysqlfamily links TiDB's
+		// parser, which classifying MySQL and MariaDB statements needs.
+		return engines.MySQLFamilyNotLinked("plugin", ErrConfig)
 	}
 	if err := p.validate(db.Dialector.Name()); err != nil {
 		return err
@@ -445,14 +450,14 @@ func (p *Plugin) openReplica(ctx context.Context, db *gorm.DB, rc Replica) (*rep
 // down, where a replica that is down must start marked down. The version
 // only chooses the SQL a *gorm.DB builds, and statements sent to a
 // replica are built by the primary's *gorm.DB, never by the replica's.
+//
+// mysqlfamily does it (engines.MySQLDriver); without it a MySQL dialector
+// is refused before (Initialize, engineFor).
 func withoutVersionQuery(d gorm.Dialector) gorm.Dialector {
-	md, ok := d.(*mysql.Dialector)
-	if !ok || md.Config == nil || md.Config.SkipInitializeWithVersion {
+	if engines.MySQL == nil {
 		return d
 	}
-	c := *md.Config
-	c.SkipInitializeWithVersion = true
-	return &mysql.Dialector{Config: &c}
+	return engines.MySQL.WithoutVersionQuery(d)
 }
 
 // Close stops the poller and closes the replicas' pools. The primary pool

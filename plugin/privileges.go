@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/freshread/freshread/internal/engines"
 )
 
 // privilegeDenied reports whether err is the server refusing a statement
@@ -16,9 +17,8 @@ import (
 // PROCESS or SLAVE MONITOR), 1142, 1143 and 1044 (table, column, database);
 // PostgreSQL 42501 (insufficient_privilege).
 func privilegeDenied(err error) bool {
-	var myErr *mysql.MySQLError
-	if errors.As(err, &myErr) {
-		switch myErr.Number {
+	if n, ok := engines.MySQLErrorNumber(err); ok {
+		switch n {
 		case 1227, 1142, 1143, 1044:
 			return true
 		}

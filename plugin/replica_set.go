@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"gorm.io/driver/mysql"
+	"github.com/freshread/freshread/internal/engines"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 )
@@ -213,11 +213,11 @@ func targetOf(rc Replica, def Pool) replicaTarget {
 		if c := d.Config; c != nil && c.DSN != "" && c.Conn == nil && len(c.OptionOpenDB) == 0 {
 			t.dsn = fmt.Sprintf("postgres %q %q %t %t %t", c.DriverName, c.DSN, c.WithoutQuotingCheck, c.PreferSimpleProtocol, c.WithoutReturning)
 		}
-	case *mysql.Dialector:
-		if d.Config != nil && d.Config.DSN != "" && d.Config.Conn == nil && d.Config.DefaultDatetimePrecision == nil {
-			c := *d.Config
-			c.DSNConfig = nil // parsed from DSN, or DSN formatted from it
-			t.dsn = fmt.Sprintf("mysql %+v", c)
+	default:
+		if engines.MySQL != nil {
+			if key, ok := engines.MySQL.DialectorKey(d); ok {
+				t.dsn = key
+			}
 		}
 	}
 	if t.dsn == "" {

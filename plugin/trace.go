@@ -3,87 +3,42 @@ package plugin
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/freshread/freshread/internal/tracehook"
 )
 
-// Names of the span events recorded on the span of a statement's context.
-const (
-	// RouteEvent records a routing decision (Decision).
-	RouteEvent = "freshread.route"
-	// WriteEvent records a write sent to the primary, with AttrTables the
-	// positions it marks: table names, or with positions by key the keys
-	// it proved ("orders id=7") or its table's unkeyed writes ("orders
-	// (unkeyed writes)"); absent when unknown (the database-wide
-	// position).
-	WriteEvent = "freshread.write"
-)
-
-// Attributes of the RouteEvent. Replicas are named as in Config.Replicas'
-// order and in metrics and logs ("replica:<name>"); no DSN, address or
-// credential is recorded.
-const (
-	// AttrServer is "primary" or "replica:<name>".
-	AttrServer = attribute.Key("freshread.route.server")
-	// AttrReason is the Decision's Reason ("fresh", "lagging", ...).
-	AttrReason = attribute.Key("freshread.route.reason")
-	// AttrTables are the tables whose write positions the read waited
-	// for; absent when unknown (the database-wide position applied).
-	AttrTables = attribute.Key("freshread.route.tables")
-	// AttrKeys are the keyed positions looked up instead of the table's
-	// (positions by key, the default), as "orders id=7" and "orders
-	// (unkeyed writes)"; absent when none.
-	AttrKeys = attribute.Key("freshread.route.keys")
-	// AttrWaitMS is how long the read waited for a replica, in
-	// milliseconds (Config.MaxWait); absent when it did not wait.
-	AttrWaitMS = attribute.Key("freshread.route.wait_ms")
-	// AttrStoreRoundTrips is the number of store round trips of the read.
-	AttrStoreRoundTrips = attribute.Key("freshread.route.store_round_trips")
-)
+// The span events are recorded by github.com/freshread/freshread/freshreadotel,
+// when linked (internal/tracehook); the plugin does not link OpenTelemetry.
 
 // traced reports whether ctx carries a recording span, the only case in
 // which a decision is recorded on it (no allocation otherwise).
 func traced(ctx context.Context) bool {
-	return trace.SpanFromContext(ctx).IsRecording()
+	t := tracehook.T
+	return t != nil && t.Traced(ctx)
 }
 
-// traceDecision adds d as a RouteEvent to the recording span of ctx, if
-// any.
+// traceDecision records d on the recording span of ctx, if any.
 func traceDecision(ctx context.Context, d Decision) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
+	t := tracehook.T
+	if t == nil || !t.Traced(ctx) {
 		return
 	}
 	server := "primary"
 	if d.Target == ReplicaTarget {
 		server = "replica:" + d.Replica
 	}
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, AttrServer.String(server), AttrReason.String(string(d.Reason)))
-	if d.Tables != nil {
-		attrs = append(attrs, AttrTables.StringSlice(d.Tables))
-	}
-	if d.Keys != nil {
-		attrs = append(attrs, AttrKeys.StringSlice(d.Keys))
-	}
-	if d.Waited > 0 {
-		attrs = append(attrs, AttrWaitMS.Float64(float64(d.Waited.Microseconds())/1000))
-	}
-	attrs = append(attrs, AttrStoreRoundTrips.Int(d.StoreRoundTrips))
-	span.AddEvent(RouteEvent, trace.WithAttributes(attrs...))
+	t.Route(ctx, tracehook.Route{Server: server, Reason: string(d.Reason), Tables: d.Tables, Keys: d.Keys,
+		Waited: d.Waited, StoreRoundTrips: d.StoreRoundTrips})
 }
 
-// traceWrite adds a WriteEvent for a write marking tables to the recording
-// span of ctx, if any.
+// traceWrite records a write marking tables on the recording span of ctx,
+// if any.
 func traceWrite(ctx context.Context, tables []string) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
+	t := tracehook.T
+	if t == nil || !t.Traced(ctx) {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 2)
-	attrs = append(attrs, AttrServer.String("primary"))
 	if tables != nil {
-		attrs = append(attrs, AttrTables.StringSlice(displayNames(tables)))
+		tables = displayNames(tables)
 	}
-	span.AddEvent(WriteEvent, trace.WithAttributes(attrs...))
+	t.Write(ctx, tables)
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/freshreadotel"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -47,7 +48,7 @@ func routeEvents(t *testing.T, p *Plugin, db *gorm.DB, sampled bool, tables ...s
 	var events []sdktrace.Event
 	for _, s := range exp.GetSpans() {
 		for _, e := range s.Events {
-			if e.Name == RouteEvent {
+			if e.Name == freshreadotel.RouteEvent {
 				events = append(events, e)
 			}
 		}
@@ -66,20 +67,20 @@ func attrOf(e sdktrace.Event, k attribute.Key) (attribute.Value, bool) {
 
 func checkEvent(t *testing.T, e sdktrace.Event, server, reason string, tables []string) {
 	t.Helper()
-	if v, _ := attrOf(e, AttrServer); v.AsString() != server {
-		t.Errorf("%s = %q, want %q", AttrServer, v.AsString(), server)
+	if v, _ := attrOf(e, freshreadotel.AttrServer); v.AsString() != server {
+		t.Errorf("%s = %q, want %q", freshreadotel.AttrServer, v.AsString(), server)
 	}
-	if v, _ := attrOf(e, AttrReason); v.AsString() != reason {
-		t.Errorf("%s = %q, want %q", AttrReason, v.AsString(), reason)
+	if v, _ := attrOf(e, freshreadotel.AttrReason); v.AsString() != reason {
+		t.Errorf("%s = %q, want %q", freshreadotel.AttrReason, v.AsString(), reason)
 	}
-	if v, _ := attrOf(e, AttrTables); !slices.Equal(v.AsStringSlice(), tables) {
-		t.Errorf("%s = %q, want %q", AttrTables, v.AsStringSlice(), tables)
+	if v, _ := attrOf(e, freshreadotel.AttrTables); !slices.Equal(v.AsStringSlice(), tables) {
+		t.Errorf("%s = %q, want %q", freshreadotel.AttrTables, v.AsStringSlice(), tables)
 	}
-	if v, _ := attrOf(e, AttrStoreRoundTrips); v.AsInt64() != 1 {
-		t.Errorf("%s = %d, want 1", AttrStoreRoundTrips, v.AsInt64())
+	if v, _ := attrOf(e, freshreadotel.AttrStoreRoundTrips); v.AsInt64() != 1 {
+		t.Errorf("%s = %d, want 1", freshreadotel.AttrStoreRoundTrips, v.AsInt64())
 	}
-	if _, ok := attrOf(e, AttrWaitMS); ok {
-		t.Errorf("%s recorded for a read that did not wait", AttrWaitMS)
+	if _, ok := attrOf(e, freshreadotel.AttrWaitMS); ok {
+		t.Errorf("%s recorded for a read that did not wait", freshreadotel.AttrWaitMS)
 	}
 }
 
@@ -87,7 +88,7 @@ func TestTraceFreshReplicaRead(t *testing.T) {
 	p, _, db := traceHarness(t)
 	events := routeEvents(t, p, db, true, "orders")
 	if len(events) != 1 {
-		t.Fatalf("%d %s events, want 1", len(events), RouteEvent)
+		t.Fatalf("%d %s events, want 1", len(events), freshreadotel.RouteEvent)
 	}
 	checkEvent(t, events[0], "replica:r1", string(ReasonFresh), []string{"orders"})
 }
@@ -99,7 +100,7 @@ func TestTraceReadOnPrimaryBehindTable(t *testing.T) {
 	}
 	events := routeEvents(t, p, db, true, "orders")
 	if len(events) != 1 {
-		t.Fatalf("%d %s events, want 1", len(events), RouteEvent)
+		t.Fatalf("%d %s events, want 1", len(events), freshreadotel.RouteEvent)
 	}
 	checkEvent(t, events[0], "primary", string(ReasonLagging), []string{"orders"})
 }
@@ -107,7 +108,7 @@ func TestTraceReadOnPrimaryBehindTable(t *testing.T) {
 func TestTraceNothingWithoutRecordingSpan(t *testing.T) {
 	p, _, db := traceHarness(t)
 	if events := routeEvents(t, p, db, false, "orders"); len(events) != 0 {
-		t.Fatalf("%d %s events on a span that does not record, want 0", len(events), RouteEvent)
+		t.Fatalf("%d %s events on a span that does not record, want 0", len(events), freshreadotel.RouteEvent)
 	}
 	// No span at all: no allocation for tracing on the routing path.
 	ctx := context.Background()
@@ -129,15 +130,15 @@ func TestTraceWrite(t *testing.T) {
 	p.recordWrite(db.WithContext(ctx), []string{"orders"})
 	span.End()
 	spans := exp.GetSpans()
-	if len(spans) != 1 || len(spans[0].Events) != 1 || spans[0].Events[0].Name != WriteEvent {
-		t.Fatalf("spans %+v, want one with one %s event", spans, WriteEvent)
+	if len(spans) != 1 || len(spans[0].Events) != 1 || spans[0].Events[0].Name != freshreadotel.WriteEvent {
+		t.Fatalf("spans %+v, want one with one %s event", spans, freshreadotel.WriteEvent)
 	}
 	e := spans[0].Events[0]
-	if v, _ := attrOf(e, AttrServer); v.AsString() != "primary" {
-		t.Errorf("%s = %q, want primary", AttrServer, v.AsString())
+	if v, _ := attrOf(e, freshreadotel.AttrServer); v.AsString() != "primary" {
+		t.Errorf("%s = %q, want primary", freshreadotel.AttrServer, v.AsString())
 	}
-	if v, _ := attrOf(e, AttrTables); !slices.Equal(v.AsStringSlice(), []string{"orders"}) {
-		t.Errorf("%s = %q, want [orders]", AttrTables, v.AsStringSlice())
+	if v, _ := attrOf(e, freshreadotel.AttrTables); !slices.Equal(v.AsStringSlice(), []string{"orders"}) {
+		t.Errorf("%s = %q, want [orders]", freshreadotel.AttrTables, v.AsStringSlice())
 	}
 }
 
@@ -169,13 +170,13 @@ func TestTraceOverlappedReadOnCallerSpan(t *testing.T) {
 		byName := map[string]int{}
 		for _, s := range exp.GetSpans() {
 			for _, e := range s.Events {
-				if e.Name == RouteEvent {
+				if e.Name == freshreadotel.RouteEvent {
 					byName[s.Name]++
 				}
 			}
 		}
 		if byName["read"] != 1 || byName["gorm.Query"] != 0 {
-			t.Fatalf("lagging %v: %s events by span %v, want one on the read's span", lagging, RouteEvent, byName)
+			t.Fatalf("lagging %v: %s events by span %v, want one on the read's span", lagging, freshreadotel.RouteEvent, byName)
 		}
 		tp.Shutdown(context.Background())
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/freshread/freshread/callbacks"
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/internal/engines"
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/sharding/internal/sqltext"
 )
@@ -123,6 +124,12 @@ func (s *Sharding) setup(db *gorm.DB) error {
 		if s.byName[sc.Name] != nil {
 			return fmt.Errorf("%w: duplicate shard %q", ErrConfig, sc.Name)
 		}
+		if shardDialect(sc) == "mysql" && !engines.MySQLFamilyLinked() {
+			// The lookup's commit outcomes (sqlerr.Refused) and the shard's
+			// plugin classify MariaDB's and MySQL's errors and statements
+			// with what mysqlfamily links: refused rather than misread.
+			return engines.MySQLFamilyNotLinked("sharding", ErrConfig)
+		}
 		sdb, err := s.openShard(db, sc)
 		if err != nil {
 			return err
@@ -165,6 +172,17 @@ func (s *Sharding) setup(db *gorm.DB) error {
 		s.tables[ti.name] = ti
 	}
 	return nil
+}
+
+// shardDialect is the name of the dialector of the shard sc.
+func shardDialect(sc ShardConfig) string {
+	switch {
+	case sc.DB != nil && sc.DB.Dialector != nil:
+		return sc.DB.Dialector.Name()
+	case sc.Dialector != nil:
+		return sc.Dialector.Name()
+	}
+	return ""
 }
 
 // openShard returns the shard's *gorm.DB, opening it from its Dialector

@@ -112,7 +112,7 @@ type Config struct {
 	// Logger receives the tracker's logs; secrets are redacted from them.
 	// Default slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the metrics, lsnstore.DeniedCollector's among
+	// Registerer receives the metrics, freshreadprom.Denied's among
 	// them (left as it is when already registered there). Default: a new
 	// registry, served by Handler's /metrics.
 	Registerer prometheus.Registerer

@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/freshread/freshread/internal/promcollect"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/freshread/freshread/lsnstore"
 )
 
 // metrics are the tracker's Prometheus metrics. Labels never hold a
@@ -60,15 +59,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// registerDenied registers lsnstore.DeniedCollector (the Redis commands
+// registerDenied registers freshreadprom.Denied() (the Redis commands
 // refused to the tracker's user, freshread_store_denied_total) on reg,
 // unless it is there already: a process that embeds the tracker may have
 // registered it beside a plugin's collector on the same registry.
 func registerDenied(reg prometheus.Registerer) {
-	if err := reg.Register(lsnstore.DeniedCollector()); err != nil {
+	if err := reg.Register(promcollect.New(promcollect.Denied{})); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if !errors.As(err, &are) {
-			panic(fmt.Errorf("tracker: registering lsnstore.DeniedCollector: %w", err))
+			panic(fmt.Errorf("tracker: registering the store refusals collector: %w", err))
 		}
 	}
 }

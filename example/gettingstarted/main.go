@@ -15,6 +15,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
@@ -57,7 +58,7 @@ func run(ctx context.Context) error {
 	}
 
 	// Metrics: routing decisions, replica lag, store health.
-	prometheus.MustRegister(p.Collector())
+	prometheus.MustRegister(freshreadprom.Plugin(p))
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.Handler())

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/plugin"
 )
@@ -190,7 +191,7 @@ func failedWrite(ctx context.Context, plain *gorm.DB, rec *recorder, w Write, er
 func leaseCounters(ps []*plugin.Plugin) (fenced, unprotected int) {
 	for _, p := range ps {
 		reg := prometheus.NewRegistry()
-		if err := reg.Register(p.Collector()); err != nil {
+		if err := reg.Register(freshreadprom.Plugin(p)); err != nil {
 			continue
 		}
 		mfs, err := reg.Gather()

@@ -4,10 +4,11 @@ import (
 	"database/sql"
 	"errors"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/engines"
 )
 
 // Refused reports whether err means the statement (a COMMIT, an INSERT)
@@ -18,11 +19,10 @@ import (
 // was terminated) may come after the commit record, so it is unknown too.
 func Refused(err error) bool {
 	var pgErr *pgconn.PgError
-	var myErr *mysql.MySQLError
-	switch {
-	case errors.As(err, &pgErr):
+	if errors.As(err, &pgErr) {
 		return pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC"
-	case errors.As(err, &myErr), errors.Is(err, sql.ErrTxDone), errors.Is(err, pgx.ErrTxCommitRollback):
+	}
+	if _, my := engines.MySQLErrorNumber(err); my || errors.Is(err, sql.ErrTxDone) || errors.Is(err, pgx.ErrTxCommitRollback) {
 		return true
 	}
 	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, gorm.ErrForeignKeyViolated)

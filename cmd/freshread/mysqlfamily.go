@@ -1,0 +1,4 @@
+package main
+
+// The command classifies MySQL statements and runs MariaDB shards.
+import _ "github.com/freshread/freshread/mysqlfamily"

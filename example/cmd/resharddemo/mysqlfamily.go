@@ -1,0 +1,4 @@
+package main
+
+// The demo runs MariaDB shards.
+import _ "github.com/freshread/freshread/mysqlfamily"

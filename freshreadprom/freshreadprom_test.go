@@ -1,0 +1,46 @@
+package freshreadprom_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/freshread/freshread/freshreadprom"
+	"github.com/freshread/freshread/plugin"
+)
+
+// TestPlugin: the plugin's collector passes a pedantic registry's checks
+// (every metric collected is described, consistently) before the plugin
+// is installed too.
+func TestPlugin(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(freshreadprom.Plugin(plugin.New(plugin.Config{})))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make(map[string]bool)
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	for _, n := range []string{"freshread_store_read_seconds", "freshread_unpublished_writes", "freshread_writes_fenced_total"} {
+		if !names[n] {
+			t.Errorf("%s not gathered (gathered %v)", n, names)
+		}
+	}
+}
+
+// TestDenied: Denied is registered once per process; a second
+// registration is AlreadyRegisteredError.
+func TestDenied(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(freshreadprom.Denied())
+	var are prometheus.AlreadyRegisteredError
+	if err := reg.Register(freshreadprom.Denied()); !errors.As(err, &are) {
+		t.Fatalf("second registration: %v, want AlreadyRegisteredError", err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}
