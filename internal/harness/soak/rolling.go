@@ -172,6 +172,8 @@ type rollingProc struct {
 	spec childSpec
 	log  *strings.Builder
 	done chan error
+	// started is when it was started, ready when it had written.
+	started, ready time.Time
 }
 
 // RunRolling runs a rolling upgrade on c (PostgreSQL) and st: half the
@@ -230,7 +232,7 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		}
 		cmd := exec.Command(bin, "-test.run=^TestSoakChild$", "-test.count=1", "-test.timeout=0")
 		cmd.Env = append(os.Environ(), EnvChild+"="+string(b))
-		p := &rollingProc{slot: slot, old: old, cmd: cmd, spec: spec, log: &strings.Builder{}, done: make(chan error, 1)}
+		p := &rollingProc{slot: slot, old: old, cmd: cmd, spec: spec, log: &strings.Builder{}, done: make(chan error, 1), started: time.Now()}
 		cmd.Stdout, cmd.Stderr = p.log, p.log
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start soak process %d: %v", slot, err)
@@ -253,6 +255,8 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 				var n int64
 				err := plain.Raw("SELECT count(*) FROM soak_rows WHERE id IN (?, ?) AND version > 0", p.slot, cfg.Keys+p.slot).Scan(&n).Error
 				if err == nil && n == 2 {
+					p.ready = time.Now()
+					t.Logf("soak process %d (old %v) ready in %v", p.slot, p.old, p.ready.Sub(p.started).Round(time.Millisecond))
 					break
 				}
 				select {
@@ -268,6 +272,10 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		}
 	}
 	stop := func(p *rollingProc) {
+		asked := time.Now()
+		defer func() {
+			t.Logf("soak process %d (old %v) stopped in %v", p.slot, p.old, time.Since(asked).Round(time.Millisecond))
+		}()
 		if err := os.WriteFile(p.spec.StopFile, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -297,6 +305,9 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		if err := json.Unmarshal(b, &h); err != nil {
 			t.Errorf("soak process %d: %v", p.slot, err)
 			return
+		}
+		if p.old {
+			boundCalls(h, p.started)
 		}
 		rec.writes = append(rec.writes, h.Writes...)
 		rec.sessionWrites = append(rec.sessionWrites, h.SessionWrites...)
@@ -383,6 +394,11 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		Writes: len(rec.writes) + len(rec.sessionWrites), Reads: len(treads), Faults: map[string]*FaultStats{},
 		FirstErrors: rec.firstErrors, Errors: len(rec.errs), Refused: len(rec.refused), Unknown: len(rec.unknown)}
 	reads := untag(treads)
+	for _, r := range reads {
+		if r.Table {
+			rr.TableReads++
+		}
+	}
 	rr.Stale = Check(rec.writes, rec.sessionWrites, reads)
 	rr.Linear = checkRegular(buildHistories(rec.writes, rec.sessionWrites, rec.unknown, reads), linearTimeout)
 	replica := map[int]bool{}
@@ -430,6 +446,29 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 	}
 	rr.Phases = phases
 	return rr
+}
+
+// boundCalls sets the call times of h's writes that have none (the last
+// release does not record them): a process's writer, and its session, make
+// one write at a time, so each was called after the one before it
+// returned (the first after the process started). Without a call time
+// porcupine takes the return time, as late as it could be, and a read
+// concurrent with the write would look impossible.
+func boundCalls(h history, started time.Time) {
+	prev := started
+	for i := range h.Writes {
+		if h.Writes[i].Called.IsZero() {
+			h.Writes[i].Called = prev
+		}
+		prev = h.Writes[i].Returned
+	}
+	prev = started
+	for i := range h.SessionWrites {
+		if h.SessionWrites[i].Called.IsZero() {
+			h.SessionWrites[i].Called = prev
+		}
+		prev = h.SessionWrites[i].Returned
+	}
 }
 
 // tagged is a read with the slot of the process that made it.
