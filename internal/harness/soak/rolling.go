@@ -124,7 +124,7 @@ func raceEnabled() bool {
 // RollingConfig shapes a rolling upgrade.
 type RollingConfig struct {
 	Old string // the previous release's soak test binary (BuildRelease)
-	// Processes run at a time [4]; half of them old, half new at first.
+	// Processes run at a time [3]; at first all but one of them old.
 	Processes int
 	// Step is how long the processes run after each start (once it is
 	// ready) [3s].
@@ -166,12 +166,13 @@ func (r RollingReport) String() string {
 
 // rollingProc is one running soak process.
 type rollingProc struct {
-	slot int
-	old  bool
-	cmd  *exec.Cmd
-	spec childSpec
-	log  *strings.Builder
-	done chan error
+	slot   int
+	old    bool
+	cmd    *exec.Cmd
+	spec   childSpec
+	log    *strings.Builder
+	exited chan struct{} // closed when it has exited, with err
+	err    error
 	// started is when it was started, ready when it had written.
 	started, ready time.Time
 }
@@ -186,16 +187,16 @@ type rollingProc struct {
 func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingReport {
 	t.Helper()
 	if rc.Processes <= 0 {
-		rc.Processes = 4
+		rc.Processes = 3
 	}
 	if rc.Step <= 0 {
 		rc.Step = 3 * time.Second
 	}
-	half := rc.Processes / 2
-	// Incarnations: the first Processes, then half replacements for the
+	olds := max(1, rc.Processes-1)
+	// Incarnations: the first Processes, then olds replacements for the
 	// upgrade and Processes for the rollback.
-	slots := rc.Processes + half + rc.Processes
-	cfg := Config{Writers: slots, Keys: 4 * slots, Sessions: slots}
+	slots := rc.Processes + olds + rc.Processes
+	cfg := Config{Writers: slots, Keys: 2 * slots, Sessions: slots}
 	dbName := c.CreateDatabase(t)
 	setupDB(t, c, dbName, cfg.Keys+cfg.Sessions)
 	plain := openPlain(t, c.Primary(dbName))
@@ -211,7 +212,7 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		slot := started
 		started++
 		oldSlot[slot] = old
-		sh := share{Writers: []int{slot}, Readers: []int{2 * slot, 2*slot + 1}, Sessions: []int{slot + 1}}
+		sh := share{Writers: []int{slot}, Readers: []int{slot}, Sessions: []int{slot + 1}}
 		if !old {
 			sh.TableReaders = []int{0}
 		}
@@ -232,15 +233,20 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		}
 		cmd := exec.Command(bin, "-test.run=^TestSoakChild$", "-test.count=1", "-test.timeout=0")
 		cmd.Env = append(os.Environ(), EnvChild+"="+string(b))
-		p := &rollingProc{slot: slot, old: old, cmd: cmd, spec: spec, log: &strings.Builder{}, done: make(chan error, 1), started: time.Now()}
+		p := &rollingProc{slot: slot, old: old, cmd: cmd, spec: spec, log: &strings.Builder{}, exited: make(chan struct{}), started: time.Now()}
 		cmd.Stdout, cmd.Stderr = p.log, p.log
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start soak process %d: %v", slot, err)
 		}
-		go func() { p.done <- cmd.Wait() }()
+		go func() { p.err = cmd.Wait(); close(p.exited) }()
+		// Once its history is read a process may take its time to exit
+		// (closing its plugin and pools): killed after 5 s.
 		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
+			select {
+			case <-p.exited:
+			case <-time.After(5 * time.Second):
 				cmd.Process.Kill()
+				<-p.exited
 			}
 		})
 		procs = append(procs, p)
@@ -260,8 +266,8 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 					break
 				}
 				select {
-				case err := <-p.done:
-					t.Fatalf("soak process %d (old %v) exited before it was ready: %v\n%s", p.slot, p.old, err, p.log.String())
+				case <-p.exited:
+					t.Fatalf("soak process %d (old %v) exited before it was ready: %v\n%s", p.slot, p.old, p.err, p.log.String())
 				default:
 				}
 				if time.Now().After(deadline) {
@@ -279,32 +285,31 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		if err := os.WriteFile(p.spec.StopFile, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Errorf("soak process %d (old %v): %v\n%s", p.slot, p.old, err, p.log.String())
-				return
-			}
-		case <-time.After(2 * time.Minute):
-			p.cmd.Process.Kill()
-			t.Errorf("soak process %d (old %v) did not stop in 2m\n%s", p.slot, p.old, p.log.String())
-			return
-		}
 		for i, q := range procs {
 			if q == p {
 				procs = append(procs[:i], procs[i+1:]...)
 				break
 			}
 		}
-		b, err := os.ReadFile(p.spec.OutFile)
-		if err != nil {
-			t.Errorf("soak process %d: %v\n%s", p.slot, err, p.log.String())
-			return
-		}
+		// The history is complete once it parses; the exit (closing the
+		// plugin, the pools) is not waited for.
 		var h history
-		if err := json.Unmarshal(b, &h); err != nil {
-			t.Errorf("soak process %d: %v", p.slot, err)
-			return
+		deadline := time.Now().Add(2 * time.Minute)
+		for !readHistory(p.spec.OutFile, &h) {
+			select {
+			case <-p.exited:
+				if !readHistory(p.spec.OutFile, &h) {
+					t.Errorf("soak process %d (old %v) exited without its history: %v\n%s", p.slot, p.old, p.err, p.log.String())
+					return
+				}
+				continue
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("soak process %d (old %v) wrote no history in 2m\n%s", p.slot, p.old, p.log.String())
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		if p.old {
 			boundCalls(h, p.started)
@@ -362,7 +367,7 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 	phase("mixed", func() {
 		var ps []*rollingProc
 		for i := range rc.Processes {
-			ps = append(ps, start(i < half))
+			ps = append(ps, start(i < olds))
 		}
 		ready(ps...)
 		time.Sleep(2 * rc.Step)
@@ -370,16 +375,16 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 	phase("upgrade", func() {
 		for _, p := range append([]*rollingProc(nil), procs...) {
 			if p.old {
-				ready(start(false))
 				stop(p)
+				ready(start(false))
 				time.Sleep(rc.Step)
 			}
 		}
 	})
 	phase("rollback", func() {
 		for _, p := range append([]*rollingProc(nil), procs...) {
-			ready(start(true))
 			stop(p)
+			ready(start(true))
 			time.Sleep(rc.Step)
 		}
 	})
@@ -446,6 +451,12 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 	}
 	rr.Phases = phases
 	return rr
+}
+
+// readHistory reads a child's history into h; false until it is complete.
+func readHistory(path string, h *history) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && json.Unmarshal(b, h) == nil
 }
 
 // boundCalls sets the call times of h's writes that have none (the last
