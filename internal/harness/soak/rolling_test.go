@@ -2,7 +2,6 @@ package soak
 
 import (
 	"testing"
-	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -38,19 +37,5 @@ func TestRollingUpgrade(t *testing.T) {
 			t.Errorf("phase %s did too little: %d writes (want >= 50), %d reads (>= 200), %d of the other release's rows by a replica (>= 20)",
 				p.Name, p.Writes, p.Reads, p.CrossReplica)
 		}
-	}
-}
-
-// TestRollingUpgradeSplitStore is the control: old processes on a store
-// database of their own, so the new ones never see their writes; the
-// checker must report stale reads.
-func TestRollingUpgradeSplitStore(t *testing.T) {
-	c := NewPostgres(t, testcluster.PostgresFor(t))
-	st := Store{Redis: testcluster.RedisFor(t)}
-	_, old := BuildRelease(t)
-	rep := RunRolling(t, c, st, RollingConfig{Old: old, OldStore: "split", Step: 2 * time.Second})
-	t.Log("\n" + rep.String())
-	if len(rep.Stale) == 0 {
-		t.Fatal("no stale read with the old processes on a store of their own: the test cannot see them")
 	}
 }
