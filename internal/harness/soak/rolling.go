@@ -53,7 +53,7 @@ func LastRelease(root string) (Release, error) {
 // BuildRelease builds release r's soak test binary from the git history
 // of the repository this test runs in, with -race when this binary has
 // it (so the dependencies come from the build cache). The tree is
-// extracted once into a fixed directory (keeping the build cache's keys);
+// extracted once into a fixed directory (the build cache's keys name it);
 // it skips t when the history is absent, and fails it then under
 // FRESHREAD_REQUIRE_INTEGRATION=1.
 func BuildRelease(t testing.TB) (Release, string) {
@@ -71,17 +71,22 @@ func BuildRelease(t testing.TB) (Release, string) {
 		missingHistory(t, fmt.Sprintf("commit %s of %s is not in the history (a shallow clone?)", rel.Commit, rel.Version))
 	}
 	dir := filepath.Join(os.TempDir(), "freshread-release-"+rel.Commit)
-	if _, err := os.Stat(filepath.Join(dir, ".extracted")); err != nil {
-		os.RemoveAll(dir)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	if _, err := os.Stat(dir); err != nil {
+		// Extracted beside it, then renamed into place: a run that
+		// stopped half way, or one beside this one, leaves no partial tree.
+		tmp, err := os.MkdirTemp(os.TempDir(), "freshread-extract-")
+		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, rel.Commit, dir)
+		defer os.RemoveAll(tmp)
+		cmd := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, rel.Commit, tmp)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("extract %s: %v\n%s", rel.Version, err, b)
 		}
-		if err := os.WriteFile(filepath.Join(dir, ".extracted"), nil, 0o644); err != nil {
-			t.Fatal(err)
+		if err := os.Rename(tmp, dir); err != nil {
+			if _, serr := os.Stat(dir); serr != nil {
+				t.Fatalf("extract %s: %v", rel.Version, err)
+			}
 		}
 	}
 	bin := filepath.Join(t.TempDir(), "soak-"+rel.Version+".test")
