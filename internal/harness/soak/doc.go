@@ -7,6 +7,10 @@
 // version older than one whose write had returned before the read began
 // (Table), or older than its session's own last write (Session).
 //
+// RunRolling runs the last release's soak processes (built from git
+// history, BuildRelease) beside this tree's on one store, replacing them
+// one by one both ways: a rolling upgrade and its rollback.
+//
 // `make soak` runs it for a few minutes per engine
 // (FRESHREAD_SOAK_DURATION); `make test` runs a short one. Results and
 // the command are in docs/measurements/soak.md and
