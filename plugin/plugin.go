@@ -39,12 +39,6 @@ type Plugin struct {
 	setMu      sync.Mutex
 	closing    bool
 	gormDB     *gorm.DB
-	// callbacksGone: the plugin's callbacks were taken from gormDB (a
-	// second gorm.Open with its *gorm.Config), logged once;
-	// callbacksCheckedAt (Unix ns, the poller's) is the last check
-	// (callbacks_check.go).
-	callbacksGone      atomic.Bool
-	callbacksCheckedAt int64
 	// bufferedDB serves results read in full (buffered_rows.go), opened
 	// on first use.
 	bufferedOnce sync.Once
@@ -194,9 +188,7 @@ func (p *Plugin) Name() string { return "freshread" }
 func (p *Plugin) Initialize(db *gorm.DB) error {
 	if !p.initialized.CompareAndSwap(false, true) {
 		if p.gormDB != nil && db.Config == p.gormDB.Config {
-			// gorm.Open initializes the plugins of the *gorm.Config it is
-			// given (callbacks_check.go).
-			return fmt.Errorf("%w: gorm.Open was called again with the *gorm.Config this plugin was installed with; GORM replaced the callbacks and the connection pool of the first *gorm.DB, which lost the plugin: give each gorm.Open its own &gorm.Config{}", ErrConfig)
+			return p.sharedConfig()
 		}
 		return fmt.Errorf("%w: a Plugin can be installed on one *gorm.DB only", ErrConfig)
 	}

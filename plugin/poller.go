@@ -30,7 +30,6 @@ func (p *Plugin) poll() {
 			return
 		case <-t.C:
 		}
-		p.checkCallbacks(time.Now())
 		if p.shouldRest(time.Now()) {
 			if !p.rest() {
 				return // closing

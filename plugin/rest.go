@@ -73,8 +73,6 @@ func (p *Plugin) shouldRest(now time.Time) bool {
 // rest gives the leases up and waits for demand; it reports false when
 // the plugin closes meanwhile.
 func (p *Plugin) rest() bool {
-	p.callbacksCheckedAt = 0 // a last look before the rest
-	p.checkCallbacks(time.Now())
 	p.resting.Store(true)
 	// A read or write that came between shouldRest and the line above
 	// saw resting false and sent no wake: look again.
