@@ -279,7 +279,8 @@ func TestSeveralServersMariaDB(t *testing.T) {
 
 // TestSeveralServersAtPoll: a DSN accepted at db.Use that later reaches
 // two servers is caught by the poll (which reads the server identity in
-// its replay-position query): the replica goes down, logged once, and
+// its replay-position query) or by the verification of a replica that a
+// failed poll put down: the replica goes down, logged once, and
 // comes back once every connection reaches one server again (here the
 // other replica: a replaced server), logged too.
 func TestSeveralServersAtPoll(t *testing.T) {
@@ -304,23 +305,29 @@ func TestSeveralServersAtPoll(t *testing.T) {
 			lb.route(r1, r0)
 			lb.drop()
 			waitReplicaUp(t, p, false, "the DSN alternates between two servers")
+			// Either check catches it first: the poll's identity read when
+			// its next connection reaches r1, or, when the poll's dropped
+			// connection fails before the pool replaces it (a replica down
+			// for a poll error must be verified again), the verification of
+			// the connections held at once.
 			const refusal = "reached another server than the one verified"
-			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), refusal); time.Sleep(10 * time.Millisecond) {
+			const several = "connections reach several servers"
+			caught := func() bool { l := logs.String(); return strings.Contains(l, refusal) || strings.Contains(l, several) }
+			for deadline := time.Now().Add(10 * time.Second); !caught(); time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("no poll saw the other server in 10 s:\n%s", logs.String())
+					t.Fatalf("no poll or verification saw the other server in 10 s:\n%s", logs.String())
 				}
 			}
 			// Polls go on (every 5 ms, verifying every second): the replica stays
-			// down and the refusal is not logged again.
+			// down and neither refusal is logged again.
 			time.Sleep(1500 * time.Millisecond)
 			if replicaUp(t, p) {
 				t.Fatalf("replica r0 is up while its DSN alternates between two servers:\n%s", logs.String())
 			}
-			if n := strings.Count(logs.String(), refusal); n != 1 {
-				t.Errorf("the refusal is logged %d times, want once:\n%s", n, logs.String())
-			}
-			if n := strings.Count(logs.String(), "connections reach several servers"); n != 1 {
-				t.Errorf("the verification after the change logged several servers %d times, want once:\n%s", n, logs.String())
+			for _, m := range []string{refusal, several} {
+				if n := strings.Count(logs.String(), m); n > 1 {
+					t.Errorf("%q is logged %d times, want at most once:\n%s", m, n, logs.String())
+				}
 			}
 
 			lb.route(r1)

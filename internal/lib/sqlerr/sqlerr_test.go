@@ -9,6 +9,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	// MySQL errors are known through what mysqlfamily registers.
+	_ "github.com/freshread/freshread/mysqlfamily"
 )
 
 func TestRefused(t *testing.T) {
