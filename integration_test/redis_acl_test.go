@@ -170,15 +170,7 @@ func TestRedisACL(t *testing.T) {
 	if got := e.eventuallyReplica(func() served { return e.readItem(e.db, 1) }, "item written as the restricted user"); got.Name != "acl" {
 		t.Fatalf("fresh read: %+v", got)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		rp, err := store.ReplayPositions(ctx)
-		if err == nil && len(rp) == e.pg.Replicas() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replay positions the plugin published: %v (err %v), want one per replica", rp, err)
-		}
-	}
+	waitReplayPositions(t, store, e.c.replicas())
 
 	// The tracker as its own user, finding the database in the registry
 	// the plugin announced it in.
@@ -364,15 +356,7 @@ func TestMariaDBRedisACL(t *testing.T) {
 	if got := e.eventuallyReplica(func() served { return e.readItem(e.db, 1) }, "item written as the restricted user"); got.Name != "acl" {
 		t.Fatalf("fresh read: %+v", got)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		rp, err := store.ReplayPositions(ctx)
-		if err == nil && len(rp) == e.c.replicas() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replay positions the plugin published: %v (err %v), want one per replica", rp, err)
-		}
-	}
+	waitReplayPositions(t, store, e.c.replicas())
 	if err := e.db.Exec("CREATE VIEW acl_items AS SELECT id, name FROM items").Error; err != nil {
 		t.Fatal(err)
 	}
@@ -397,5 +381,20 @@ func TestMariaDBRedisACL(t *testing.T) {
 	}
 	if n := lsnstore.DeniedCommands(); !maps.Equal(n, deniedBefore) {
 		t.Errorf("refusals counted: %v, before the test %v", n, deniedBefore)
+	}
+}
+
+// waitReplayPositions waits, up to 10 s, for one replay position per
+// replica (n) in store.
+func waitReplayPositions(t *testing.T, store *lsnstore.Redis, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rp, err := store.ReplayPositions(context.Background())
+		if err == nil && len(rp) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replay positions the plugin published: %v (err %v), want one per replica", rp, err)
+		}
 	}
 }

@@ -101,17 +101,7 @@ func checkWriteAfterSchemaChange(t *testing.T, e *env, b *gorm.DB) {
 	if err := b.Exec(c.write).Error; err != nil {
 		t.Fatalf("%s: %v", c.write, err)
 	}
-	if got := readUnnamed(t, replica, "raw", c); got != "old" {
-		t.Fatalf("the paused replica has %q, want \"old\": the case cannot tell a stale read", got)
-	}
-	for p, db := range []*gorm.DB{e.db, b} {
-		for _, how := range []string{"table", "raw"} {
-			if got := readUnnamed(t, db, how, c); got != c.want {
-				t.Errorf("STALE READ, %s: %s read of %s %s = %v by process %s: v = %q, want %q",
-					c.name, how, c.table, c.key, c.id, []string{"A", "B"}[p], got, c.want)
-			}
-		}
-	}
+	checkReadsAfterSchemaChange(t, replica, c, e.db, b)
 }
 
 func execAll(t *testing.T, db *gorm.DB, stmts []string) {
@@ -154,10 +144,17 @@ func TestSchemaChangeInTransactionNeverReadStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkReadsAfterSchemaChange(t, replica, c, e.db, b)
+}
+
+// checkReadsAfterSchemaChange: the paused replica still has c's old row,
+// and processes A and B (dbs) read the new one by table and raw SQL.
+func checkReadsAfterSchemaChange(t *testing.T, replica *gorm.DB, c unnamedCase, dbs ...*gorm.DB) {
+	t.Helper()
 	if got := readUnnamed(t, replica, "raw", c); got != "old" {
 		t.Fatalf("the paused replica has %q, want \"old\": the case cannot tell a stale read", got)
 	}
-	for p, db := range []*gorm.DB{e.db, b} {
+	for p, db := range dbs {
 		for _, how := range []string{"table", "raw"} {
 			if got := readUnnamed(t, db, how, c); got != c.want {
 				t.Errorf("STALE READ, %s: %s read of %s %s = %v by process %s: v = %q, want %q",
