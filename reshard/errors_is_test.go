@@ -9,5 +9,7 @@ import (
 // Every sentinel of the package has its Is helper, which sees it through
 // wrapping and rejects the others.
 func TestIsHelpers(t *testing.T) {
-	sentineltest.Check(t, map[error]func(error) bool{ErrConfig: IsConfig, ErrSchema: IsSchema, ErrNotOwner: IsNotOwner, ErrForeignRow: IsForeignRow, ErrBusy: IsBusy, ErrPhase: IsPhase, ErrSlotLost: IsSlotLost, ErrDecode: IsDecode, ErrVerify: IsVerify, ErrSwitchTimeout: IsSwitchTimeout})
+	for _, problem := range sentineltest.Problems(map[error]func(error) bool{ErrConfig: IsConfig, ErrSchema: IsSchema, ErrNotOwner: IsNotOwner, ErrForeignRow: IsForeignRow, ErrBusy: IsBusy, ErrPhase: IsPhase, ErrSlotLost: IsSlotLost, ErrDecode: IsDecode, ErrVerify: IsVerify, ErrSwitchTimeout: IsSwitchTimeout}) {
+		t.Error(problem)
+	}
 }

@@ -1,5 +1,5 @@
 // Package twins holds two minimal services that measure what freshread
-// costs in binary size (issue 47, "pay for what you use"): freshread/ opens
+// costs in binary size ("pay for what you use"): freshread/ opens
 // GORM on PostgreSQL and uses the plugin with a Redis store and nothing
 // else; dbresolver/ is the same service with gorm.io/plugin/dbresolver and
 // a go-redis client. scripts/twin-sizes (make twin-sizes) builds both with
