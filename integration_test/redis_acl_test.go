@@ -234,26 +234,7 @@ func TestRedisACL(t *testing.T) {
 	g.Close()
 	run.stop()
 
-	// A rest (the writer's and the poller's leases given up) and Close
-	// (the same, and the poller's snapshot) run their scripts before the
-	// log is read: the first plugin rests once nothing used it for
-	// IdleAfter, then every plugin closes.
-	waitGauge(t, e.plug, "freshread_poller_resting", 1)
-	e.mu.Lock()
-	plugs := append([]*plugin.Plugin(nil), e.plugs...)
-	e.mu.Unlock()
-	for _, p := range plugs {
-		p.Close()
-	}
-
-	// Nothing denied: the ACL log has no entry of any of the users, and
-	// the process counted no refusal.
-	for _, entry := range s.denied(user, trackerUser, user+"-lookup", user+"-idgen") {
-		t.Errorf("Redis denied a restricted user: %s", entry)
-	}
-	if n := lsnstore.DeniedCommands(); !maps.Equal(n, deniedBefore) {
-		t.Errorf("refusals counted: %v, before the test %v", n, deniedBefore)
-	}
+	restCloseNothingDenied(t, e, s, deniedBefore, user, trackerUser, user+"-lookup", user+"-idgen")
 }
 
 // TestRedisACLDenied runs the plugin as a user allowed the documented
@@ -369,19 +350,7 @@ func TestMariaDBRedisACL(t *testing.T) {
 	if got := e.eventuallyReplica(func() served { return e.readItem(e.db, 1) }, "item written after the schema change"); got.Name != "after" {
 		t.Fatalf("fresh read after the schema change: %+v", got)
 	}
-	waitGauge(t, e.plug, "freshread_poller_resting", 1)
-	e.mu.Lock()
-	plugs := append([]*plugin.Plugin(nil), e.plugs...)
-	e.mu.Unlock()
-	for _, p := range plugs {
-		p.Close()
-	}
-	for _, entry := range s.denied(user) {
-		t.Errorf("Redis denied a restricted user: %s", entry)
-	}
-	if n := lsnstore.DeniedCommands(); !maps.Equal(n, deniedBefore) {
-		t.Errorf("refusals counted: %v, before the test %v", n, deniedBefore)
-	}
+	restCloseNothingDenied(t, e, s, deniedBefore, user)
 }
 
 // waitReplayPositions waits, up to 10 s, for one replay position per
@@ -396,5 +365,27 @@ func waitReplayPositions(t *testing.T, store *lsnstore.Redis, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("replay positions the plugin published: %v (err %v), want one per replica", rp, err)
 		}
+	}
+}
+
+// restCloseNothingDenied lets e's first plugin rest (the writer's and the
+// poller's leases given up) and closes every plugin (the same, and the
+// poller's snapshot), so their scripts run before the log is read; then
+// nothing is denied: the ACL log has no entry of users, and the process
+// counted no refusal since deniedBefore.
+func restCloseNothingDenied(t *testing.T, e *env, s *aclServer, deniedBefore map[string]uint64, users ...string) {
+	t.Helper()
+	waitGauge(t, e.plug, "freshread_poller_resting", 1)
+	e.mu.Lock()
+	plugs := append([]*plugin.Plugin(nil), e.plugs...)
+	e.mu.Unlock()
+	for _, p := range plugs {
+		p.Close()
+	}
+	for _, entry := range s.denied(users...) {
+		t.Errorf("Redis denied a restricted user: %s", entry)
+	}
+	if n := lsnstore.DeniedCommands(); !maps.Equal(n, deniedBefore) {
+		t.Errorf("refusals counted: %v, before the test %v", n, deniedBefore)
 	}
 }
