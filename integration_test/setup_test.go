@@ -381,15 +381,20 @@ func (e *env) eventuallyReplica(read func() served, what string) served {
 	got := read()
 	for !e.isReplica(got.Port) {
 		if time.Now().After(deadline) {
-			e.mu.Lock()
-			last := e.decisions[max(0, len(e.decisions)-3):]
-			e.mu.Unlock()
-			e.t.Fatalf("%s: never served by a replica within 15 s: %+v (last decisions %+v)", what, got, last)
+			e.t.Fatalf("%s: never served by a replica within 15 s: %+v (last decisions %+v)", what, got, e.lastDecisions())
 		}
 		time.Sleep(20 * time.Millisecond)
 		got = read()
 	}
 	return got
+}
+
+// lastDecisions returns the plugin's last three routing decisions, for
+// a failure's message.
+func (e *env) lastDecisions() []plugin.Decision {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]plugin.Decision(nil), e.decisions[max(0, len(e.decisions)-3):]...)
 }
 
 func (e *env) isReplica(port int) bool {
@@ -404,7 +409,7 @@ func (e *env) isReplica(port int) bool {
 func (e *env) mustReplica(s served, what string) {
 	e.t.Helper()
 	if !e.isReplica(s.Port) {
-		e.t.Fatalf("%s: served by port %d (primary is %d), want a replica", what, s.Port, e.c.primaryPort())
+		e.t.Fatalf("%s: served by port %d (primary is %d), want a replica (last decisions %+v)", what, s.Port, e.c.primaryPort(), e.lastDecisions())
 	}
 }
 

@@ -52,6 +52,11 @@ type depSources struct {
 	// be read); learnedOK says learned was learned.
 	learnedGen string
 	learnedOK  bool
+	// started counts the learnings begun and installed is the number of
+	// the last one whose result was installed: a learning that began
+	// before it (a slow catalog read) installs nothing, so a graph never
+	// gives way to an older one.
+	started, installed uint64
 	// learn reads the database's own graph: pgDependents or
 	// depgraph.AnalyzeMySQL; nil when the plugin cannot (PostgreSQL through
 	// another driver than pgx).
@@ -216,11 +221,19 @@ func (p *Plugin) learnNow(ctx context.Context) {
 	// once it is visible, so a change that advanced it before this read
 	// is in the catalog read next (schema_changes.go). A raise that found
 	// the graph stale before this point is answered by this learning.
+	p.depMu.Lock()
+	p.depSrc.started++
+	seq := p.depSrc.started
+	p.depMu.Unlock()
 	p.schemaStale.Store(false)
 	gen := p.schemaGeneration(ctx)
 	g, err := learn(ctx, p.primaryDB)
 	p.depMu.Lock()
 	defer p.depMu.Unlock()
+	if seq < p.depSrc.installed {
+		return // a learning begun later has installed what it read
+	}
+	p.depSrc.installed = seq
 	switch {
 	case errors.Is(err, errNotPgx):
 		p.cfg.Logger.WarnContext(ctx, "freshread: dependencies between tables (triggers, cascades, views) are not learned: run the tracker or set Config.Dependents", "err", err)

@@ -2,10 +2,14 @@ package plugin
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/freshread/freshread/depgraph"
 )
 
 func TestAddsDependency(t *testing.T) {
@@ -102,5 +106,33 @@ func TestSelfDependentModelKey(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}
+	}
+}
+
+// TestOlderLearningNeverReplacesANewerGraph: a learning whose catalog read
+// began first but ended last (a slow catalog, or the poller's relearning
+// racing the one after a schema change) installs nothing; the graph stays
+// the one the later learning read.
+func TestOlderLearningNeverReplacesANewerGraph(t *testing.T) {
+	p := &Plugin{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
+	release, older := make(chan struct{}), make(chan struct{})
+	calls := 0
+	p.depSrc.learn = func(context.Context, *sql.DB) (*depgraph.Graph, error) {
+		calls++
+		if calls == 1 {
+			close(older)
+			<-release
+			return &depgraph.Graph{Edges: map[string][]string{"items": {"old_audit"}}}, nil
+		}
+		return &depgraph.Graph{Edges: map[string][]string{"items": {"audit"}}}, nil
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); p.learnNow(context.Background()) }()
+	<-older
+	p.learnNow(context.Background())
+	close(release)
+	<-done
+	if got := p.dependentsOf("items"); !slices.Equal(got, []string{"audit"}) {
+		t.Fatalf("dependents of items after an older learning ended last: %v, want [audit]", got)
 	}
 }
