@@ -86,7 +86,8 @@ type signatureClaim struct {
 // is safe whatever the others key by. The store's answer is cached per
 // table for as long as the store says it holds (one round trip per table
 // and that time; the cache is emptied when the store's data changes,
-// forgetSignatures). A store error means no.
+// forgetSignatures). A store error, or a store the circuit breaker has
+// opened on, means no.
 func (p *Plugin) keysAgreed(ctx context.Context, tn *tableKeyNames, table, sig string) bool {
 	ks, ok := p.cfg.Store.(lsnstore.KeySignatures)
 	if !ok {
@@ -94,6 +95,12 @@ func (p *Plugin) keysAgreed(ctx context.Context, tn *tableKeyNames, table, sig s
 	}
 	if c := tn.claim.Load(); c != nil && c.sig == sig && (c.until.IsZero() || time.Now().Before(c.until)) {
 		return c.inForce
+	}
+	// A store the circuit breaker has given up on (down, unreachable)
+	// would hold the statement for a whole timeout before its own lookup
+	// skips the store anyway: answer no at once, until a probe succeeds.
+	if p.breaker.Open() {
+		return false
 	}
 	now := time.Now()
 	inForce, valid, err := ks.ClaimSignature(ctx, table, sig)
