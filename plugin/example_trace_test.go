@@ -3,7 +3,7 @@ package plugin_test
 import (
 	"context"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel"
 	"gorm.io/gorm"
 
 	_ "github.com/freshread/freshread/freshreadotel" // records the decisions on the spans
@@ -14,7 +14,7 @@ import (
 func Example_tracing() {
 	var db *gorm.DB // with the plugin installed
 
-	tp := sdktrace.NewTracerProvider() // your SDK set-up, with its exporter
+	tp := otel.GetTracerProvider() // your SDK's, installed with otel.SetTracerProvider
 	ctx, span := tp.Tracer("shop").Start(context.Background(), "load order")
 	defer span.End()
 
