@@ -3,7 +3,6 @@ module github.com/freshread/freshread
 go 1.26.0
 
 require (
-	github.com/anishathalye/porcupine v1.3.1
 	github.com/docker/docker v28.5.1+incompatible
 	github.com/docker/go-connections v0.6.0
 	github.com/go-mysql-org/go-mysql v1.13.0
