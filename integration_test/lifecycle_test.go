@@ -3,9 +3,8 @@ package integration_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/freshread/freshread/internal/harness/testcluster"
+	"github.com/freshread/freshread/internal/lib/leakcheck"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -13,7 +12,7 @@ import (
 // and the *gorm.DB leaves no goroutine behind.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	testcluster.PostgresFor(t) // the shared servers' goroutines are not the plugin's
-	baseline := goleak.IgnoreCurrent()
+	baseline := leakcheck.Current()
 	e := newEnv(t)
 	if err := e.db.Create(&Item{ID: 1, Name: "x"}).Error; err != nil {
 		t.Fatal(err)
@@ -26,7 +25,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeDB(e.db)
-	goleak.VerifyNone(t, baseline) // retries with backoff for a few seconds
+	leakcheck.VerifyNone(t, baseline) // retries with backoff for about half a second
 }
 
 // TestDependentsRaised: with Config.Dependents {"items": {"others"}} (a

@@ -5,10 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/freshread/freshread/freshreadotel"
+	"github.com/freshread/freshread/internal/lib/tracerec"
 	"github.com/freshread/freshread/plugin"
 )
 
@@ -34,20 +32,19 @@ func checkTracingRecordsDecision(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tp := tracerec.NewProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tracedRead := func(what string) (served, map[string]any) {
 		t.Helper()
-		exp.Reset()
+		tp.Reset()
 		ctx, span := tp.Tracer("test").Start(e.ctx(), what)
 		got := e.readItem(e.db.WithContext(ctx), 1)
 		span.End()
-		spans := exp.GetSpans()
+		spans := tp.Spans()
 		if len(spans) != 1 {
 			t.Fatalf("%s: %d spans exported, want 1", what, len(spans))
 		}
-		var events []sdktrace.Event
+		var events []tracerec.Event
 		for _, ev := range spans[0].Events {
 			if ev.Name == freshreadotel.RouteEvent {
 				events = append(events, ev)

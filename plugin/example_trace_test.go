@@ -3,7 +3,7 @@ package plugin_test
 import (
 	"context"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	_ "github.com/freshread/freshread/freshreadotel" // records the decisions on the spans
@@ -14,7 +14,7 @@ import (
 func Example_tracing() {
 	var db *gorm.DB // with the plugin installed
 
-	tp := sdktrace.NewTracerProvider() // your SDK set-up, with its exporter
+	var tp trace.TracerProvider // your SDK's, with its exporter
 	ctx, span := tp.Tracer("shop").Start(context.Background(), "load order")
 	defer span.End()
 

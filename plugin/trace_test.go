@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/freshreadotel"
+	"github.com/freshread/freshread/internal/lib/tracerec"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -29,24 +28,19 @@ func traceHarness(t *testing.T) (*Plugin, *lsnstore.Memory, *gorm.DB) {
 	return p, store, dryDB(t)
 }
 
-// routeEvents routes a read of tables inside a span of a tracer recording
-// into an in-memory exporter (sampled: the span records, or not) and
+// routeEvents routes a read of tables inside a span of an in-memory
+// recording tracer (sampled: the span records, or not) and
 // returns the span's freshread.route events.
-func routeEvents(t *testing.T, p *Plugin, db *gorm.DB, sampled bool, tables ...string) []sdktrace.Event {
+func routeEvents(t *testing.T, p *Plugin, db *gorm.DB, sampled bool, tables ...string) []tracerec.Event {
 	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	sampler := sdktrace.NeverSample()
-	if sampled {
-		sampler = sdktrace.AlwaysSample()
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sampler))
+	tp := tracerec.NewProvider(tracerec.Sampled(sampled))
 	defer tp.Shutdown(context.Background())
 	ctx, span := tp.Tracer("test").Start(context.Background(), "read")
 	tx := db.WithContext(ctx)
 	p.toFresh(tx, tables, tables, true, false)
 	span.End()
-	var events []sdktrace.Event
-	for _, s := range exp.GetSpans() {
+	var events []tracerec.Event
+	for _, s := range tp.Spans() {
 		for _, e := range s.Events {
 			if e.Name == freshreadotel.RouteEvent {
 				events = append(events, e)
@@ -56,7 +50,7 @@ func routeEvents(t *testing.T, p *Plugin, db *gorm.DB, sampled bool, tables ...s
 	return events
 }
 
-func attrOf(e sdktrace.Event, k attribute.Key) (attribute.Value, bool) {
+func attrOf(e tracerec.Event, k attribute.Key) (attribute.Value, bool) {
 	for _, kv := range e.Attributes {
 		if kv.Key == k {
 			return kv.Value, true
@@ -65,7 +59,7 @@ func attrOf(e sdktrace.Event, k attribute.Key) (attribute.Value, bool) {
 	return attribute.Value{}, false
 }
 
-func checkEvent(t *testing.T, e sdktrace.Event, server, reason string, tables []string) {
+func checkEvent(t *testing.T, e tracerec.Event, server, reason string, tables []string) {
 	t.Helper()
 	if v, _ := attrOf(e, freshreadotel.AttrServer); v.AsString() != server {
 		t.Errorf("%s = %q, want %q", freshreadotel.AttrServer, v.AsString(), server)
@@ -123,13 +117,12 @@ func TestTraceNothingWithoutRecordingSpan(t *testing.T) {
 
 func TestTraceWrite(t *testing.T) {
 	p, _, db := traceHarness(t)
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tp := tracerec.NewProvider()
 	defer tp.Shutdown(context.Background())
 	ctx, span := tp.Tracer("test").Start(context.Background(), "write")
 	p.recordWrite(db.WithContext(ctx), []string{"orders"})
 	span.End()
-	spans := exp.GetSpans()
+	spans := tp.Spans()
 	if len(spans) != 1 || len(spans[0].Events) != 1 || spans[0].Events[0].Name != freshreadotel.WriteEvent {
 		t.Fatalf("spans %+v, want one with one %s event", spans, freshreadotel.WriteEvent)
 	}
@@ -154,8 +147,7 @@ func TestTraceOverlappedReadOnCallerSpan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		exp := tracetest.NewInMemoryExporter()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		tp := tracerec.NewProvider()
 		ctx, read := tp.Tracer("test").Start(context.Background(), "read")
 		tx := db.WithContext(ctx)
 		tables := []string{"orders"}
@@ -168,7 +160,7 @@ func TestTraceOverlappedReadOnCallerSpan(t *testing.T) {
 		stmt.End()
 		read.End()
 		byName := map[string]int{}
-		for _, s := range exp.GetSpans() {
+		for _, s := range tp.Spans() {
 			for _, e := range s.Events {
 				if e.Name == freshreadotel.RouteEvent {
 					byName[s.Name]++

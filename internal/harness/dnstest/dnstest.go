@@ -1,16 +1,14 @@
-// Package dnstest is an in-process DNS server for tests: it answers A and
-// SRV questions from records the test changes while it runs, or fails
-// every question (SERVFAIL) when told to.
 package dnstest
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/miekg/dns"
 )
 
 // SRV is one SRV record: a target host name and a port.
@@ -21,10 +19,13 @@ type SRV struct {
 
 // Server is a DNS server on 127.0.0.1 (UDP and TCP on one port).
 type Server struct {
-	udp, tcp *dns.Server
-	addr     string
+	pc   net.PacketConn
+	ln   net.Listener
+	addr string
+	wg   sync.WaitGroup
 
 	mu      sync.Mutex
+	conns   map[net.Conn]bool // open TCP connections, closed at the end
 	a       map[string][]net.IP
 	srv     map[string][]SRV
 	failing bool
@@ -34,29 +35,42 @@ type Server struct {
 // Start starts a server that knows no name; it stops when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{a: map[string][]net.IP{}, srv: map[string][]SRV{}}
+	s := &Server{a: map[string][]net.IP{}, srv: map[string][]SRV{}, conns: map[net.Conn]bool{}}
 	pc, ln, err := listenBoth()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.addr = pc.LocalAddr().String()
-	started := make(chan struct{}, 2)
-	notify := func() { started <- struct{}{} }
-	s.udp = &dns.Server{PacketConn: pc, Handler: s, NotifyStartedFunc: notify}
-	s.tcp = &dns.Server{Listener: ln, Handler: s, NotifyStartedFunc: notify}
-	go s.udp.ActivateAndServe()
-	go s.tcp.ActivateAndServe()
-	<-started
-	<-started
-	t.Cleanup(func() {
-		s.udp.Shutdown()
-		s.tcp.Shutdown()
-	})
+	s.pc, s.ln, s.addr = pc, ln, pc.LocalAddr().String()
+	s.wg.Add(2)
+	go s.serveUDP()
+	go s.serveTCP()
+	t.Cleanup(s.stop)
 	return s
+}
+
+// stop closes the sockets and waits for the server's goroutines.
+func (s *Server) stop() {
+	s.pc.Close()
+	s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
 }
 
 // Addr is the server's "host:port".
 func (s *Server) Addr() string { return s.addr }
+
+// fqdn is name in lower case with its final dot.
+func fqdn(name string) string {
+	name = strings.ToLower(name)
+	if !strings.HasSuffix(name, ".") {
+		name += "."
+	}
+	return name
+}
 
 // SetA makes name's A records ips (none: the name exists without them).
 func (s *Server) SetA(name string, ips ...string) {
@@ -66,14 +80,14 @@ func (s *Server) SetA(name string, ips ...string) {
 	for _, ip := range ips {
 		list = append(list, net.ParseIP(ip).To4())
 	}
-	s.a[dns.Fqdn(strings.ToLower(name))] = list
+	s.a[fqdn(name)] = list
 }
 
 // SetSRV makes name's SRV records records.
 func (s *Server) SetSRV(name string, records ...SRV) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.srv[dns.Fqdn(strings.ToLower(name))] = records
+	s.srv[fqdn(name)] = records
 }
 
 // Fail makes every answer SERVFAIL (true) or the records again (false).
@@ -90,45 +104,105 @@ func (s *Server) Asked() int {
 	return s.asked
 }
 
-// ServeDNS implements dns.Handler.
-func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Authoritative = true
+// answer is the reply to the query msg, nil for a message that is no
+// query (it gets none). The reply has the query's id, opcode, RD flag and
+// question, and is authoritative; a name with neither A nor SRV records
+// is NXDOMAIN, a known name asked another type has no answer.
+func (s *Server) answer(msg []byte) []byte {
+	q, err := parseQuery(msg)
+	if err != nil {
+		return nil
+	}
+	r := reply{query: q}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.asked++
 	if s.failing {
+		r.rcode = rcodeServerFailure
+		return r.pack()
+	}
+	if q.question == nil {
+		return r.pack()
+	}
+	name := strings.ToLower(q.question.name)
+	_, knownA := s.a[name]
+	_, knownSRV := s.srv[name]
+	if !knownA && !knownSRV {
+		r.rcode = rcodeNameError
+		return r.pack()
+	}
+	switch q.question.qtype {
+	case typeA:
+		for _, ip := range s.a[name] {
+			r.answers = append(r.answers, rr{rtype: typeA, data: ip})
+		}
+	case typeSRV:
+		for _, rec := range s.srv[name] {
+			r.answers = append(r.answers, rr{rtype: typeSRV, data: srvData(10, 10, rec.Port, fqdn(rec.Target))})
+		}
+	}
+	return r.pack()
+}
+
+func (s *Server) serveUDP() {
+	defer s.wg.Done()
+	buf := make([]byte, 65535)
+	for {
+		n, from, err := s.pc.ReadFrom(buf)
+		if err != nil {
+			return // closed
+		}
+		if out := s.answer(buf[:n]); out != nil {
+			s.pc.WriteTo(out, from)
+		}
+	}
+}
+
+func (s *Server) serveTCP() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		s.mu.Lock()
+		s.conns[c] = true
 		s.mu.Unlock()
-		m.Rcode = dns.RcodeServerFailure
-		w.WriteMsg(m)
-		return
+		s.wg.Add(1)
+		go s.serveConn(c)
 	}
-	for _, q := range req.Question {
-		name := strings.ToLower(q.Name)
-		_, knownA := s.a[name]
-		_, knownSRV := s.srv[name]
-		if !knownA && !knownSRV {
-			m.Rcode = dns.RcodeNameError
-			continue
+}
+
+// serveConn answers the queries of one TCP connection, each a message
+// after its length in two bytes, until the client closes it.
+func (s *Server) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	var size [2]byte
+	for {
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			return
 		}
-		hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: 0}
-		switch q.Qtype {
-		case dns.TypeA:
-			for _, ip := range s.a[name] {
-				h := hdr
-				h.Rrtype = dns.TypeA
-				m.Answer = append(m.Answer, &dns.A{Hdr: h, A: ip})
-			}
-		case dns.TypeSRV:
-			for _, r := range s.srv[name] {
-				h := hdr
-				h.Rrtype = dns.TypeSRV
-				m.Answer = append(m.Answer, &dns.SRV{Hdr: h, Priority: 10, Weight: 10, Port: r.Port, Target: dns.Fqdn(r.Target)})
-			}
+		msg := make([]byte, binary.BigEndian.Uint16(size[:]))
+		if _, err := io.ReadFull(c, msg); err != nil {
+			return
+		}
+		out := s.answer(msg)
+		if out == nil {
+			return
+		}
+		if _, err := c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(out)))); err != nil {
+			return
+		}
+		if _, err := c.Write(out); err != nil {
+			return
 		}
 	}
-	s.mu.Unlock()
-	w.WriteMsg(m)
 }
 
 // listenBoth listens on one loopback port for UDP and TCP. The system
@@ -151,3 +225,5 @@ func listenBoth() (net.PacketConn, net.Listener, error) {
 	}
 	return nil, nil, fmt.Errorf("dnstest: no loopback port free for both UDP and TCP: %w", err)
 }
+
+var errFormat = errors.New("dnstest: malformed message")

@@ -3,17 +3,17 @@ package soak
 import (
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/anishathalye/porcupine"
+	"github.com/freshread/freshread/internal/harness/linearize"
 )
 
-// The soak's history is also checked by porcupine
-// (github.com/anishathalye/porcupine, the linearizability checker of
-// etcd's robustness tests), besides checker.go.
+// The soak's history is also checked for linearizability
+// (internal/harness/linearize, the algorithm of
+// github.com/anishathalye/porcupine, the checker of etcd's robustness
+// tests), besides checker.go.
 //
 // Model: each row is a register holding a version (0 at the start); a
 // write sets it, a read returns it. Each operation has its call and return
@@ -26,7 +26,7 @@ import (
 // before the read began, or something newer; a read concurrent with a
 // write may see either version. That is a regular register per row:
 // every read, taken alone with the row's writes, must be linearizable
-// (checkRegular: one porcupine partition per read). It does not promise
+// (checkRegular: one partition per read). It does not promise
 // more: a write whose commit is on the primary but not yet published may
 // be seen by one read (on the primary) and not by a later read of another
 // process (on a replica) while the write has not returned, which a
@@ -41,22 +41,20 @@ import (
 // read of the row returned are kept: one that no read saw can always be
 // linearized just before the next acknowledged write (or last), where it
 // changes no read, so leaving it out changes no verdict, and a primary
-// restart fails dozens of writes in a row, whose orders porcupine would
+// restart fails dozens of writes in a row, whose orders the checker would
 // otherwise search. Writes refused with
 // plugin.ErrStoreUnreachable that the writer then found absent from the
 // primary are left out: they did not happen, and a read that saw one is a
 // violation.
 
-// LinearResult is what porcupine said of a history.
+// LinearResult is what the linearizability check said of a history.
 type LinearResult struct {
-	Result     porcupine.CheckResult // Ok, Illegal or Unknown (timed out)
-	Partitions int                   // partitions checked
-	Ops        int                   // operations in them (an operation may be in several)
+	Result     linearize.Result // Ok, Illegal or Unknown (timed out)
+	Partitions int              // partitions checked
+	Ops        int              // operations in them (an operation may be in several)
 	Took       time.Duration
 	// Violations describes the first partitions found not linearizable.
 	Violations []string
-	// Visualization is porcupine's HTML rendering of the first violation.
-	Visualization string
 }
 
 func (r LinearResult) String() string {
@@ -69,51 +67,16 @@ type regInput struct {
 	Version int64
 }
 
-// regModel is a register of versions. Partition groups operations by the
-// partition number in their Metadata (opMeta.Part).
-var regModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		parts := map[int][]porcupine.Operation{}
-		var order []int
-		for _, op := range h {
-			p := op.Metadata.(opMeta).Part
-			if _, ok := parts[p]; !ok {
-				order = append(order, p)
-			}
-			parts[p] = append(parts[p], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, p := range order {
-			out = append(out, parts[p])
-		}
-		return out
-	},
-	Init: func() interface{} { return int64(0) },
-	Step: func(state, input, output interface{}) (bool, interface{}) {
-		in := input.(regInput)
+// regModel is a register of versions.
+var regModel = linearize.Model[int64, regInput, int64]{
+	Init: 0,
+	Step: func(state int64, in regInput, output int64) (bool, int64) {
 		if in.Write {
 			// A row's versions are written in order (one writer).
-			return in.Version > state.(int64), in.Version
+			return in.Version > state, in.Version
 		}
-		return output.(int64) == state.(int64), state
+		return output == state, state
 	},
-	DescribeOperation: func(input, output interface{}) string {
-		in := input.(regInput)
-		if in.Write {
-			return fmt.Sprintf("write %d", in.Version)
-		}
-		return fmt.Sprintf("read -> %d", output.(int64))
-	},
-	DescribeState: func(state interface{}) string { return fmt.Sprint(state.(int64)) },
-	DescribeOperationMetadata: func(m interface{}) string {
-		return m.(opMeta).What
-	},
-}
-
-// opMeta is an operation's partition and a description for reports.
-type opMeta struct {
-	Part int
-	What string
 }
 
 // linOp is one operation of a row's history, its times in nanoseconds
@@ -128,13 +91,21 @@ type linOp struct {
 	server, sess int
 }
 
-func (o linOp) op(part, client int) porcupine.Operation {
-	op := porcupine.Operation{ClientId: client, Input: regInput{Write: o.write, Version: o.version},
-		Call: o.call, Return: o.ret, Metadata: opMeta{Part: part, What: o.what}}
+func (o linOp) op() linearize.Operation[regInput, int64] {
+	op := linearize.Operation[regInput, int64]{Input: regInput{Write: o.write, Version: o.version}, Call: o.call, Return: o.ret}
 	if !o.write {
 		op.Output = o.readOutput
 	}
 	return op
+}
+
+// check checks the operations ops before deadline.
+func check(ops []linOp, deadline time.Time) linearize.Result {
+	h := make([]linearize.Operation[regInput, int64], len(ops))
+	for i, o := range ops {
+		h[i] = o.op()
+	}
+	return linearize.Check(regModel, h, deadline)
 }
 
 // rowHistories is the history per row: its writes by call time, and its
@@ -223,8 +194,8 @@ func buildHistories(writes []Write, sessionWrites []SessionWrite, unknown []Writ
 	return h
 }
 
-// regularBatch is how many read partitions one porcupine call checks
-// (porcupine runs a goroutine per partition).
+// regularBatch is how many read partitions are checked before the first
+// violation's batch is described (up to 5 of its violations).
 const regularBatch = 2000
 
 // checkRegular checks each read with its row's writes for linearizability:
@@ -235,28 +206,26 @@ const regularBatch = 2000
 // whole check (Unknown past it).
 func checkRegular(h rowHistories, timeout time.Duration) LinearResult {
 	start := time.Now()
-	res := LinearResult{Result: porcupine.Ok}
-	var batch []porcupine.Operation
-	var parts []string // per partition in the batch: the read
+	deadline := start.Add(timeout)
+	res := LinearResult{Result: linearize.Ok}
+	var batch [][]linOp // partitions: a read, then its writes
 	flush := func() bool {
-		if len(batch) == 0 {
-			return true
+		for _, part := range batch {
+			if time.Now().After(deadline) {
+				res.Result = linearize.Unknown
+				return false
+			}
+			switch check(part, deadline) {
+			case linearize.Illegal:
+				res.Result = linearize.Illegal
+				res.describe(batch)
+				return false
+			case linearize.Unknown:
+				res.Result = linearize.Unknown
+				return false
+			}
 		}
-		left := timeout - time.Since(start)
-		if left <= 0 {
-			res.Result = porcupine.Unknown
-			return false
-		}
-		switch porcupine.CheckOperationsTimeout(regModel, batch, left) {
-		case porcupine.Illegal:
-			res.Result = porcupine.Illegal
-			res.describe(batch)
-			return false
-		case porcupine.Unknown:
-			res.Result = porcupine.Unknown
-			return false
-		}
-		batch, parts = batch[:0], parts[:0]
+		batch = batch[:0]
 		return true
 	}
 	keys := make([]int, 0, len(h.reads))
@@ -267,16 +236,11 @@ func checkRegular(h rowHistories, timeout time.Duration) LinearResult {
 	for _, k := range keys {
 		ix := indexWrites(h.writes[k])
 		for _, r := range h.reads[k] {
-			part := res.Partitions
-			batch = append(batch, r.op(part, 0))
-			res.Ops++
-			for i, w := range ix.around(r) {
-				batch = append(batch, w.op(part, 1+i%8))
-				res.Ops++
-			}
+			part := append([]linOp{r}, ix.around(r)...)
+			res.Ops += len(part)
 			res.Partitions++
-			parts = append(parts, r.what)
-			if len(parts) >= regularBatch && !flush() {
+			batch = append(batch, part)
+			if len(batch) >= regularBatch && !flush() {
 				res.Took = time.Since(start)
 				return res
 			}
@@ -352,33 +316,23 @@ func (ix writeIndex) around(r linOp) []linOp {
 }
 
 // describe finds the partitions of batch that are not linearizable and
-// describes the first few, writing porcupine's visualization of the first
-// to a temporary file.
-func (r *LinearResult) describe(batch []porcupine.Operation) {
-	for _, part := range regModel.Partition(batch) {
+// describes the first few.
+func (r *LinearResult) describe(batch [][]linOp) {
+	for _, part := range batch {
 		if len(r.Violations) >= 5 {
 			return
 		}
-		result, info := porcupine.CheckOperationsVerbose(regModel, part, 10*time.Second)
-		if result != porcupine.Illegal {
+		if check(part, time.Now().Add(10*time.Second)) != linearize.Illegal {
 			continue
 		}
 		var b strings.Builder
 		b.WriteString("not linearizable:")
-		sorted := append([]porcupine.Operation(nil), part...)
-		sort.Slice(sorted, func(i, j int) bool { return sorted[i].Call < sorted[j].Call })
+		sorted := append([]linOp(nil), part...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].call < sorted[j].call })
 		for _, op := range sorted {
-			b.WriteString("\n      " + op.Metadata.(opMeta).What)
+			b.WriteString("\n      " + op.what)
 		}
 		r.Violations = append(r.Violations, b.String())
-		if r.Visualization == "" {
-			if f, err := os.CreateTemp("", "freshread-soak-porcupine-*.html"); err == nil {
-				if porcupine.Visualize(regModel, info, f) == nil {
-					r.Visualization = f.Name()
-				}
-				f.Close()
-			}
-		}
 	}
 }
 
@@ -387,29 +341,22 @@ func (r *LinearResult) describe(batch []porcupine.Operation) {
 // promise (see above), reported for information. It returns the rows
 // found linearizable, not linearizable, and not decided within timeout.
 func checkAtomic(h rowHistories, timeout time.Duration) (ok, illegal, unknown int) {
-	start := time.Now()
+	deadline := time.Now().Add(timeout)
 	keys := make([]int, 0, len(h.reads))
 	for k := range h.reads {
 		keys = append(keys, k)
 	}
 	sort.Ints(keys)
 	for _, k := range keys {
-		left := timeout - time.Since(start)
-		if left <= 0 {
+		if time.Now().After(deadline) {
 			unknown++
 			continue
 		}
-		var ops []porcupine.Operation
-		for i, r := range h.reads[k] {
-			ops = append(ops, r.op(0, 9+i%64))
-		}
-		for _, w := range h.writes[k] {
-			ops = append(ops, w.op(0, 0))
-		}
-		switch porcupine.CheckOperationsTimeout(regModel, ops, left) {
-		case porcupine.Ok:
+		ops := append(append([]linOp(nil), h.reads[k]...), h.writes[k]...)
+		switch check(ops, deadline) {
+		case linearize.Ok:
 			ok++
-		case porcupine.Illegal:
+		case linearize.Illegal:
 			illegal++
 		default:
 			unknown++

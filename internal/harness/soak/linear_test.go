@@ -1,15 +1,15 @@
 package soak
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
+	"github.com/freshread/freshread/internal/harness/linearize"
 )
 
-// TestPorcupineRegisterPerRow: porcupine accepts reads that see the last
+// TestPorcupineRegisterPerRow: the linearizability check (porcupine's
+// algorithm, internal/harness/linearize) accepts reads that see the last
 // write returned before them or one concurrent with them, a write of
 // unknown outcome seen or not, and a read order that only an in-flight
 // write explains (regular, not atomic); it rejects a read older than a
@@ -40,7 +40,7 @@ func TestPorcupineRegisterPerRow(t *testing.T) {
 		r(2, 0, 20, 5),
 	}
 	h := buildHistories(writes, nil, unknown, good)
-	if res := checkRegular(h, time.Minute); res.Result != porcupine.Ok {
+	if res := checkRegular(h, time.Minute); res.Result != linearize.Ok {
 		t.Fatalf("regular check of a good history: %v %v", res, res.Violations)
 	}
 	if ok, illegal, unknownRows := checkAtomic(h, time.Minute); ok != 1 || illegal != 1 || unknownRows != 0 {
@@ -55,15 +55,12 @@ func TestPorcupineRegisterPerRow(t *testing.T) {
 	long := []Read{r(3, 0, 5, 100), r(3, 42, 60, 5), r(3, 70, 140, 1)}
 	for _, c := range []struct {
 		extra Read
-		want  porcupine.CheckResult
-	}{{r(3, 70, 150, 1), porcupine.Ok}, {r(3, 69, 150, 1), porcupine.Illegal}} {
+		want  linearize.Result
+	}{{r(3, 70, 150, 1), linearize.Ok}, {r(3, 69, 150, 1), linearize.Illegal}} {
 		quick := time.Now()
 		res := checkRegular(buildHistories([]Write{w(3, 70, 100, 130)}, nil, failed, append(long, c.extra)), time.Minute)
 		if res.Result != c.want || time.Since(quick) > 10*time.Second {
 			t.Fatalf("60 failed writes, then %+v: %v after %v; want %v", c.extra, res, time.Since(quick), c.want)
-		}
-		if res.Visualization != "" {
-			os.Remove(res.Visualization)
 		}
 	}
 	for name, bad := range map[string]Read{
@@ -72,14 +69,11 @@ func TestPorcupineRegisterPerRow(t *testing.T) {
 		"stale, unknown": r(1, 2, 61, 1), // v4 returned at 60
 	} {
 		res := checkRegular(buildHistories(writes, nil, unknown, append(append([]Read(nil), good[:7]...), bad)), time.Minute)
-		if res.Result != porcupine.Illegal || len(res.Violations) != 1 {
+		if res.Result != linearize.Illegal || len(res.Violations) != 1 {
 			t.Fatalf("%s: %v, violations %q; want one", name, res, res.Violations)
 		}
 		if !strings.Contains(res.Violations[0], "began "+bad.Started.Format("15:04:05.000000")) {
 			t.Fatalf("%s: the violation does not name the read: %s", name, res.Violations[0])
-		}
-		if res.Visualization != "" {
-			os.Remove(res.Visualization)
 		}
 	}
 }

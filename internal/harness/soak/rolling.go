@@ -468,7 +468,7 @@ func readHistory(path string, h *history) bool {
 // release does not record them): a process's writer, and its session, make
 // one write at a time, so each was called after the one before it
 // returned (the first after the process started). Without a call time
-// porcupine takes the return time, as late as it could be, and a read
+// the linearizability check takes the return time, as late as it could be, and a read
 // concurrent with the write would look impossible.
 func boundCalls(h history, started time.Time) {
 	prev := started

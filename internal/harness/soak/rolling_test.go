@@ -3,7 +3,7 @@ package soak
 import (
 	"testing"
 
-	"github.com/anishathalye/porcupine"
+	"github.com/freshread/freshread/internal/harness/linearize"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
 )
@@ -23,8 +23,8 @@ func TestRollingUpgrade(t *testing.T) {
 	if len(rep.Stale) > 0 {
 		t.Errorf("%d STALE READS", len(rep.Stale))
 	}
-	if rep.Linear.Result != porcupine.Ok {
-		t.Errorf("porcupine: the history is %v", rep.Linear.Result)
+	if rep.Linear.Result != linearize.Ok {
+		t.Errorf("linearizability: the history is %v", rep.Linear.Result)
 	}
 	if rep.Errors > 0 || rep.Unknown > 0 || rep.Refused > 0 {
 		t.Errorf("%d errors, %d writes of unknown outcome, %d refused: want none without faults of the store", rep.Errors, rep.Unknown, rep.Refused)

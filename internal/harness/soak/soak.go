@@ -164,7 +164,7 @@ type Report struct {
 	// (freshread_writes_unprotected_total: acknowledged, they may be read
 	// stale; the checkers say whether any was).
 	Fenced, Unprotected int
-	// Linear is porcupine's check of every read against its row's writes
+	// Linear is the linearizability check of every read against its row's writes
 	// (a regular register per row: must be Ok); AtomicOK, AtomicIllegal
 	// and AtomicUnknown count the rows whose whole history is, is not, or
 	// was not found (timeout) linearizable: stronger than freshread
@@ -196,13 +196,10 @@ func (r Report) String() string {
 		r.Engine, r.Store, r.Duration.Round(time.Second), r.Writes, r.Reads, r.TableReads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
 	fmt.Fprintf(&b, "  writes refused (ErrStoreUnreachable) %d: %d found committed, %d not verified; writes of unknown outcome %d; plugins' counters: %d fenced, %d unprotected\n",
 		r.Refused, len(r.RefusedCommitted), r.RefusedUnverified, r.Unknown, r.Fenced, r.Unprotected)
-	fmt.Fprintf(&b, "  porcupine, each read against its row's writes: %v; whole rows (atomic, information): %d linearizable, %d not, %d undecided\n",
+	fmt.Fprintf(&b, "  linearizability, each read against its row's writes: %v; whole rows (atomic, information): %d linearizable, %d not, %d undecided\n",
 		r.Linear, r.AtomicOK, r.AtomicIllegal, r.AtomicUnknown)
 	for _, v := range r.Linear.Violations {
-		fmt.Fprintf(&b, "  PORCUPINE %s\n", v)
-	}
-	if r.Linear.Visualization != "" {
-		fmt.Fprintf(&b, "  porcupine's visualization: %s\n", r.Linear.Visualization)
+		fmt.Fprintf(&b, "  NOT LINEARIZABLE %s\n", v)
 	}
 	for _, w := range r.RefusedCommitted {
 		fmt.Fprintf(&b, "  REFUSED BUT COMMITTED: key %d version %d (refused at %s)\n", w.Key, w.Version, w.Returned.Format("15:04:05.000"))
@@ -462,7 +459,7 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	return rep
 }
 
-// Bounds of porcupine's checks (linear.go): past linearTimeout the check
+// Bounds of the linearizability checks (linear.go): past linearTimeout the check
 // is Unknown (the soak fails); rows not checked within atomicTimeout are
 // counted undecided.
 const (

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
+	"github.com/freshread/freshread/internal/harness/linearize"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/plugin"
@@ -53,8 +53,8 @@ func checkReport(t *testing.T, rep Report) {
 	if len(rep.DirectStale) > 0 {
 		t.Errorf("%d reads missed a direct write more than %v after it returned", len(rep.DirectStale), directBound)
 	}
-	if rep.Linear.Result != porcupine.Ok {
-		t.Errorf("porcupine: the history is %v (not linearizable per read and row, or not decided)", rep.Linear.Result)
+	if rep.Linear.Result != linearize.Ok {
+		t.Errorf("linearizability: the history is %v (not linearizable per read and row, or not decided)", rep.Linear.Result)
 	}
 	if len(rep.RefusedCommitted) > 0 {
 		t.Errorf("%d writes refused with ErrStoreUnreachable were committed", len(rep.RefusedCommitted))
@@ -100,7 +100,7 @@ func TestSoakMariaDBSentinel(t *testing.T) {
 }
 
 // TestSoakCatchesStaleReads: the harness and its checkers (its own and
-// porcupine) do see stale reads when there are some: with Eventual
+// the linearizability check) do see stale reads when there are some: with Eventual
 // consistency (any replica, fresh or not, as dbresolver does) and replay
 // paused, they report them.
 func TestSoakCatchesStaleReads(t *testing.T) {
@@ -112,11 +112,8 @@ func TestSoakCatchesStaleReads(t *testing.T) {
 	if len(rep.Stale) == 0 {
 		t.Fatal("no stale read reported with Eventual consistency and replay paused: the soak cannot see them")
 	}
-	if rep.Linear.Visualization != "" {
-		os.Remove(rep.Linear.Visualization)
-	}
-	if rep.Linear.Result != porcupine.Illegal {
-		t.Fatalf("porcupine found the history %v with Eventual consistency and replay paused: it cannot see stale reads", rep.Linear.Result)
+	if rep.Linear.Result != linearize.Illegal {
+		t.Fatalf("the linearizability check found the history %v with Eventual consistency and replay paused: it cannot see stale reads", rep.Linear.Result)
 	}
 }
 

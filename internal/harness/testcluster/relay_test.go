@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/freshread/freshread/internal/lib/leakcheck"
 )
 
 // relayTarget listens on 127.0.0.1 and runs serve on the first connection
@@ -37,7 +37,7 @@ func relayTarget(t *testing.T, serve func(net.Conn)) (addr string, done <-chan s
 }
 
 func TestRelayDelaysTargetToClientInOrder(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, leakcheck.Current())
 	const (
 		d    = 150 * time.Millisecond
 		msgs = 40
@@ -116,7 +116,7 @@ func TestRelayDelaysTargetToClientInOrder(t *testing.T) {
 }
 
 func TestRelaySetDelay(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, leakcheck.Current())
 	tick := make(chan struct{})
 	sent := make(chan time.Time, 2)
 	addr, _ := relayTarget(t, func(c net.Conn) {
@@ -150,7 +150,7 @@ func TestRelaySetDelay(t *testing.T) {
 }
 
 func TestRelayCloseDropsHeldDataAndEndsGoroutines(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, leakcheck.Current())
 	wrote := make(chan struct{})
 	addr, _ := relayTarget(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("held"))
@@ -183,7 +183,7 @@ func TestRelayCloseDropsHeldDataAndEndsGoroutines(t *testing.T) {
 }
 
 func TestRelayUnreachableTargetClosesClient(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, leakcheck.Current())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestNewRelayNegativeDelay(t *testing.T) {
 }
 
 // relayAndClient starts a relay to addr delayed by d and connects a client
-// to it; the caller closes both (before goleak's check, so not in a
+// to it; the caller closes both (before the leak check, so not in a
 // t.Cleanup).
 func relayAndClient(t *testing.T, addr string, d time.Duration) (*relay, net.Conn) {
 	t.Helper()
@@ -227,7 +227,7 @@ func relayAndClient(t *testing.T, addr string, d time.Duration) (*relay, net.Con
 // answer (the request reaches the server) and releases it, already held,
 // when the stall ends.
 func TestRelayStallHoldsUntilReleased(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, leakcheck.Current())
 	got := make(chan struct{})
 	addr, _ := relayTarget(t, func(c net.Conn) {
 		b := make([]byte, 1)
