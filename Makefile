@@ -12,8 +12,11 @@ export FRESHREAD_REQUIRE_INTEGRATION ?= 1
 test: servers vet fmt-check build-nocgo
 	$(GO) test -race -count=1 -timeout 45m ./...
 
+# The nested module internal/harness/containers (the container helper,
+# testcontainers-go) is not part of ./... at the root: vetted on its own.
 vet:
 	$(GO) vet ./...
+	cd internal/harness/containers && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

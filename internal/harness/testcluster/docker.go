@@ -2,7 +2,9 @@
 // containers of one image built from image/Dockerfile (docker_image.go),
 // on a private Docker network per server group, published on loopback
 // ports. It is used when a Docker engine answers, unless
-// FRESHREAD_DOCKER=0.
+// FRESHREAD_DOCKER=0. The Docker operations themselves run in a helper
+// program of the nested module internal/harness/containers
+// (docker_client.go).
 
 package testcluster
 
@@ -10,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,13 +19,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/go-connections/nat"
-	"github.com/testcontainers/testcontainers-go"
-	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 )
 
 // dockerProbe caches whether a Docker engine answered, and why not.
@@ -56,8 +50,10 @@ func dockerAvailable(ctx context.Context) (bool, error) {
 	}
 	dockerProbe.once.Do(func() {
 		// Ryuk, testcontainers' reaper, is an image pulled from a
-		// registry; the containers here are removed by Run, and those of a
-		// process that died are removed by the next (removeOrphans).
+		// registry; the containers here are removed by Run, those of a
+		// process that died by the container helper when its input
+		// closes, or else by the next process (removeOrphans). The helper
+		// inherits this environment.
 		if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 			os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 		}
@@ -113,29 +109,24 @@ const ownerLabel = "io.freshread.testcluster.pid"
 // test processes that no longer run: a test binary killed before Run
 // stopped its servers.
 func removeOrphans(ctx context.Context) {
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	list, err := dockerCall(ctx, helperRequest{Op: "list_containers", Label: ownerLabel})
 	if err != nil {
 		return
 	}
-	defer cli.Close()
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", ownerLabel))})
-	if err != nil {
-		return
-	}
-	for _, c := range list {
+	for _, c := range list.Items {
 		pid, err := strconv.Atoi(c.Labels[ownerLabel])
 		if err != nil || processAlive(pid) {
 			continue
 		}
-		_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		_, _ = dockerCall(ctx, helperRequest{Op: "remove", Container: c.ID})
 	}
-	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", ownerLabel))})
+	nets, err := dockerCall(ctx, helperRequest{Op: "list_networks", Label: ownerLabel})
 	if err != nil {
 		return
 	}
-	for _, n := range nets {
+	for _, n := range nets.Items {
 		if pid, err := strconv.Atoi(n.Labels[ownerLabel]); err == nil && !processAlive(pid) {
-			_ = cli.NetworkRemove(ctx, n.ID)
+			_, _ = dockerCall(ctx, helperRequest{Op: "network_remove", Network: n.ID})
 		}
 	}
 	removeOrphanDataDirs()
@@ -155,12 +146,16 @@ var errNoDockerHint = errors.New("nothing points at a Docker engine: no DOCKER_H
 
 // probeDocker asks the engine testcontainers would use for a ping, again
 // and again until one answers or patience passes, and returns the last
-// failure. It never panics (testcontainers panics when it finds no Docker
-// host) and returns within patience plus a few seconds whatever the
-// engine does.
+// failure. It never panics (the container helper turns testcontainers'
+// panic when it finds no Docker host into an error) and returns within
+// patience plus a few seconds whatever the engine does, once the container
+// helper is built and started (not counted in patience).
 func probeDocker(patience time.Duration) error {
 	if !dockerHostHint() {
 		return errNoDockerHint // skip testcontainers entirely
+	}
+	if _, err := theHelper(); err != nil {
+		return err
 	}
 	return retryPing(patience, pingDocker)
 }
@@ -181,33 +176,15 @@ func retryPing(patience time.Duration, ping func(timeout time.Duration) error) e
 
 // pingDocker makes one client and pings the engine within timeout.
 func pingDocker(timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
 	defer cancel()
-	res := make(chan error, 1)
-	go func() {
-		err := errors.New("docker client panicked (no Docker host found)")
-		defer func() {
-			_ = recover() // testcontainers' MustExtractDockerHost panics without a host
-			res <- err
-		}()
-		cli, cerr := testcontainers.NewDockerClientWithOpts(ctx)
-		if cerr != nil {
-			err = fmt.Errorf("docker client: %w", cerr)
-			return
-		}
-		defer cli.Close()
-		if _, perr := cli.Ping(ctx); perr != nil {
-			err = fmt.Errorf("docker ping: %w", perr)
-			return
-		}
-		err = nil
-	}()
-	select {
-	case err := <-res:
-		return err
-	case <-time.After(timeout + time.Second):
+	// The helper's own deadline is timeout; this one, a second later,
+	// bounds the wait for its answer.
+	_, err := dockerCall(ctx, helperRequest{Op: "ping", TimeoutMS: timeout.Milliseconds()})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 		return fmt.Errorf("docker ping: no answer within %s", timeout)
 	}
+	return err
 }
 
 // dockerHostHint reports whether anything points at a Docker engine: the
@@ -248,15 +225,12 @@ func dockerPublish(ctx context.Context) (connectHost, bindIP string, err error) 
 		// gateway, even when the engine runs in this container.
 		return "127.0.0.1", "127.0.0.1", nil
 	}
-	p, err := testcontainers.NewDockerProvider()
+	res, err := dockerCall(ctx, helperRequest{Op: "daemon_host"})
 	if err != nil {
-		return "", "", fmt.Errorf("testcluster: docker provider: %w", err)
+		// "docker provider: ..." or "docker host: ..."
+		return "", "", fmt.Errorf("testcluster: %w", err)
 	}
-	defer p.Close()
-	h, err := p.DaemonHost(ctx)
-	if err != nil {
-		return "", "", fmt.Errorf("testcluster: docker host: %w", err)
-	}
+	h := res.Host
 	if h == "localhost" || h == "127.0.0.1" || isLocalAddr(h) {
 		// The engine runs on this machine (testcontainers may name one
 		// of its bridge addresses): loopback reaches what it publishes.
@@ -290,31 +264,47 @@ func isLocalAddr(ip string) bool {
 	return false
 }
 
-// withFixedPort exposes containerPort ("6379/tcp") on a fixed host port, so
-// that a container stopped and started again keeps its address.
-func withFixedPort(containerPort, bindIP string, hostPort int) testcontainers.CustomizeRequestOption {
-	return func(req *testcontainers.GenericContainerRequest) error {
-		req.ExposedPorts = append(req.ExposedPorts, containerPort)
-		addHostConfig(req, func(hc *container.HostConfig) {
-			if hc.PortBindings == nil {
-				hc.PortBindings = nat.PortMap{}
-			}
-			hc.PortBindings[nat.Port(containerPort)] = []nat.PortBinding{{HostIP: bindIP, HostPort: strconv.Itoa(hostPort)}}
-		})
+// runOption sets part of a container's specification.
+type runOption func(*runSpec) error
+
+// withEntrypoint replaces the image's entrypoint.
+func withEntrypoint(args ...string) runOption {
+	return func(s *runSpec) error { s.Entrypoint = args; return nil }
+}
+
+// withCmd replaces the image's command.
+func withCmd(args ...string) runOption {
+	return func(s *runSpec) error { s.Cmd = args; return nil }
+}
+
+// withEnv adds environment variables.
+func withEnv(env map[string]string) runOption {
+	return func(s *runSpec) error {
+		if s.Env == nil {
+			s.Env = map[string]string{}
+		}
+		for k, v := range env {
+			s.Env[k] = v
+		}
 		return nil
 	}
 }
 
-// addHostConfig adds modify to the request's host configuration after
-// what earlier options set (testcontainers.WithHostConfigModifier
-// replaces them).
-func addHostConfig(req *testcontainers.GenericContainerRequest, modify func(*container.HostConfig)) {
-	prev := req.HostConfigModifier
-	req.HostConfigModifier = func(hc *container.HostConfig) {
-		if prev != nil {
-			prev(hc)
-		}
-		modify(hc)
+// withFixedPort exposes containerPort ("6379/tcp") on a fixed host port, so
+// that a container stopped and started again keeps its address.
+func withFixedPort(containerPort, bindIP string, hostPort int) runOption {
+	return func(s *runSpec) error {
+		s.Ports = append(s.Ports, portBinding{ContainerPort: containerPort, HostIP: bindIP, HostPort: strconv.Itoa(hostPort)})
+		return nil
+	}
+}
+
+// withNetwork attaches the container to nw, where the others reach it by
+// aliases.
+func withNetwork(aliases []string, nw *dockerNet) runOption {
+	return func(s *runSpec) error {
+		s.Network, s.Aliases = nw.name, aliases
+		return nil
 	}
 }
 
@@ -349,24 +339,17 @@ var serverCgroup struct {
 // withServerCPU places the container as serverCPUShares says, when the
 // engine's cgroup driver allows it; otherwise it leaves the engine's
 // placement.
-func withServerCPU(ctx context.Context) testcontainers.CustomizeRequestOption {
+func withServerCPU(ctx context.Context) runOption {
 	serverCgroup.once.Do(func() {
-		cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-		if err != nil {
-			return
-		}
-		defer cli.Close()
-		info, err := cli.Info(ctx)
+		info, err := dockerCall(ctx, helperRequest{Op: "info"})
 		serverCgroup.cgroupfs = err == nil && info.CgroupDriver == "cgroupfs"
 	})
-	return func(req *testcontainers.GenericContainerRequest) error {
+	return func(s *runSpec) error {
 		if serverCPUShares == 0 || !serverCgroup.cgroupfs {
 			return nil
 		}
-		addHostConfig(req, func(hc *container.HostConfig) {
-			hc.CgroupParent = "/"
-			hc.CPUShares = serverCPUShares
-		})
+		s.CgroupParent = "/"
+		s.CPUShares = serverCPUShares
 		return nil
 	}
 }
@@ -375,58 +358,68 @@ func withServerCPU(ctx context.Context) testcontainers.CustomizeRequestOption {
 // when empty), labelled with this process so that a later run removes it
 // if this one dies without cleaning up; on failure it removes whatever was
 // created.
-func runContainer(ctx context.Context, what, image string, opts ...testcontainers.ContainerCustomizer) (*testcontainers.DockerContainer, error) {
+func runContainer(ctx context.Context, what, image string, opts ...runOption) (*dockerContainer, error) {
 	if image == "" {
 		var err error
 		if image, err = ensureTestImage(ctx); err != nil {
 			return nil, err
 		}
 	}
-	opts = append(opts, testcontainers.WithLabels(map[string]string{ownerLabel: strconv.Itoa(os.Getpid())}), withServerCPU(ctx))
-	c, err := testcontainers.Run(ctx, image, opts...)
+	spec := &runSpec{Image: image, Labels: ownerLabels()}
+	opts = append(opts, withServerCPU(ctx))
+	var err error
+	for _, o := range opts {
+		if err = o(spec); err != nil {
+			break
+		}
+	}
+	var res helperResponse
+	if err == nil {
+		res, err = dockerCall(ctx, helperRequest{Op: "run", Run: spec})
+	}
 	if err != nil {
-		terminate(c)
 		return nil, fmt.Errorf("testcluster: start %s container (%s; %s=0 uses local binaries instead): %w", what, image, EnvDocker, err)
 	}
-	return c, nil
+	return &dockerContainer{id: res.ContainerID}, nil
 }
 
 // discard kills and removes a container whose data is not wanted any more
 // (its volumes too); nil is a no-op. A server killed this way skips its
 // shutdown, a few hundred milliseconds per container.
-func discard(c *testcontainers.DockerContainer) error {
+func discard(c *dockerContainer) error {
 	if c == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return c.Terminate(ctx, testcontainers.StopTimeout(0))
+	return c.Terminate(ctx, 0)
 }
 
 // terminate removes a container and its volumes; nil is a no-op.
-func terminate(c *testcontainers.DockerContainer) error {
+func terminate(c *dockerContainer) error {
 	if c == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return c.Terminate(ctx, testcontainers.StopTimeout(10*time.Second))
+	return c.Terminate(ctx, 10*time.Second)
 }
 
-// removeNetwork removes a network made by network.New; nil is a no-op.
-func removeNetwork(n *testcontainers.DockerNetwork) error {
+// removeNetwork removes a network made by dockerNetwork; nil is a no-op.
+func removeNetwork(n *dockerNet) error {
 	if n == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return n.Remove(ctx)
+	_, err := dockerCall(ctx, helperRequest{Op: "network_remove", Network: n.id})
+	return err
 }
 
 // stopContainer stops c gracefully (the image's stop signal), killing it
 // after timeout.
-func stopContainer(ctx context.Context, c *testcontainers.DockerContainer, timeout time.Duration) error {
-	if err := c.Stop(ctx, &timeout); err != nil {
+func stopContainer(ctx context.Context, c *dockerContainer, timeout time.Duration) error {
+	if err := c.Stop(ctx, timeout); err != nil {
 		return fmt.Errorf("testcluster: stop container: %w", err)
 	}
 	return nil
@@ -434,7 +427,7 @@ func stopContainer(ctx context.Context, c *testcontainers.DockerContainer, timeo
 
 // waitContainer polls ready until it succeeds, the container exits, or
 // 90 s (or ctx) run out. Errors carry the end of the container's log.
-func waitContainer(ctx context.Context, c *testcontainers.DockerContainer, what string, ready func(context.Context) error) error {
+func waitContainer(ctx context.Context, c *dockerContainer, what string, ready func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	var last error
@@ -445,7 +438,7 @@ func waitContainer(ctx context.Context, c *testcontainers.DockerContainer, what 
 		if last == nil {
 			return nil
 		}
-		if st, err := c.State(ctx); err == nil && !st.Running {
+		if st, err := c.Inspect(ctx); err == nil && !st.Running {
 			return fmt.Errorf("testcluster: %s container exited (code %d) during start: %v: %s", what, st.ExitCode, last, containerLogTail(c))
 		}
 		select {
@@ -457,15 +450,10 @@ func waitContainer(ctx context.Context, c *testcontainers.DockerContainer, what 
 }
 
 // containerLogTail is the last lines of a container's output, for errors.
-func containerLogTail(c *testcontainers.DockerContainer) string {
+func containerLogTail(c *dockerContainer) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rc, err := c.Logs(ctx)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	b, err := c.Logs(ctx)
 	if err != nil && len(b) == 0 {
 		return "(no log: " + err.Error() + ")"
 	}
@@ -477,14 +465,16 @@ func hostPort(host string, port int) string { return net.JoinHostPort(host, strc
 // dockerNetwork prepares a server group: a private network for the group
 // and where published ports are reached and bound (dockerPublish, then
 // onGateway).
-func dockerNetwork(ctx context.Context) (host, bindIP string, nw *testcontainers.DockerNetwork, err error) {
+func dockerNetwork(ctx context.Context) (host, bindIP string, nw *dockerNet, err error) {
 	if host, bindIP, err = dockerPublish(ctx); err != nil {
 		return "", "", nil, err
 	}
-	if nw, err = tcnetwork.New(ctx, tcnetwork.WithLabels(map[string]string{ownerLabel: strconv.Itoa(os.Getpid())})); err != nil {
+	res, err := dockerCall(ctx, helperRequest{Op: "network_create", Labels: ownerLabels()})
+	if err != nil {
 		return "", "", nil, fmt.Errorf("testcluster: create docker network: %w", err)
 	}
-	host, bindIP = onGateway(ctx, nw.ID, host, bindIP)
+	nw = &dockerNet{id: res.NetworkID, name: res.NetworkName}
+	host, bindIP = onGateway(ctx, nw.id, host, bindIP)
 	return host, bindIP, nw, nil
 }
 
@@ -518,25 +508,20 @@ func startBoth(a, b func() error) error {
 
 // networkGateway is the host's address on a Docker network: what its
 // containers reach this process at.
-func networkGateway(ctx context.Context, nw *testcontainers.DockerNetwork) (string, error) {
-	return gatewayOf(ctx, nw.ID)
+func networkGateway(ctx context.Context, nw *dockerNet) (string, error) {
+	return gatewayOf(ctx, nw.id)
 }
 
 // gatewayOf is networkGateway for a network's ID or name ("bridge": the
 // engine's default network).
 func gatewayOf(ctx context.Context, nw string) (string, error) {
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err != nil {
-		return "", fmt.Errorf("testcluster: docker client: %w", err)
-	}
-	defer cli.Close()
-	info, err := cli.NetworkInspect(ctx, nw, network.InspectOptions{})
+	info, err := dockerCall(ctx, helperRequest{Op: "network_inspect", Network: nw})
 	if err != nil {
 		return "", fmt.Errorf("testcluster: inspect network %s: %w", nw, err)
 	}
-	for _, c := range info.IPAM.Config {
-		if ip := net.ParseIP(c.Gateway); ip != nil && ip.To4() != nil {
-			return c.Gateway, nil
+	for _, gw := range info.Gateways {
+		if ip := net.ParseIP(gw); ip != nil && ip.To4() != nil {
+			return gw, nil
 		}
 	}
 	// The engine's default network may name no gateway in its IPAM
@@ -546,7 +531,7 @@ func gatewayOf(ctx context.Context, nw string) (string, error) {
 	if gw := bridgeAddr(info.Options["com.docker.network.bridge.name"]); gw != "" {
 		return gw, nil
 	}
-	return "", fmt.Errorf("testcluster: network %s has no IPv4 gateway", info.Name)
+	return "", fmt.Errorf("testcluster: network %s has no IPv4 gateway", info.NetworkName)
 }
 
 // bridgeAddr is the IPv4 address of the network interface named name, or

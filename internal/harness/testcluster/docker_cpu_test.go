@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
 )
 
 // TestServerContainersCompeteLikeProcesses: with the cgroupfs driver and
@@ -32,7 +30,7 @@ func TestServerContainersCompeteLikeProcesses(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/cpu/cpu.shares"); err != nil {
 		t.Skip("no cgroup v1 cpu controller on this machine")
 	}
-	c, err := runContainer(ctx, "a sleeping container", "", testcontainers.WithEntrypoint("sleep", "300"))
+	c, err := runContainer(ctx, "a sleeping container", "", withEntrypoint("sleep", "300"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +39,10 @@ func TestServerContainersCompeteLikeProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.HostConfig.CgroupParent != "/" {
-		t.Fatalf("cgroup parent %q, want /", info.HostConfig.CgroupParent)
+	if info.CgroupParent != "/" {
+		t.Fatalf("cgroup parent %q, want /", info.CgroupParent)
 	}
-	cg, err := os.ReadFile("/proc/" + strconv.Itoa(info.State.Pid) + "/cgroup")
+	cg, err := os.ReadFile("/proc/" + strconv.Itoa(info.Pid) + "/cgroup")
 	if err != nil {
 		t.Skipf("the engine's processes are not visible here: %v", err)
 	}

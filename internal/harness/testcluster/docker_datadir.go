@@ -8,10 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
-	"github.com/testcontainers/testcontainers-go"
 )
 
 // A server in a container keeps its data in a directory of this machine's
@@ -68,18 +64,16 @@ func newDataDir(host string) (string, error) {
 // process's uid (FRESHREAD_UID) so that the image's entrypoints run the
 // server as that uid and the files stay removable by this process. An
 // empty dir is a no-op.
-func withDataDir(dir, target string) testcontainers.CustomizeRequestOption {
-	return func(req *testcontainers.GenericContainerRequest) error {
+func withDataDir(dir, target string) runOption {
+	return func(spec *runSpec) error {
 		if dir == "" {
 			return nil
 		}
-		if req.Env == nil {
-			req.Env = map[string]string{}
+		if spec.Env == nil {
+			spec.Env = map[string]string{}
 		}
-		req.Env["FRESHREAD_UID"] = strconv.Itoa(os.Getuid())
-		addHostConfig(req, func(hc *container.HostConfig) {
-			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: target})
-		})
+		spec.Env["FRESHREAD_UID"] = strconv.Itoa(os.Getuid())
+		spec.Binds = append(spec.Binds, bindMount{Source: dir, Target: target})
 		return nil
 	}
 }
@@ -119,7 +113,7 @@ type dockerServer struct {
 	name string
 	port int
 	dir  string
-	c    *testcontainers.DockerContainer
+	c    *dockerContainer
 }
 
 // discardServers kills and removes the servers' containers, all at once (a

@@ -7,8 +7,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,9 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/docker/docker/api/types/build"
-	"github.com/testcontainers/testcontainers-go"
 )
 
 // testImageFiles are the build context of the one image every test
@@ -96,22 +91,25 @@ func BuildTestImage(ctx context.Context) (string, error) { return ensureTestImag
 
 func buildTestImage(ctx context.Context) (string, error) {
 	tag := TestImageTag()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	h, err := theHelper()
 	if err != nil {
-		return "", fmt.Errorf("testcluster: docker client: %w", err)
+		return "", err
 	}
-	defer cli.Close()
+	inspect := func(image string) error {
+		_, err := h.call(ctx, helperRequest{Op: "image_inspect", Image: image}, nil)
+		return err
+	}
 	unlock, err := lockFile(filepath.Join(os.TempDir(), "freshread-testimage.lock"))
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if _, err := cli.ImageInspect(ctx, tag); err == nil {
+	if err := inspect(tag); err == nil {
 		return tag, nil
 	}
 	base := defaultBaseImage
-	if _, err := cli.ImageInspect(ctx, defaultBaseImage); err != nil {
-		if _, err := cli.ImageInspect(ctx, OfflineBaseImage); err == nil {
+	if err := inspect(defaultBaseImage); err != nil {
+		if err := inspect(OfflineBaseImage); err == nil {
 			base = OfflineBaseImage
 		}
 	}
@@ -119,23 +117,14 @@ func buildTestImage(ctx context.Context) (string, error) {
 	bctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	start := time.Now()
-	res, err := cli.ImageBuild(bctx, bytes.NewReader(tarball), build.ImageBuildOptions{
-		Tags:        []string{tag},
-		BuildArgs:   map[string]*string{"BASE": &base},
-		Remove:      true,
-		ForceRemove: true,
-	})
-	if err != nil {
-		return "", buildError(base, err)
-	}
-	defer res.Body.Close()
 	fmt.Fprintf(os.Stderr, "testcluster: building %s from %s (PostgreSQL, MariaDB and Redis from Debian's packages; about a minute on 2 cores)\n", tag, base)
 	progress := newBuildProgress(os.Stderr, start)
 	defer progress.stop()
-	if err := readBuildStream(res.Body, progress.step); err != nil {
+	// The helper reads the engine's build output and sends its steps.
+	if _, err := h.call(bctx, helperRequest{Op: "image_build", Build: &buildSpec{Tag: tag, Base: base, Context: tarball}}, progress.step); err != nil {
 		return "", buildError(base, err)
 	}
-	if _, err := cli.ImageInspect(ctx, tag); err != nil {
+	if err := inspect(tag); err != nil {
 		return "", buildError(base, fmt.Errorf("image %s missing after the build: %w", tag, err))
 	}
 	fmt.Fprintf(os.Stderr, "testcluster: built %s from %s in %s\n", tag, base, time.Since(start).Round(time.Second))
@@ -149,41 +138,6 @@ func buildError(base string, err error) error {
 		hint = fmt.Sprintf("; an engine that cannot pull %s needs a base made from Debian's packages first: sudo scripts/make-base-image (tags %s)", defaultBaseImage, OfflineBaseImage)
 	}
 	return fmt.Errorf("testcluster: build the test image %s from %s (%s=0 uses local binaries instead): %w%s", TestImageTag(), base, EnvDocker, err, hint)
-}
-
-// readBuildStream reads the engine's build output (JSON messages) to the
-// end and returns the error it reports, with the last lines of output.
-// step, when not nil, is called with each "Step N/M : ..." line.
-func readBuildStream(r io.Reader, step func(string)) error {
-	dec := json.NewDecoder(r)
-	var tail []string
-	for {
-		var msg struct {
-			Stream      string `json:"stream"`
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&msg); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("read build output: %w", err)
-		}
-		if s := strings.TrimSpace(msg.Stream); s != "" {
-			if step != nil && strings.HasPrefix(s, "Step ") {
-				step(s)
-			}
-			tail = append(tail, s)
-			if len(tail) > 15 {
-				tail = tail[1:]
-			}
-		}
-		if msg.Error != "" {
-			return fmt.Errorf("%s (last output: %s)", msg.Error, strings.Join(tail, " | "))
-		}
-	}
 }
 
 // buildProgress prints a build's steps with the time since start, and,

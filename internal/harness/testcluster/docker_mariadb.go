@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/testcontainers/testcontainers-go"
 )
 
 const (
@@ -48,7 +47,7 @@ func startDockerMariaDB(ctx context.Context) (_ mariaBackend, err error) {
 		return func() error {
 			c, err := runContainer(ctx, "MariaDB "+nd.name, "",
 				// A later --bind-address overrides the entrypoint's.
-				testcontainers.WithEntrypoint(append([]string{"freshread-mariadb", strconv.Itoa(nd.port), "--bind-address=" + sn.listenIP()}, mariaReplicationArgs(serverID)...)...),
+				withEntrypoint(append([]string{"freshread-mariadb", strconv.Itoa(nd.port), "--bind-address=" + sn.listenIP()}, mariaReplicationArgs(serverID)...)...),
 				sn.attach(nd.name, nd.port),
 				withDataDir(nd.dir, "/var/lib/mysql"),
 			)

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/testcontainers/testcontainers-go"
 )
 
 const (
@@ -34,7 +33,7 @@ type dockerMySQL struct {
 type dockerMySQLNode struct {
 	name string
 	port int
-	c    *testcontainers.DockerContainer
+	c    *dockerContainer
 }
 
 // mysqlServerArgs are the mysqld options of a node listening on listenIP;
@@ -65,11 +64,11 @@ func mysqlServerArgs(serverID, port int, listenIP string, gtid bool) []string {
 // the image's initialisation.
 func runMySQLNode(ctx context.Context, sn *serverNet, nd *dockerMySQLNode, args []string) error {
 	c, err := runContainer(ctx, "MySQL "+nd.name, mysqlImage(),
-		testcontainers.WithEnv(map[string]string{
+		withEnv(map[string]string{
 			"MYSQL_ALLOW_EMPTY_PASSWORD": "yes",
 			"MYSQL_INITDB_SKIP_TZINFO":   "1",
 		}),
-		testcontainers.WithCmd(args...),
+		withCmd(args...),
 		sn.attach(nd.name, nd.port),
 	)
 	if err != nil {

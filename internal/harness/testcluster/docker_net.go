@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/network"
 )
 
 // How a server group's containers are networked.
@@ -62,10 +58,10 @@ func engineOnThisNetwork(ctx context.Context) bool {
 
 // serverNet is the network of one server group.
 type serverNet struct {
-	onHost bool                          // the host's network: servers listen on loopback
-	nw     *testcontainers.DockerNetwork // the group's private network; nil on the host's or the default one
-	host   string                        // where this process connects
-	bindIP string                        // where ports are published ("": every interface)
+	onHost bool       // the host's network: servers listen on loopback
+	nw     *dockerNet // the group's private network; nil on the host's or the default one
+	host   string     // where this process connects
+	bindIP string     // where ports are published ("": every interface)
 }
 
 // newServerNet prepares a group's network: the host's when hostNetwork
@@ -117,19 +113,19 @@ func (s *serverNet) peer(name string) string {
 // attach puts a container on the group's network as name, its server
 // listening on port (inside the container, and where this process
 // connects).
-func (s *serverNet) attach(name string, port int) testcontainers.CustomizeRequestOption {
-	return func(req *testcontainers.GenericContainerRequest) error {
+func (s *serverNet) attach(name string, port int) runOption {
+	return func(spec *runSpec) error {
 		if s.onHost {
-			addHostConfig(req, func(hc *container.HostConfig) { hc.NetworkMode = "host" })
+			spec.NetworkMode = "host"
 			return nil
 		}
 		if s.nw != nil {
-			if err := network.WithNetwork([]string{name}, s.nw)(req); err != nil {
+			if err := withNetwork([]string{name}, s.nw)(spec); err != nil {
 				return fmt.Errorf("testcluster: attach %s to the group's network: %w", name, err)
 			}
 		}
 		p := fmt.Sprintf("%d/tcp", port)
-		return withFixedPort(p, s.bindIP, port)(req)
+		return withFixedPort(p, s.bindIP, port)(spec)
 	}
 }
 

@@ -8,9 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/testcontainers/testcontainers-go"
 )
 
 // pgPrimaryAlias is the primary's name on the cluster's private network.
@@ -18,8 +15,8 @@ const pgPrimaryAlias = "primary"
 
 // withStopSignal sets the signal that stops the container (postgres:
 // SIGINT, a fast shutdown; SIGTERM would wait for clients to leave).
-func withStopSignal(sig string) testcontainers.CustomizeRequestOption {
-	return testcontainers.WithConfigModifier(func(c *container.Config) { c.StopSignal = sig })
+func withStopSignal(sig string) runOption {
+	return func(s *runSpec) error { s.StopSignal = sig; return nil }
 }
 
 // dockerPostgres is a PostgreSQL 15 primary and its streaming replicas in
@@ -74,7 +71,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		go func() {
 			defer wg.Done()
 			c, err := runContainer(ctx, "PostgreSQL "+nd.name, "",
-				testcontainers.WithEntrypoint(entrypoint...),
+				withEntrypoint(entrypoint...),
 				withStopSignal("SIGINT"),
 				sn.attach(nd.name, nd.port),
 				withDataDir(nd.dir, "/var/lib/postgresql/data"),

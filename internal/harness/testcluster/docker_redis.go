@@ -8,14 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
 )
 
 // dockerRedis is a Redis 7 container on a fixed port (serverNet says on
 // which network), so Stop and Start keep the address.
 type dockerRedis struct {
-	c    *testcontainers.DockerContainer
+	c    *dockerContainer
 	host string
 	port int
 }
@@ -30,7 +28,7 @@ func startDockerRedis(ctx context.Context, args []string) (redisBackend, error) 
 		return nil, err
 	}
 	c, err := runContainer(ctx, "Redis", "",
-		testcontainers.WithEntrypoint(append([]string{"redis-server", "--bind", sn.listenIP(), "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...),
+		withEntrypoint(append([]string{"redis-server", "--bind", sn.listenIP(), "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--protected-mode", "no"}, args...)...),
 		sn.attach("redis", port),
 	)
 	if err != nil {

@@ -8,10 +8,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/network"
 )
 
 // dockerRedisGroup runs a group's servers as containers of the test image
@@ -24,7 +20,7 @@ import (
 // too.
 type dockerRedisGroup struct {
 	what    string
-	net     *testcontainers.DockerNetwork
+	net     *dockerNet
 	gateway string
 }
 
@@ -84,7 +80,7 @@ type dockerRedisNode struct {
 	bus     int // cluster bus port, 0 outside a cluster
 
 	mu      sync.Mutex
-	c       *testcontainers.DockerContainer
+	c       *dockerContainer
 	killed  bool
 	started bool // once: the ports are the node's for good
 }
@@ -164,14 +160,14 @@ func (n *dockerRedisNode) start(ctx context.Context) error {
 }
 
 // run creates and starts the container, published on the gateway.
-func (n *dockerRedisNode) run(ctx context.Context, what string) (*testcontainers.DockerContainer, error) {
+func (n *dockerRedisNode) run(ctx context.Context, what string) (*dockerContainer, error) {
 	cmd, err := n.entrypoint()
 	if err != nil {
 		return nil, err
 	}
-	opts := []testcontainers.ContainerCustomizer{
-		testcontainers.WithEntrypoint(cmd...),
-		network.WithNetwork([]string{n.name}, n.g.net),
+	opts := []runOption{
+		withEntrypoint(cmd...),
+		withNetwork([]string{n.name}, n.g.net),
 		withFixedPort(strconv.Itoa(n.p)+"/tcp", n.g.gateway, n.p),
 	}
 	if n.bus != 0 {
@@ -181,7 +177,7 @@ func (n *dockerRedisNode) run(ctx context.Context, what string) (*testcontainers
 }
 
 // running is the container, or an error when there is none running.
-func (n *dockerRedisNode) running() (*testcontainers.DockerContainer, error) {
+func (n *dockerRedisNode) running() (*dockerContainer, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.c == nil || n.killed {
@@ -190,18 +186,13 @@ func (n *dockerRedisNode) running() (*testcontainers.DockerContainer, error) {
 	return n.c, nil
 }
 
-// engine runs op with a Docker client on n's container.
-func (n *dockerRedisNode) engine(ctx context.Context, what string, op func(*testcontainers.DockerClient, string) error) error {
+// engine runs op on n's container.
+func (n *dockerRedisNode) engine(ctx context.Context, what string, op func(*dockerContainer) error) error {
 	c, err := n.running()
 	if err != nil {
 		return err
 	}
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err != nil {
-		return fmt.Errorf("testcluster: docker client: %w", err)
-	}
-	defer cli.Close()
-	if err := op(cli, c.GetContainerID()); err != nil {
+	if err := op(c); err != nil {
 		return fmt.Errorf("testcluster: docker %s %s %s: %w", what, n.g.what, n.name, err)
 	}
 	return nil
@@ -211,19 +202,13 @@ func (n *dockerRedisNode) engine(ctx context.Context, what string, op func(*test
 // process), returning once the container has stopped. The container stays
 // until start or close replaces it.
 func (n *dockerRedisNode) kill(ctx context.Context) error {
-	err := n.engine(ctx, "kill", func(cli *testcontainers.DockerClient, id string) error {
-		if err := cli.ContainerKill(ctx, id, "KILL"); err != nil {
+	err := n.engine(ctx, "kill", func(c *dockerContainer) error {
+		if err := c.Kill(ctx, "KILL"); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		wait, errs := cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
-		select {
-		case <-wait:
-			return nil
-		case err := <-errs:
-			return err
-		}
+		return c.WaitStopped(ctx)
 	})
 	if err == nil {
 		n.mu.Lock()
@@ -234,11 +219,11 @@ func (n *dockerRedisNode) kill(ctx context.Context) error {
 }
 
 func (n *dockerRedisNode) pause(ctx context.Context) error {
-	return n.engine(ctx, "pause", func(cli *testcontainers.DockerClient, id string) error { return cli.ContainerPause(ctx, id) })
+	return n.engine(ctx, "pause", func(c *dockerContainer) error { return c.Pause(ctx) })
 }
 
 func (n *dockerRedisNode) resume(ctx context.Context) error {
-	return n.engine(ctx, "unpause", func(cli *testcontainers.DockerClient, id string) error { return cli.ContainerUnpause(ctx, id) })
+	return n.engine(ctx, "unpause", func(c *dockerContainer) error { return c.Unpause(ctx) })
 }
 
 func (n *dockerRedisNode) down() bool {
