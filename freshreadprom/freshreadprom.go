@@ -6,6 +6,7 @@ import (
 	"github.com/freshread/freshread/internal/metrics"
 	"github.com/freshread/freshread/internal/promcollect"
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/sharding"
 )
 
 // Plugin returns a Prometheus collector of p's metrics, for the caller to
@@ -13,6 +14,13 @@ import (
 // listed in docs/guide/operations.md, "Plugin".
 func Plugin(p *plugin.Plugin) prometheus.Collector {
 	return promcollect.New(metrics.PluginSource(p))
+}
+
+// Sharding returns a Prometheus collector of s's bucket-map metrics, for
+// the caller to register (prometheus.MustRegister(freshreadprom.Sharding(s))).
+// They are listed in docs/guide/operations.md, "Sharding".
+func Sharding(s *sharding.Sharding) prometheus.Collector {
+	return promcollect.New(metrics.ShardingSource(s))
 }
 
 // Denied returns a Prometheus collector of lsnstore.DeniedCommands, for

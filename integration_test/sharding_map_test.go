@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/sharding"
 )
@@ -118,7 +119,7 @@ func usersOf(rows map[int64]int64) map[int64]int {
 func mapMetric(t *testing.T, s *sharding.Sharding, name string) float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(s.Collector())
+	reg.MustRegister(freshreadprom.Sharding(s))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

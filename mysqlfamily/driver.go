@@ -14,6 +14,7 @@ import (
 func init() {
 	engines.MySQL = &engines.MySQLDriver{
 		ErrorNumber:         errorNumber,
+		SQLState:            sqlState,
 		InvalidConn:         func(err error) bool { return errors.Is(err, mysql.ErrInvalidConn) },
 		WithoutVersionQuery: withoutVersionQuery,
 		DialectorKey:        dialectorKey,
@@ -26,6 +27,14 @@ func errorNumber(err error) (uint16, bool) {
 		return myErr.Number, true
 	}
 	return 0, false
+}
+
+func sqlState(err error) (string, bool) {
+	var myErr *mysql.MySQLError
+	if errors.As(err, &myErr) {
+		return string(myErr.SQLState[:]), true
+	}
+	return "", false
 }
 
 // withoutVersionQuery returns d, or for a MySQL dialector that would ask

@@ -6,9 +6,10 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/engines"
 )
 
 // The shard guard (package reshard) makes a shard refuse, with SQLSTATE
@@ -50,8 +51,8 @@ func isGuardError(err error) bool {
 	if errors.As(err, &pe) {
 		return pe.Code == GuardSQLState
 	}
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && string(me.SQLState[:]) == GuardSQLState
+	state, ok := engines.MySQLSQLState(err)
+	return ok && state == GuardSQLState
 }
 
 // retryGuarded inspects the outcome of an attempt. When a shard refused

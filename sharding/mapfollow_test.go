@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/promcollect"
 )
 
 // fakeStore is an in-memory MapStore whose failures the test switches on.
@@ -444,7 +446,7 @@ func TestMapLeaseRunsOut(t *testing.T) {
 		t.Fatalf("a statement without a sharded table: %v", err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(mt.s.Collector())
+	reg.MustRegister(promcollect.New(mapMetrics{mt.s}))
 	if v := gauge(t, reg, "freshread_sharding_map_lease_seconds"); v >= 0 {
 		t.Fatalf("lease gauge %v while stale, want negative", v)
 	}
@@ -551,7 +553,7 @@ func TestMapCollector(t *testing.T) {
 	store := &fakeStore{}
 	mt := newMapTest(t, store, nil)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(mt.s.Collector())
+	reg.MustRegister(promcollect.New(mapMetrics{mt.s}))
 	if v := gauge(t, reg, "freshread_sharding_map_version"); v != 0 {
 		t.Fatalf("version gauge %v, want 0", v)
 	}
@@ -570,7 +572,7 @@ func TestMapCollector(t *testing.T) {
 	// Without Config.Map: version 0, no lease.
 	plain := newMapTest(t, nil, nil)
 	reg2 := prometheus.NewPedanticRegistry()
-	reg2.MustRegister(plain.s.Collector())
+	reg2.MustRegister(promcollect.New(mapMetrics{plain.s}))
 	if v := gauge(t, reg2, "freshread_sharding_map_version"); v != 0 {
 		t.Fatalf("version gauge %v without a store", v)
 	}
@@ -855,7 +857,7 @@ func TestGuardRetry(t *testing.T) {
 	})
 
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(mt.s.Collector())
+	reg.MustRegister(promcollect.New(mapMetrics{mt.s}))
 	if v := gauge(t, reg, "freshread_sharding_bucket_moved_retries_total"); v != 2 {
 		t.Fatalf("retries %v, want 2", v)
 	}

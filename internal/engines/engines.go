@@ -86,6 +86,9 @@ type MySQLDriver struct {
 	// ErrorNumber returns the number of the MySQL server error in err's
 	// chain (a *mysql.MySQLError); false when there is none.
 	ErrorNumber func(err error) (uint16, bool)
+	// SQLState returns the SQLSTATE of the MySQL server error in err's
+	// chain; false when there is none.
+	SQLState func(err error) (string, bool)
 	// InvalidConn reports whether err is the driver's invalid connection
 	// (mysql.ErrInvalidConn).
 	InvalidConn func(err error) bool
@@ -107,4 +110,13 @@ func MySQLErrorNumber(err error) (uint16, bool) {
 		return 0, false
 	}
 	return MySQL.ErrorNumber(err)
+}
+
+// MySQLSQLState is MySQL.SQLState, false when MySQL is not linked (then
+// err holds no MySQL error either).
+func MySQLSQLState(err error) (string, bool) {
+	if MySQL == nil {
+		return "", false
+	}
+	return MySQL.SQLState(err)
 }

@@ -63,3 +63,7 @@ type Source interface {
 // PluginSource returns the Source of a *plugin.Plugin; package plugin sets
 // it.
 var PluginSource func(p any) Source
+
+// ShardingSource returns the Source of a *sharding.Sharding's bucket-map
+// metrics; package sharding sets it.
+var ShardingSource func(s any) Source

@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/sharding"
@@ -286,7 +287,7 @@ func (p *Process) Stop() ([]Result, error) {
 // refusals and their retries, stale-map refusals, the map version).
 func gatherMetrics(s *sharding.Sharding) map[string]float64 {
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(s.Collector()); err != nil {
+	if err := reg.Register(freshreadprom.Sharding(s)); err != nil {
 		return nil
 	}
 	mfs, err := reg.Gather()
