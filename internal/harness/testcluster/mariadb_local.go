@@ -195,9 +195,17 @@ func (m *localMariaDB) restartPrimary(ctx context.Context) error {
 
 func (m *localMariaDB) close() error {
 	for _, nd := range []*mariaNode{m.replica, m.primary} {
-		if nd != nil {
-			nd.srv.stop(20 * time.Second)
+		if nd == nil {
+			continue
 		}
+		// A server that ended by itself crashed: its log (the statement
+		// and stack a crash prints) goes with the data directory, so say
+		// it first.
+		if nd.srv.crashed() {
+			out, _ := os.ReadFile(filepath.Join(m.base, nd.name+".log"))
+			fmt.Fprintf(os.Stderr, "testcluster: mariadb %s ended by itself (crashed); the end of its log:\n%s\n", nd.name, lastLines(out, 60))
+		}
+		nd.srv.stop(20 * time.Second)
 	}
 	return os.RemoveAll(m.base)
 }

@@ -186,6 +186,23 @@ func (s *server) exited() bool {
 	}
 }
 
+// crashed reports whether the process exited by itself: it was started,
+// and no stop or kill took it before it ended.
+func (s *server) crashed() bool {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil || done == nil {
+		return false // never started, or a stop or kill took it
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
 // take hands the running process to a stop or kill (nil: none runs).
 func (s *server) take() (*exec.Cmd, chan struct{}) {
 	s.mu.Lock()
