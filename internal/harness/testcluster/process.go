@@ -175,9 +175,11 @@ func (s *server) exited() bool {
 	s.mu.Lock()
 	done := s.done
 	s.mu.Unlock()
-	if done == nil {
-		return true
-	}
+	return done == nil || closed(done)
+}
+
+// closed reports whether done is closed.
+func closed(done chan struct{}) bool {
 	select {
 	case <-done:
 		return true
@@ -192,15 +194,8 @@ func (s *server) crashed() bool {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
 	s.mu.Unlock()
-	if cmd == nil || done == nil {
-		return false // never started, or a stop or kill took it
-	}
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
+	// Not when never started, nor when a stop or kill took it.
+	return cmd != nil && done != nil && closed(done)
 }
 
 // take hands the running process to a stop or kill (nil: none runs).
