@@ -85,9 +85,10 @@ func (p *Plugin) notePrimaryPoll(ctx context.Context, err error) {
 }
 
 // markReplicaDown records that something other than a poll (a stalled
-// read) found the replica down and said so: the next poll that answers
-// logs it up again.
-func markReplicaDown(r *replica) { r.health.Store(healthDown) }
+// read) found the replica down: the next poll that answers logs it up
+// again. It reports whether this is a transition (the log has not said
+// the replica is down already), which the caller then logs.
+func markReplicaDown(r *replica) bool { return r.health.Swap(healthDown) != healthDown }
 
 // dsnSecrets returns what the errors of a replica, or of the primary,
 // must never show in the log: its DSN and the password in it (PostgreSQL

@@ -163,12 +163,18 @@ func (p *Plugin) pingReplica(r *replica, since time.Time, timeout time.Duration)
 			r.stall.answers.Answered()
 		}
 		if !np.alive {
-			// Down until a poll answers (as a failed replica); said once
-			// per ping, not per read.
-			r.state.Store(&replicaState{polledAt: time.Now()})
-			markReplicaDown(r)
-			p.cfg.Logger.Warn("freshread: replica stalled (reads and a ping unanswered); its reads run again elsewhere, replica down until a poll answers",
-				"replica", r.name, "stall_timeout", p.cfg.StallTimeout)
+			// Down until a poll answers, as a replica whose read failed:
+			// a follower of the shared poll keeps it down for
+			// replicaRetryAfter whatever the holder's snapshots say (one
+			// taken before the stall says up). Said once per transition,
+			// not per ping or read.
+			now := time.Now()
+			r.state.Store(&replicaState{polledAt: now})
+			r.failed.Store(now.UnixNano())
+			if markReplicaDown(r) {
+				p.cfg.Logger.Warn("freshread: replica is down (stalled: a read and a ping unanswered within StallTimeout); its reads run again elsewhere until a poll answers: check the server and the network path to it, or raise StallTimeout if it is only slow to answer",
+					"replica", r.name, "stall_timeout", p.cfg.StallTimeout)
+			}
 		}
 		close(np.done)
 		return np.alive
