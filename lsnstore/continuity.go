@@ -43,6 +43,8 @@ type Epoch struct {
 	// last accepted (always true before the first Accept).
 	Changed bool
 	suspect uint64
+	// refused is the reader's count of refused reads when Verify began.
+	refused uint64
 }
 
 // Verifier is a view of a store for one reader that verifies the store's
@@ -86,7 +88,11 @@ type RedisReader struct {
 	// acceptedS is the client's suspect count (clientWatch) when the
 	// accepted Verify started.
 	acceptedS atomic.Uint64
-	watch     *clientWatch
+	// refused counts the reads that refused the store (checkAnchor);
+	// acceptedR is its value when the accepted Verify began. They differ
+	// when a read has refused since: VerifyDue.
+	refused, acceptedR atomic.Uint64
+	watch              *clientWatch
 	// guardEvictions: reads check the server's eviction count
 	// (EvictionGuard).
 	guardEvictions atomic.Bool
@@ -229,7 +235,7 @@ func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	if err := rr.verifyFormat(ctx); err != nil {
 		return Epoch{}, err
 	}
-	suspect := rr.watch.suspect.Load()
+	suspect, refused := rr.watch.suspect.Load(), rr.refused.Load()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	ctx, call := r.withTimeout(ctx)
@@ -249,7 +255,7 @@ func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	}
 	rr.leaseAnswered(lease, now, renewed)
 	acc := rr.accepted.Load()
-	return Epoch{Token: tok, Changed: acc == nil || *acc != tok, suspect: suspect}, nil
+	return Epoch{Token: tok, Changed: acc == nil || *acc != tok, suspect: suspect, refused: refused}, nil
 }
 
 // anchorReply reads anchorScript's reply.
@@ -271,6 +277,7 @@ func (rr *RedisReader) Accept(e Epoch) {
 		return
 	}
 	rr.acceptedS.Store(e.suspect)
+	rr.acceptedR.Store(e.refused)
 	rr.accepted.Store(&e.Token)
 }
 
@@ -330,6 +337,15 @@ var identifyArgv = []any{"id"}
 // the run_id of the server that the accepted Verify found holding it. A
 // read that did not (the connection was replaced during it) refuses.
 func (rr *RedisReader) checkAnchor(v any, evicted, runID string) error {
+	err := rr.anchorError(v, evicted, runID)
+	if err != nil {
+		rr.refused.Add(1)
+	}
+	return err
+}
+
+// anchorError is checkAnchor's verdict.
+func (rr *RedisReader) anchorError(v any, evicted, runID string) error {
 	acc := rr.accepted.Load()
 	if acc == nil {
 		return fmt.Errorf("%w: not verified yet", ErrDiscontinuity)

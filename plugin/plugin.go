@@ -88,6 +88,10 @@ type Plugin struct {
 	// change is a discontinuity worth a warning); verifyFailing: the last
 	// verification failed (warned once per failing spell).
 	verifiedOnce, verifyFailing bool
+	// followedAt: when this process, following the shared poll, last
+	// took the snapshot; followVerifiedAt: when it last verified the
+	// store itself (follow_cadence.go).
+	followedAt, followVerifiedAt time.Time
 	// primaryFailing: the last poll of the primary's positions failed
 	// (said once per failing spell: notePrimaryPoll); primarySecrets are
 	// what its errors must not show in the log (dsnSecrets).
@@ -105,8 +109,10 @@ type Plugin struct {
 	// (folded_stmt.go).
 	foldCommit bool
 	stmtSQL    stmtSQL
-	// tick is closed and replaced after every poll, waking MaxWait waiters.
-	tick atomic.Pointer[chan struct{}]
+	// tick is closed and replaced after every poll, waking MaxWait
+	// waiters; waitingReads counts them.
+	tick         atomic.Pointer[chan struct{}]
+	waitingReads atomic.Int32
 
 	// samples of the primary's position, and when the dependency graph was
 	// last checked: owned by the poller goroutine.

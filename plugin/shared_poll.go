@@ -67,8 +67,9 @@ func (p *Plugin) sharedPoller() (lsnstore.SharedPoller, bool) {
 	return sp, ok
 }
 
-// followOnce is a follower's poll: verify the store as every poll does,
-// then take the replicas' states from the holder's snapshot. It reports
+// followOnce is a follower's poll: take the replicas' states from the
+// holder's snapshot, and verify the store when it is due
+// (followerVerifyDue). It reports
 // false, having changed nothing, when there is no snapshot it can use: the
 // caller then polls the servers itself.
 func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
@@ -114,7 +115,13 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 		states[i] = st
 	}
 
-	epoch, verified := p.verifyStore(ctx)
+	var epoch lsnstore.Epoch
+	verified := false
+	if p.followerVerifyDue(now) {
+		if epoch, verified = p.verifyStore(ctx); verified {
+			p.followVerifiedAt = now
+		}
+	}
 	if verified {
 		var ins lsnstore.Position
 		if epoch.Changed {
@@ -137,6 +144,7 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 			p.noteFollowedHealth(ctx, r, *reported[i])
 		}
 	}
+	p.followedAt = now
 	p.expireLossFloor(now)
 	p.checkEviction(ctx, now)
 	p.retryPending(ctx)
