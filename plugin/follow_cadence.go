@@ -51,10 +51,7 @@ func (p *Plugin) followQuiet(now time.Time) bool {
 	if p.followedAt.IsZero() || now.Sub(p.followedAt) >= followQuietRefresh {
 		return false
 	}
-	if p.lastDemand.Load() >= p.followedAt.UnixNano()-int64(demandGrain) {
-		return false // a read or write since the last snapshot (demand's grain)
-	}
-	if p.waitingReads.Load() > 0 || p.pending.suspect.Load() || p.staleDue(now) {
+	if p.followWanted.Load() || p.waitingReads.Load() > 0 || p.pending.suspect.Load() || p.staleDue(now) {
 		return false
 	}
 	return !p.followerVerifyDue(now)

@@ -65,7 +65,11 @@ func TestFollowerAsksTheStoreOnlyWhenItHasAUse(t *testing.T) {
 	if p.followQuiet(time.Now()) {
 		t.Fatal("a follower skipped the snapshot after a read came")
 	}
-	p.lastDemand.Store(0)
+	follow(4, "the follow after the read")
+	if !p.followQuiet(time.Now()) {
+		t.Fatal("a follower read the snapshot again with no read since the last one")
+	}
+	now = p.followedAt
 	if p.followQuiet(now.Add(followQuietRefresh)) {
 		t.Fatal("a follower skipped the snapshot for longer than followQuietRefresh")
 	}

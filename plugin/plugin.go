@@ -159,6 +159,9 @@ type Plugin struct {
 	// to end; resting is set while the poller rests, which wake ends;
 	// restMu orders a rest's release of the writer lease with fences.
 	lastDemand, lastFence atomic.Int64
+	// followWanted: a read or write came since this process, following
+	// the shared poll, last read the snapshot (follow_cadence.go).
+	followWanted atomic.Bool
 	awaiting              atomic.Int32
 	resting               atomic.Bool
 	wake                  chan struct{}
