@@ -162,10 +162,10 @@ type Plugin struct {
 	// followWanted: a read or write came since this process, following
 	// the shared poll, last read the snapshot (follow_cadence.go).
 	followWanted atomic.Bool
-	awaiting              atomic.Int32
-	resting               atomic.Bool
-	wake                  chan struct{}
-	restMu                sync.RWMutex
+	awaiting     atomic.Int32
+	resting      atomic.Bool
+	wake         chan struct{}
+	restMu       sync.RWMutex
 	// The shared poll (shared_poll.go): this process's member in the
 	// poller's lease, and whether it holds it (set by the poller only).
 	pollerMember string
