@@ -28,12 +28,16 @@ import (
 //     lease; the read refuses, and the next poll verifies.
 
 // followQuietRefresh is the longest a follower with no reads or writes
-// goes without reading the shared poll's snapshot while awake.
-const followQuietRefresh = 250 * time.Millisecond
+// goes without reading the shared poll's snapshot while awake: the
+// snapshot's default lifetime (PollerLease).
+const followQuietRefresh = time.Second
 
 // followerVerifyEvery is the longest a follower goes without its own
-// Verify when none is due.
-const followerVerifyEvery = time.Second
+// Verify when none is due. Longer than the default lease's renewals
+// (WriterLease/4, 1.25 s), which verify anyway: with a lease it adds no
+// Verify of its own; without one it bounds how long a follower goes
+// without looking at the store's continuity itself.
+const followerVerifyEvery = 2 * time.Second
 
 // followerVerifyDue reports whether a follower's poll at now verifies the
 // store.
