@@ -88,10 +88,9 @@ type Plugin struct {
 	// change is a discontinuity worth a warning); verifyFailing: the last
 	// verification failed (warned once per failing spell).
 	verifiedOnce, verifyFailing bool
-	// followedAt: when this process, following the shared poll, last
-	// took the snapshot; followVerifiedAt: when it last verified the
-	// store itself (follow_cadence.go).
-	followedAt, followVerifiedAt time.Time
+	// followVerifiedAt: when this process, following the shared poll,
+	// last verified the store itself (follow_cadence.go).
+	followVerifiedAt time.Time
 	// primaryFailing: the last poll of the primary's positions failed
 	// (said once per failing spell: notePrimaryPoll); primarySecrets are
 	// what its errors must not show in the log (dsnSecrets).
@@ -110,9 +109,8 @@ type Plugin struct {
 	foldCommit bool
 	stmtSQL    stmtSQL
 	// tick is closed and replaced after every poll, waking MaxWait
-	// waiters; waitingReads counts them.
-	tick         atomic.Pointer[chan struct{}]
-	waitingReads atomic.Int32
+	// waiters.
+	tick atomic.Pointer[chan struct{}]
 
 	// samples of the primary's position, and when the dependency graph was
 	// last checked: owned by the poller goroutine.
@@ -159,13 +157,10 @@ type Plugin struct {
 	// to end; resting is set while the poller rests, which wake ends;
 	// restMu orders a rest's release of the writer lease with fences.
 	lastDemand, lastFence atomic.Int64
-	// followWanted: a read or write came since this process, following
-	// the shared poll, last read the snapshot (follow_cadence.go).
-	followWanted atomic.Bool
-	awaiting     atomic.Int32
-	resting      atomic.Bool
-	wake         chan struct{}
-	restMu       sync.RWMutex
+	awaiting              atomic.Int32
+	resting               atomic.Bool
+	wake                  chan struct{}
+	restMu                sync.RWMutex
 	// The shared poll (shared_poll.go): this process's member in the
 	// poller's lease, and whether it holds it (set by the poller only).
 	pollerMember string

@@ -72,7 +72,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	// A follower takes the shared poll's snapshot (shared_poll.go); this
 	// process polls the servers itself when there is none it can use.
 	sp, shared := p.sharedPoller()
-	if shared && !p.leading.Load() && (p.followQuiet(time.Now()) || p.followOnce(ctx, sp)) {
+	if shared && !p.leading.Load() && p.followOnce(ctx, sp) {
 		return
 	}
 	began := time.Now()

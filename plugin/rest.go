@@ -31,11 +31,6 @@ func (p *Plugin) demand(wait bool) {
 	if now := time.Now().UnixNano(); now-p.lastDemand.Load() >= int64(demandGrain) {
 		p.lastDemand.Store(now)
 	}
-	// A follower of the shared poll reads the snapshot at its next poll
-	// (followQuiet); stored once per poll, not per read.
-	if !p.followWanted.Load() {
-		p.followWanted.Store(true)
-	}
 	if !p.resting.Load() {
 		return
 	}

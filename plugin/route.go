@@ -372,10 +372,6 @@ func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.Position) (gor
 	}
 	timer := time.NewTimer(p.cfg.MaxWait)
 	defer timer.Stop()
-	// A follower of the shared poll reads the snapshot at every poll
-	// while a read waits (followQuiet).
-	p.waitingReads.Add(1)
-	defer p.waitingReads.Add(-1)
 	var best lsnstore.Position
 	for {
 		tick := *p.tick.Load()

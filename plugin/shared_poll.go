@@ -73,8 +73,6 @@ func (p *Plugin) sharedPoller() (lsnstore.SharedPoller, bool) {
 // false, having changed nothing, when there is no snapshot it can use: the
 // caller then polls the servers itself.
 func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
-	// Reads and writes from now on want the next snapshot (followQuiet).
-	p.followWanted.Store(false)
 	snap, left, err := sp.SharedPoll(ctx)
 	if err != nil || snap == nil {
 		return false
@@ -146,7 +144,6 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 			p.noteFollowedHealth(ctx, r, *reported[i])
 		}
 	}
-	p.followedAt = now
 	p.expireLossFloor(now)
 	p.checkEviction(ctx, now)
 	p.retryPending(ctx)
