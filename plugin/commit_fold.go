@@ -82,7 +82,9 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 	if err != nil {
 		return nil, err
 	}
+	var pid uint32
 	if err := onPgConn(conn, func(pgc *pgconn.PgConn) error {
+		pid = pgc.PID()
 		_, err := pgc.Exec(ctx, begin).ReadAll()
 		return err
 	}); err != nil {
@@ -90,6 +92,9 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 		return nil, err
 	}
 	t := &trackedTx{conn: conn, ctx: ctx, p: p}
+	if p.primaryPIDs {
+		t.backend = pid
+	}
 	// Like database/sql's Tx: a transaction whose context ends is rolled
 	// back (and its connection returned), whether or not anyone ends it.
 	// The watch runs in a goroutine of its own, started by whoever cancels

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,9 @@ type txWatcher interface {
 type foreignWrite struct {
 	w  writeSet
 	id atomic.Pointer[string] // set once identified; the poller waits until then
+	// since is when an abandoned COMMIT's write was held
+	// (abandoned_commit.go); zero for other writes.
+	since time.Time
 }
 
 // foreignKey keys, in Statement.Settings, the foreign write a statement
@@ -101,7 +105,13 @@ func (p *Plugin) releaseEndedForeign(ctx context.Context) {
 		if id == nil {
 			continue // its statement is still running
 		}
-		if ended, err := tw.txEnded(ctx, p.primaryDB, *id); err == nil && ended {
+		ended, err := false, error(nil)
+		if backend, ok := strings.CutPrefix(*id, abandonedPrefix); ok {
+			ended, err = p.abandonedEnded(ctx, fw, backend, now)
+		} else {
+			ended, err = tw.txEnded(ctx, p.primaryDB, *id)
+		}
+		if err == nil && ended {
 			p.pending.release(fw)
 		}
 	}

@@ -107,7 +107,10 @@ type Plugin struct {
 	// prepared on the primary, for their prepared statements
 	// (folded_stmt.go).
 	foldCommit bool
-	stmtSQL    stmtSQL
+	// primaryPIDs: a pgx connection's PID to the primary is its server
+	// process's (no pooler in between: pooler.go).
+	primaryPIDs bool
+	stmtSQL     stmtSQL
 	// tick is closed and replaced after every poll, waking MaxWait
 	// waiters.
 	tick atomic.Pointer[chan struct{}]
@@ -252,9 +255,13 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	isPG := db.Dialector.Name() == "postgres"
 	if isPG {
 		// A pooler in transaction mode (pooler.go).
-		if err := p.checkPooler(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt); err != nil {
+		behind, err := p.checkPoolerBehind(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt)
+		if err != nil {
 			return err
 		}
+		// The PID of a primary connection names its server process
+		// (abandoned_commit.go) unless a pooler made its own.
+		p.primaryPIDs = !behind
 	}
 	eng, err := engineFor(ctx, db.Dialector.Name(), sqlDB)
 	if err != nil {

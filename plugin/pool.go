@@ -71,6 +71,10 @@ type trackedTx struct {
 	ended     atomic.Bool
 	stopWatch func() bool
 	foldedPos lsnstore.Position
+	// backend is the server process the folded transaction runs in (0:
+	// unknown, behind a pooler), which follows a COMMIT of unknown
+	// outcome to its end (abandoned_commit.go).
+	backend uint32
 
 	mu      sync.Mutex
 	written writeSet
@@ -197,7 +201,11 @@ func (t *trackedTx) commitFolded() error {
 		}
 		return nil
 	case !w.empty() && commitOutcomeUnknown(err):
-		t.p.unpublished(t.ctx, w, time.Now())
+		if t.backend != 0 {
+			t.p.abandonedCommit(t.ctx, w, t.backend, time.Now())
+		} else {
+			t.p.unpublished(t.ctx, w, time.Now())
+		}
 	}
 	return err
 }

@@ -130,6 +130,13 @@ func (p *Plugin) publishAt(ctx context.Context, w writeSet, pos lsnstore.Positio
 // (docs/design/reliability.md).
 func (p *Plugin) unpublished(ctx context.Context, w writeSet, committed time.Time) {
 	p.pending.add(w)
+	p.tellUnpublished(ctx, w, committed)
+}
+
+// tellUnpublished tells the other processes of a write this one could not
+// publish (unpublished): it invalidates the store, or else waits for its
+// lease to end.
+func (p *Plugin) tellUnpublished(ctx context.Context, w writeSet, committed time.Time) {
 	inv, ok := p.cfg.Store.(lsnstore.Invalidator)
 	if !ok {
 		return
