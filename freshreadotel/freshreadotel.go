@@ -2,6 +2,7 @@ package freshreadotel
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -9,8 +10,19 @@ import (
 	"github.com/freshread/freshread/internal/tracehook"
 )
 
+// SpanTracer records the plugin's routing decisions and writes as events
+// on the OpenTelemetry span of each statement's context: a plugin.Tracer.
+type SpanTracer struct{}
+
+// Tracer returns the tracer to set as plugin.Config.Tracer:
+//
+//	plugin.New(plugin.Config{..., Tracer: freshreadotel.Tracer()})
+func Tracer() SpanTracer { return SpanTracer{} }
+
 func init() {
-	tracehook.T = &tracehook.Tracer{Traced: traced, Route: route, Write: write}
+	// A blank import of this package (the older way) traces every plugin
+	// without a Config.Tracer.
+	tracehook.T = SpanTracer{}
 }
 
 // Names of the span events recorded on the span of a statement's context.
@@ -47,34 +59,36 @@ const (
 	AttrStoreRoundTrips = attribute.Key("freshread.route.store_round_trips")
 )
 
-func traced(ctx context.Context) bool {
+// Traced reports whether ctx carries a span that records.
+func (SpanTracer) Traced(ctx context.Context) bool {
 	return trace.SpanFromContext(ctx).IsRecording()
 }
 
-// route adds r as a RouteEvent to the recording span of ctx, if any.
-func route(ctx context.Context, r tracehook.Route) {
+// RecordRoute adds a RouteEvent with the decision to the recording span
+// of ctx, if any.
+func (SpanTracer) RecordRoute(ctx context.Context, server, reason string, tables, keys []string, waited time.Duration, storeRoundTrips int) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, AttrServer.String(r.Server), AttrReason.String(r.Reason))
-	if r.Tables != nil {
-		attrs = append(attrs, AttrTables.StringSlice(r.Tables))
+	attrs = append(attrs, AttrServer.String(server), AttrReason.String(reason))
+	if tables != nil {
+		attrs = append(attrs, AttrTables.StringSlice(tables))
 	}
-	if r.Keys != nil {
-		attrs = append(attrs, AttrKeys.StringSlice(r.Keys))
+	if keys != nil {
+		attrs = append(attrs, AttrKeys.StringSlice(keys))
 	}
-	if r.Waited > 0 {
-		attrs = append(attrs, AttrWaitMS.Float64(float64(r.Waited.Microseconds())/1000))
+	if waited > 0 {
+		attrs = append(attrs, AttrWaitMS.Float64(float64(waited.Microseconds())/1000))
 	}
-	attrs = append(attrs, AttrStoreRoundTrips.Int(r.StoreRoundTrips))
+	attrs = append(attrs, AttrStoreRoundTrips.Int(storeRoundTrips))
 	span.AddEvent(RouteEvent, trace.WithAttributes(attrs...))
 }
 
-// write adds a WriteEvent for a write marking tables to the recording span
-// of ctx, if any.
-func write(ctx context.Context, tables []string) {
+// RecordWrite adds a WriteEvent for a write marking tables to the
+// recording span of ctx, if any.
+func (SpanTracer) RecordWrite(ctx context.Context, tables []string) {
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return

@@ -373,6 +373,12 @@ type Config struct {
 	// OnDecision, when set, is called with every routing decision.
 	OnDecision func(context.Context, Decision)
 
+	// Tracer records the routing decisions and writes on the trace of
+	// each statement's context: freshreadotel.Tracer() for OpenTelemetry
+	// (docs/guide/tracing.md). Default: nil, nothing recorded (unless
+	// freshreadotel is imported for its side effect, the older way).
+	Tracer Tracer
+
 	// Logger receives a debug line per decision and warnings. Default:
 	// slog.Default().
 	Logger *slog.Logger

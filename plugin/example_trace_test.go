@@ -6,13 +6,24 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
-	_ "github.com/freshread/freshread/freshreadotel" // records the decisions on the spans
+	"github.com/freshread/freshread/freshreadotel"
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
 )
 
-// A read in a recording span: with freshreadotel imported, the span gets a
-// freshread.route event with the routing decision. It needs servers, so it is compiled, not run.
+// A read in a recording span: with Config.Tracer set to freshreadotel's,
+// the span gets a freshread.route event with the routing decision. It
+// needs servers, so it is compiled, not run.
 func Example_tracing() {
-	var db *gorm.DB // with the plugin installed
+	var db *gorm.DB // opened on the primary
+	var store lsnstore.Store
+	var replicas []plugin.Replica
+
+	_ = db.Use(plugin.New(plugin.Config{
+		Replicas: replicas,
+		Store:    store,
+		Tracer:   freshreadotel.Tracer(), // routing decisions as span events
+	}))
 
 	var tp trace.TracerProvider // your SDK's, with its exporter
 	ctx, span := tp.Tracer("shop").Start(context.Background(), "load order")

@@ -233,7 +233,7 @@ func (p *Plugin) recordRawWrite(db *gorm.DB, c rawClass) {
 // recordWrite attaches a write to the transaction that will publish it
 // after COMMIT, or to the statement, which publishes it when it ends.
 func (p *Plugin) recordWrite(db *gorm.DB, tables []string) {
-	traceWrite(db.Statement.Context, tables)
+	p.traceWrite(db.Statement.Context, tables)
 	var w writeSet
 	w.add(tables)
 	pool := db.Statement.ConnPool

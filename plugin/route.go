@@ -441,7 +441,7 @@ func (p *Plugin) usedReplica(ctx context.Context, r *replica, reason Reason, tab
 }
 
 func (p *Plugin) observed(ctx context.Context) bool {
-	return p.cfg.OnDecision != nil || p.cfg.Logger.Enabled(ctx, slog.LevelDebug) || traced(ctx)
+	return p.cfg.OnDecision != nil || p.cfg.Logger.Enabled(ctx, slog.LevelDebug) || p.traced(ctx)
 }
 
 func (p *Plugin) decided(ctx context.Context, d Decision) {
@@ -452,7 +452,7 @@ func (p *Plugin) decided(ctx context.Context, d Decision) {
 	if p.cfg.OnDecision != nil {
 		p.cfg.OnDecision(ctx, d)
 	}
-	traceDecision(ctx, d)
+	p.traceDecision(ctx, d)
 	if p.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 		p.cfg.Logger.DebugContext(ctx, "freshread: route", "target", d.Target.String(), "replica", d.Replica,
 			"reason", string(d.Reason), "tables", d.Tables, "required", d.Required.String(), "replica_pos", d.ReplicaPosition.String())

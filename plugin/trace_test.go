@@ -11,6 +11,7 @@ import (
 
 	"github.com/freshread/freshread/freshreadotel"
 	"github.com/freshread/freshread/internal/lib/tracerec"
+	"github.com/freshread/freshread/internal/tracehook"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -106,13 +107,31 @@ func TestTraceNothingWithoutRecordingSpan(t *testing.T) {
 	}
 	// No span at all: no allocation for tracing on the routing path.
 	ctx := context.Background()
-	if traced(ctx) {
+	if p.traced(ctx) {
 		t.Fatal("traced without a span")
 	}
-	allocs := testing.AllocsPerRun(100, func() { traceDecision(ctx, Decision{Target: ReplicaTarget, Replica: "r1"}) })
+	allocs := testing.AllocsPerRun(100, func() { p.traceDecision(ctx, Decision{Target: ReplicaTarget, Replica: "r1"}) })
 	if allocs != 0 {
 		t.Fatalf("traceDecision without a span: %v allocations, want 0", allocs)
 	}
+}
+
+// TestTraceConfigTracer: Config.Tracer records the decisions without the
+// blank import's registration; without either, nothing is recorded.
+func TestTraceConfigTracer(t *testing.T) {
+	registered := tracehook.T
+	tracehook.T = nil // as if freshreadotel were not imported for its side effect
+	defer func() { tracehook.T = registered }()
+	p, _, db := traceHarness(t)
+	if events := routeEvents(t, p, db, true, "orders"); len(events) != 0 {
+		t.Fatalf("%d %s events with no tracer set or registered, want 0", len(events), freshreadotel.RouteEvent)
+	}
+	p.cfg.Tracer = freshreadotel.Tracer()
+	events := routeEvents(t, p, db, true, "orders")
+	if len(events) != 1 {
+		t.Fatalf("%d %s events with Config.Tracer set, want 1", len(events), freshreadotel.RouteEvent)
+	}
+	checkEvent(t, events[0], "replica:r1", "fresh", []string{"orders"})
 }
 
 func TestTraceWrite(t *testing.T) {

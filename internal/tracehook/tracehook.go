@@ -5,25 +5,20 @@ import (
 	"time"
 )
 
-// Route is a routing decision, as recorded.
-type Route struct {
-	Server          string // "primary" or "replica:<name>"
-	Reason          string
-	Tables          []string // nil when unknown
-	Keys            []string // nil when none
-	Waited          time.Duration
-	StoreRoundTrips int
+// Tracer records on the trace of a context. plugin.Tracer has the same
+// methods: a value of either is the other.
+type Tracer interface {
+	// Traced reports whether ctx carries a span that records.
+	Traced(ctx context.Context) bool
+	// RecordRoute records a routing decision on the recording span of
+	// ctx: server is "primary" or "replica:<name>"; tables nil when
+	// unknown; keys nil when none.
+	RecordRoute(ctx context.Context, server, reason string, tables, keys []string, waited time.Duration, storeRoundTrips int)
+	// RecordWrite records a write to the primary marking positions (nil:
+	// unknown) on the recording span of ctx.
+	RecordWrite(ctx context.Context, positions []string)
 }
 
-// Tracer records on the trace of a context.
-type Tracer struct {
-	// Traced reports whether ctx carries a recording span.
-	Traced func(ctx context.Context) bool
-	// Route records a routing decision on the recording span of ctx.
-	Route func(ctx context.Context, r Route)
-	// Write records a write to the primary marking tables (nil: unknown).
-	Write func(ctx context.Context, tables []string)
-}
-
-// T is the tracer; nil until freshreadotel is linked.
-var T *Tracer
+// T is the tracer a blank import of freshreadotel registers; nil until
+// then. A plugin's Config.Tracer, when set, is used instead.
+var T Tracer
