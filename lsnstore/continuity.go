@@ -43,8 +43,6 @@ type Epoch struct {
 	// last accepted (always true before the first Accept).
 	Changed bool
 	suspect uint64
-	// refused is the reader's count of refused reads when Verify began.
-	refused uint64
 }
 
 // Verifier is a view of a store for one reader that verifies the store's
@@ -88,11 +86,7 @@ type RedisReader struct {
 	// acceptedS is the client's suspect count (clientWatch) when the
 	// accepted Verify started.
 	acceptedS atomic.Uint64
-	// refused counts the reads that refused the store (checkAnchor);
-	// acceptedR is its value when the accepted Verify began. They differ
-	// when a read has refused since: VerifyDue.
-	refused, acceptedR atomic.Uint64
-	watch              *clientWatch
+	watch     *clientWatch
 	// guardEvictions: reads check the server's eviction count
 	// (EvictionGuard).
 	guardEvictions atomic.Bool
@@ -235,7 +229,7 @@ func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	if err := rr.verifyFormat(ctx); err != nil {
 		return Epoch{}, err
 	}
-	suspect, refused := rr.watch.suspect.Load(), rr.refused.Load()
+	suspect := rr.watch.suspect.Load()
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	ctx, call := r.withTimeout(ctx)
@@ -255,7 +249,7 @@ func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	}
 	rr.leaseAnswered(lease, now, renewed)
 	acc := rr.accepted.Load()
-	return Epoch{Token: tok, Changed: acc == nil || *acc != tok, suspect: suspect, refused: refused}, nil
+	return Epoch{Token: tok, Changed: acc == nil || *acc != tok, suspect: suspect}, nil
 }
 
 // anchorReply reads anchorScript's reply.
@@ -277,7 +271,6 @@ func (rr *RedisReader) Accept(e Epoch) {
 		return
 	}
 	rr.acceptedS.Store(e.suspect)
-	rr.acceptedR.Store(e.refused)
 	rr.accepted.Store(&e.Token)
 }
 
@@ -337,15 +330,6 @@ var identifyArgv = []any{"id"}
 // the run_id of the server that the accepted Verify found holding it. A
 // read that did not (the connection was replaced during it) refuses.
 func (rr *RedisReader) checkAnchor(v any, evicted, runID string) error {
-	err := rr.anchorError(v, evicted, runID)
-	if err != nil {
-		rr.refused.Add(1)
-	}
-	return err
-}
-
-// anchorError is checkAnchor's verdict.
-func (rr *RedisReader) anchorError(v any, evicted, runID string) error {
 	acc := rr.accepted.Load()
 	if acc == nil {
 		return fmt.Errorf("%w: not verified yet", ErrDiscontinuity)

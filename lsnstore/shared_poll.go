@@ -36,6 +36,35 @@ type SharedPoller interface {
 
 var _ SharedPoller = (*Redis)(nil)
 
+// SnapshotGetter is a SharedPoller that can read the snapshot alone,
+// without how long it has left: one GET instead of a script of two
+// commands. Its caller must take the snapshot as published up to its
+// whole lifetime ago.
+type SnapshotGetter interface {
+	// GetSharedPoll returns the published snapshot (nil when there is
+	// none).
+	GetSharedPoll(ctx context.Context) ([]byte, error)
+}
+
+var _ SnapshotGetter = (*Redis)(nil)
+
+// GetSharedPoll implements SnapshotGetter with one GET.
+func (r *Redis) GetSharedPoll(ctx context.Context) ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
+	b, err := r.rdb.Get(ctx, r.pollKey()).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lsnstore: redis shared poll: %w", err)
+	}
+	return b, nil
+}
+
 // pollerKey holds the poller lease's member; pollKey the snapshot. In the
 // anchor's slot, with names no table's key can take (those end in
 // "-write_lsn").

@@ -28,9 +28,15 @@ func TestRedisSharedPoller(t *testing.T) {
 	if err != nil || string(snap) != "from a" || left <= 0 || left > lease {
 		t.Fatalf("SharedPoll: %q, %v left, %v; want a's snapshot with at most %v left", snap, left, err, lease)
 	}
+	if snap, err := store.GetSharedPoll(ctx); err != nil || string(snap) != "from a" {
+		t.Fatalf("GetSharedPoll: %q, %v; want a's snapshot", snap, err)
+	}
 	time.Sleep(lease + 50*time.Millisecond)
 	if snap, _, err := store.SharedPoll(ctx); err != nil || snap != nil {
 		t.Fatalf("SharedPoll after the lease lapsed: %q, %v; want none", snap, err)
+	}
+	if snap, err := store.GetSharedPoll(ctx); err != nil || snap != nil {
+		t.Fatalf("GetSharedPoll after the lease lapsed: %q, %v; want none", snap, err)
 	}
 	if held, err := store.PublishPoll(ctx, "b", lease, []byte("from b"), lease); err != nil || !held {
 		t.Fatalf("b's publication after a's lease lapsed: %v, %v; want held", held, err)

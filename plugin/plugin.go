@@ -88,9 +88,6 @@ type Plugin struct {
 	// change is a discontinuity worth a warning); verifyFailing: the last
 	// verification failed (warned once per failing spell).
 	verifiedOnce, verifyFailing bool
-	// followVerifiedAt: when this process, following the shared poll,
-	// last verified the store itself (follow_cadence.go).
-	followVerifiedAt time.Time
 	// primaryFailing: the last poll of the primary's positions failed
 	// (said once per failing spell: notePrimaryPoll); primarySecrets are
 	// what its errors must not show in the log (dsnSecrets).

@@ -65,6 +65,32 @@ const (
 	maxPrimarySamples = 1 << 16
 )
 
+// addPrimarySample records the primary's position at a time, in time
+// order (a sample older than the last is dropped).
+func (p *Plugin) addPrimarySample(ps primarySample) {
+	if n := len(p.samples); n > 0 && ps.at.Before(p.samples[n-1].at) {
+		return
+	}
+	p.samples = append(p.samples, ps)
+	if len(p.samples) > 2*maxPrimarySamples {
+		p.trimPrimarySamples(ps.at)
+	}
+}
+
+// trimPrimarySamples keeps the samples MaxLag needs at now: the last one
+// at or before now-MaxLag and every later one, at most maxPrimarySamples.
+func (p *Plugin) trimPrimarySamples(now time.Time) {
+	cut := now.Add(-p.cfg.MaxLag)
+	i := 0
+	for i+1 < len(p.samples) && !p.samples[i+1].at.After(cut) {
+		i++
+	}
+	p.samples = p.samples[i:]
+	if len(p.samples) > maxPrimarySamples {
+		p.samples = p.samples[len(p.samples)-maxPrimarySamples:]
+	}
+}
+
 // pollOnce polls once. waitAll: wait for every replica's answer (the
 // first poll, before Initialize returns), else at most replicaAnswerWait.
 func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
@@ -86,7 +112,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	p.notePrimaryPoll(ctx, err)
 	now := time.Now()
 	if primaryOK {
-		p.samples = append(p.samples, primarySample{at: now, pos: ins})
+		p.addPrimarySample(primarySample{at: now, pos: ins})
 		p.lastPrimary.Store(&ins)
 		if verified {
 			p.acceptStore(ctx, epoch, ins, now)
@@ -97,15 +123,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	// The threshold a replica must have replayed to be within MaxLag: the
 	// primary's position MaxLag ago, or the oldest sample when the process
 	// is younger than that (higher, so conservative).
-	cut := now.Add(-p.cfg.MaxLag)
-	i := 0
-	for i+1 < len(p.samples) && !p.samples[i+1].at.After(cut) {
-		i++
-	}
-	p.samples = p.samples[i:]
-	if len(p.samples) > maxPrimarySamples {
-		p.samples = p.samples[len(p.samples)-maxPrimarySamples:]
-	}
+	p.trimPrimarySamples(now)
 	var threshold lsnstore.Position
 	if len(p.samples) > 0 {
 		threshold = p.samples[0].pos

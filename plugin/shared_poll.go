@@ -67,13 +67,31 @@ func (p *Plugin) sharedPoller() (lsnstore.SharedPoller, bool) {
 	return sp, ok
 }
 
-// followOnce is a follower's poll: take the replicas' states from the
-// holder's snapshot, and verify the store when it is due
-// (followerVerifyDue). It reports
+// snapshotAgeFactor: a follower reads the snapshot without its age
+// (lsnstore.SnapshotGetter: one GET) when MaxLag is at least this many
+// times PollerLease, taking it as published a whole lifetime ago, which
+// only shortens by at most PollerLease how long its replicas' states
+// stay usable (MaxLag after their poll).
+const snapshotAgeFactor = 10
+
+// sharedSnapshot reads the holder's snapshot and how long it has left to
+// live: with one GET and 0 left (its whole lifetime taken as gone, less a
+// slack for the store's clock running slower than this process's) when
+// MaxLag allows it, else with its PTTL.
+func (p *Plugin) sharedSnapshot(ctx context.Context, sp lsnstore.SharedPoller) ([]byte, time.Duration, error) {
+	if g, ok := sp.(lsnstore.SnapshotGetter); ok && p.cfg.MaxLag >= snapshotAgeFactor*p.cfg.PollerLease {
+		snap, err := g.GetSharedPoll(ctx)
+		return snap, -(p.cfg.PollerLease/100 + 5*time.Millisecond), err
+	}
+	return sp.SharedPoll(ctx)
+}
+
+// followOnce is a follower's poll: verify the store as every poll does,
+// then take the replicas' states from the holder's snapshot. It reports
 // false, having changed nothing, when there is no snapshot it can use: the
 // caller then polls the servers itself.
 func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
-	snap, left, err := sp.SharedPoll(ctx)
+	snap, left, err := p.sharedSnapshot(ctx, sp)
 	if err != nil || snap == nil {
 		return false
 	}
@@ -115,13 +133,7 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 		states[i] = st
 	}
 
-	var epoch lsnstore.Epoch
-	verified := false
-	if p.followerVerifyDue(now) {
-		if epoch, verified = p.verifyStore(ctx); verified {
-			p.followVerifiedAt = now
-		}
-	}
+	epoch, verified := p.verifyStore(ctx)
 	if verified {
 		var ins lsnstore.Position
 		if epoch.Changed {
@@ -137,6 +149,15 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 	}
 	if pos, err := lsnstore.ParsePosition(s.Primary); err == nil && s.Primary != "" {
 		p.lastPrimary.Store(&pos)
+		// Kept as the primary's samples are by a poll, so that this
+		// process, if it takes the poller's lease over, judges the
+		// replicas against MaxLag from the history it followed, not from
+		// its own first poll (which, younger than MaxLag, would take
+		// replicas that merely paused for being outside it). Stamped
+		// with polledAt, at or before when the holder read it: a sample
+		// taken as older than it is can only raise the threshold.
+		p.addPrimarySample(primarySample{at: polledAt, pos: pos})
+		p.trimPrimarySamples(now)
 	}
 	for i, r := range replicas {
 		r.state.Store(states[i])
