@@ -161,6 +161,12 @@ func (s *Sharding) done(db *gorm.DB, at *attempt) {
 		return
 	}
 	h.rows += at.rows
+	if h.err != nil && tg.op == opCreate {
+		var none bool
+		if none, h.err = s.undoSplitCreate(db, tg, at, h.err); none {
+			h.rows, at.rows = 0, 0
+		}
+	}
 	ids := append(at.ids, tg.ids...)
 	if h.err == nil && tg.op == opDelete && tg.t.Lookup && len(ids) > 0 {
 		h.err = s.lookupCleanup(db, tg, ids)
