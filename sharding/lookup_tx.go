@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,57 @@ type txLookup struct {
 	lk   Lookup
 	put  []int64 // IDs whose pairs it put
 	gone []int64 // IDs whose rows it deleted
+	// undone: IDs whose pairs a part of the transaction rolled back to a
+	// savepoint put (their rows are gone with it); marks: the savepoints
+	// open, with how much of put and gone came before each.
+	undone []int64
+	marks  []lookupMark
+}
+
+// lookupMark is a savepoint of a transaction (txLookup.marks).
+type lookupMark struct {
+	name      string
+	put, gone int
+}
+
+// savepoint records a SAVEPOINT name.
+func (l *txLookup) savepoint(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks = append(l.marks, lookupMark{name: name, put: len(l.put), gone: len(l.gone)})
+}
+
+// rollbackTo records a ROLLBACK TO SAVEPOINT name: the rows deleted since
+// are back (their pairs stay), the rows created since are gone (their
+// pairs go, whatever the transaction's outcome). Without this, a Delete
+// rolled back to a savepoint removed, at commit, the pair of a row still
+// stored, and a later Create could give its ID to another user's order on
+// another shard.
+func (l *txLookup) rollbackTo(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.marks) - 1; i >= 0; i-- {
+		m := l.marks[i]
+		if m.name != name {
+			continue
+		}
+		l.undone = append(l.undone, l.put[m.put:]...)
+		l.put, l.gone = l.put[:m.put], l.gone[:m.gone]
+		l.marks = l.marks[:i+1] // the savepoint stays, as in SQL
+		return
+	}
+}
+
+// release records a RELEASE SAVEPOINT name: what came after it stays.
+func (l *txLookup) release(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.marks) - 1; i >= 0; i-- {
+		if l.marks[i].name == name {
+			l.marks = l.marks[:i]
+			return
+		}
+	}
 }
 
 // txLookupOf is the lookup record of the transaction stmt runs in; nil
@@ -85,7 +137,8 @@ func (l *txLookup) settle(ctx context.Context, committed bool) error {
 	if committed {
 		ids = l.gone
 	}
-	l.put, l.gone = nil, nil
+	ids = append(append([]int64(nil), ids...), l.undone...)
+	l.put, l.gone, l.undone, l.marks = nil, nil, nil, nil
 	l.mu.Unlock()
 	if lk == nil || len(ids) == 0 {
 		return nil
@@ -100,6 +153,30 @@ func (l *txLookup) settle(ctx context.Context, committed bool) error {
 		return fmt.Errorf("sharding: delete %s from the lookup: %w", what, err)
 	}
 	return nil
+}
+
+// followSavepoint applies a statement that sets, rolls back to or
+// releases a savepoint (GORM's SavePoint and RollbackTo, and nested
+// db.Transaction calls, send them as raw SQL) to the lookup record of the
+// transaction it runs in.
+func followSavepoint(stmt *gorm.Statement) {
+	l := txLookupOf(stmt)
+	if l == nil {
+		return
+	}
+	w := strings.Fields(stmt.SQL.String())
+	if len(w) < 2 || len(w) > 4 {
+		return
+	}
+	name := strings.ToLower(strings.Trim(strings.TrimSuffix(w[len(w)-1], ";"), "\"`"))
+	switch kw := strings.ToUpper(strings.Join(w[:len(w)-1], " ")); kw {
+	case "SAVEPOINT":
+		l.savepoint(name)
+	case "ROLLBACK TO SAVEPOINT", "ROLLBACK TO":
+		l.rollbackTo(name)
+	case "RELEASE SAVEPOINT", "RELEASE":
+		l.release(name)
+	}
 }
 
 // putPairs writes a Create's pairs before its rows, recording them on its

@@ -190,6 +190,9 @@ func (s *Sharding) routeOnce(db *gorm.DB, op opKind, at *attempt) error {
 	case gorm.TxCommitter:
 		defaultTx = true
 	}
+	if tg.raw {
+		followSavepoint(stmt)
+	}
 	if v, ok := stmt.Settings.Load(hintKey); ok {
 		name, _ := v.(string)
 		sh := s.byName[name]
