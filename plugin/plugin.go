@@ -252,7 +252,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	isPG := db.Dialector.Name() == "postgres"
 	if isPG {
 		// A pooler in transaction mode (pooler.go).
-		behind, err := p.checkPoolerBehind(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt)
+		behind, err := p.checkPooler(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt)
 		if err != nil {
 			return err
 		}

@@ -66,15 +66,12 @@ const (
 )
 
 // addPrimarySample records the primary's position at a time, in time
-// order (a sample older than the last is dropped).
+// order (a sample older than the last is dropped); the caller trims.
 func (p *Plugin) addPrimarySample(ps primarySample) {
 	if n := len(p.samples); n > 0 && ps.at.Before(p.samples[n-1].at) {
 		return
 	}
 	p.samples = append(p.samples, ps)
-	if len(p.samples) > 2*maxPrimarySamples {
-		p.trimPrimarySamples(ps.at)
-	}
 }
 
 // trimPrimarySamples keeps the samples MaxLag needs at now: the last one

@@ -50,15 +50,9 @@ var ErrPooler = errors.New("plugin: refused behind a connection pooler in transa
 // checkPooler checks the server behind db (what names it in errors).
 // prepareStmt: the *gorm.DB prepares statements (gorm.Config.PrepareStmt).
 // Connections it cannot make or probe are left to the checks that follow.
-func (p *Plugin) checkPooler(ctx context.Context, what string, db *sql.DB, prepareStmt bool) error {
-	_, err := p.checkPoolerBehind(ctx, what, db, prepareStmt)
-	return err
-}
-
-// checkPoolerBehind is checkPooler, also reporting whether something in
-// front of the server made its own process IDs (behind: a connection's
-// PID is not its server process's).
-func (p *Plugin) checkPoolerBehind(ctx context.Context, what string, db *sql.DB, prepareStmt bool) (behind bool, err error) {
+// It reports whether something in front of the server made its own
+// process IDs (behind: a connection's PID is not its server process's).
+func (p *Plugin) checkPooler(ctx context.Context, what string, db *sql.DB, prepareStmt bool) (behind bool, err error) {
 	cfg, behind := pgPoolerConfig(ctx, db)
 	if !behind {
 		return false, nil

@@ -32,12 +32,6 @@ func (s *Sharding) undoSplitCreate(db *gorm.DB, tg *target, at *attempt, err err
 	if plan == nil || plan.single || tg.tx != nil || tg.lazy != nil || tg.many {
 		return false, err
 	}
-	shardOf := map[int]int{}
-	for si, idx := range plan.byShard {
-		for _, i := range idx {
-			shardOf[i] = si
-		}
-	}
 	byShard := map[int][]any{}
 	add := func(i, si int) error {
 		id, ok := s.rowID(db, tg, i)
@@ -49,11 +43,11 @@ func (s *Sharding) undoSplitCreate(db *gorm.DB, tg *target, at *attempt, err err
 	}
 	var problems []string
 	for _, i := range plan.inserted {
-		if e := add(i, shardOf[i]); e != nil {
+		if e := add(i, plan.shardOf(i)); e != nil {
 			problems = append(problems, e.Error())
 		}
 	}
-	for i, si := range at.doneShard {
+	for i, si := range at.done {
 		if e := add(i, si); e != nil {
 			problems = append(problems, e.Error())
 		}

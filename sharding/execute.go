@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -70,7 +71,7 @@ func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
 	}
 	var pairs []Pair
 	for i, row := range rows {
-		if tg.done[i] {
+		if _, ok := tg.done[i]; ok {
 			plan.partial = true
 			continue // inserted by an earlier attempt of the statement
 		}
@@ -120,6 +121,16 @@ func (s *Sharding) prepareRows(db *gorm.DB, tg *target, pinned bool) error {
 	}
 	tg.create = plan
 	return nil
+}
+
+// shardOf is the shard row i of the plan goes to (-1: none).
+func (plan *createPlan) shardOf(i int) int {
+	for si, idx := range plan.byShard {
+		if slices.Contains(idx, i) {
+			return si
+		}
+	}
+	return -1
 }
 
 func (tg *target) singleShard() int { return bits.TrailingZeros64(tg.mask) }

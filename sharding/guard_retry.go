@@ -33,9 +33,7 @@ type attempt struct {
 	tg       *target // the last attempt's target (nil: not a sharded table's)
 	deadline int64   // monoNow after which the statement is not retried
 	delay    time.Duration
-	done     map[int]bool // rows of a Create inserted by earlier attempts
-	// doneShard: the shard each of them went to (create_undo.go).
-	doneShard map[int]int
+	done     map[int]int // rows of a Create inserted by earlier attempts -> their shard
 	// pairsChecked: the lookup pairs that routed the statement were
 	// checked against the lookup's table (lookup_stale.go); rows and ids:
 	// the rows a write changed before it was routed again for the orders
@@ -89,20 +87,10 @@ func (s *Sharding) retryGuarded(db *gorm.DB, op opKind, at *attempt) bool {
 		// A Create split over shards: the shards before the one that
 		// refused it inserted their rows; only the rest is routed again.
 		if at.done == nil {
-			at.done, at.doneShard = map[int]bool{}, map[int]int{}
-		}
-		for si, idx := range tg.create.byShard {
-			for _, i := range idx {
-				at.doneShard[i] = si
-			}
+			at.done = map[int]int{}
 		}
 		for _, i := range tg.create.inserted {
-			at.done[i] = true
-		}
-		for i := range at.doneShard {
-			if !at.done[i] {
-				delete(at.doneShard, i)
-			}
+			at.done[i] = tg.create.shardOf(i)
 		}
 	}
 	if s.rt.Load().version == tg.pl.rt.version {

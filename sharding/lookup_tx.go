@@ -161,8 +161,8 @@ func (l *txLookup) settle(ctx context.Context, committed bool) error {
 // transaction it runs in.
 func followSavepoint(stmt *gorm.Statement) {
 	l := txLookupOf(stmt)
-	if l == nil {
-		return
+	if l == nil || stmt.SQL.Len() > 256 {
+		return // no transaction, or longer than any savepoint statement GORM sends
 	}
 	w := strings.Fields(stmt.SQL.String())
 	if len(w) < 2 || len(w) > 4 {

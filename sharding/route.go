@@ -125,8 +125,9 @@ type target struct {
 	own    bool
 	ownLag []shardOwn
 	// From earlier attempts of the statement (guard_retry.go): the rows of
-	// a Create already inserted, and whether its lookup pairs are written.
-	done     map[int]bool
+	// a Create already inserted (row index -> the shard that took it), and
+	// whether its lookup pairs are written.
+	done     map[int]int
 	pairsPut bool
 }
 
