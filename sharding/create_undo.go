@@ -11,16 +11,16 @@ import (
 )
 
 // A Create whose rows live on several shards, outside any transaction,
-// inserts each shard's part on its own (createSplit): each part commits
-// by itself. When a later part fails (a duplicate key, a constraint, the
-// shard down), the parts before it would stay, and the statement would
-// return an error having written part of its rows. So the rows the
-// statement inserted are deleted again from the shards that took them,
-// by their IDs, before the error is returned: the statement's outcome is
-// then a failure that wrote nothing. Other sessions may read those rows
-// in the moment between their insert and their removal, as they may any
-// row a failed statement inserted and the caller then deleted. Inside a
-// transaction (db.Transaction, CreateInBatches) the rollback removes
+// inserts each shard's part in a transaction of the statement's own
+// (statement_tx.go): a part that fails rolls every part back. What is
+// left is a failure between the commits: the shards that committed keep
+// their rows (tg.create.inserted holds them then), and the statement
+// would return an error having written part of its rows. So those rows
+// are deleted again, by their IDs, before the error is returned: the
+// statement's outcome is then a failure that wrote nothing. Rows an
+// earlier attempt left (a Create routed again after the shard guard
+// refused it, at.done) are removed the same way. Inside the caller's
+// transaction (db.Transaction, CreateInBatches) its rollback removes
 // them, and nothing is done here.
 
 // undoSplitCreate deletes the rows that the failed Create of tg (and its

@@ -249,7 +249,14 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 	var (
 		rows int64
 		err  error
+		stx  *lazyTx
 	)
+	if n > 1 && tg.write && tg.tx == nil && tg.lazy == nil && !tg.pinned && !db.DryRun {
+		// A write over several shards outside any transaction runs in a
+		// transaction on each (statement_tx.go); a DryRun sends nothing.
+		stx = s.statementTx(stmt.Context)
+		tg.lazy, tg.many = stx, true
+	}
 	switch {
 	case n == 1 && (tg.create == nil || !tg.create.partial):
 		sh := s.shards[tg.singleShard()]
@@ -276,6 +283,9 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		rows, err = s.mergeRead(db, tg, plan)
 	default:
 		rows, err = s.scatterRead(db, tg)
+	}
+	if stx != nil {
+		err = s.endStatementTx(tg, stx, err)
 	}
 	if tg.create != nil && err != nil {
 		undoPairs(err)
@@ -486,7 +496,8 @@ func sameRef(a, b any) bool {
 }
 
 // createSplit inserts a batch that spans shards: one INSERT per shard, in
-// shard order. It is not atomic across shards.
+// shard order, each in its shard's transaction of the statement
+// (statement_tx.go) or of the caller's transaction.
 func (s *Sharding) createSplit(db *gorm.DB, tg *target) (int64, error) {
 	stmt := db.Statement
 	plan := tg.create
@@ -578,7 +589,7 @@ func (s *Sharding) lookupAfter(db *gorm.DB, tg *target, idx []int) error {
 	if err := s.cfg.Lookup.Put(stmt.Context, pairs); err != nil {
 		return fmt.Errorf("sharding: write the lookup of %q after the insert: %w", tg.t.Name, err)
 	}
-	if l := txLookupOf(stmt); l != nil {
+	if l := tg.lookupRecord(stmt); l != nil {
 		l.addPut(s.cfg.Lookup, pairs)
 	}
 	return nil

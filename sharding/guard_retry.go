@@ -115,13 +115,12 @@ func (s *Sharding) retryGuarded(db *gorm.DB, op opKind, at *attempt) bool {
 
 // retryable: the statement ran outside any transaction, was routed by the
 // map (not pinned to a shard) and either reached one shard (the refused
-// statement did nothing) or is a Create (its inserted rows are known).
-// A write over several shards is not retried: the shards before the one
-// that refused it have committed their part, which running it again
-// would apply twice.
+// statement did nothing), or ran over several in its own transactions,
+// rolled back (statement_tx.go), or is a Create (the rows that stayed
+// inserted are known).
 func retryable(tg *target) bool {
 	if tg.tx != nil || tg.lazy != nil || tg.pinned {
 		return false
 	}
-	return tg.create != nil || bits.OnesCount64(tg.mask) == 1
+	return tg.create != nil || tg.rolledBack || bits.OnesCount64(tg.mask) == 1
 }

@@ -95,6 +95,10 @@ type target struct {
 	// binds to tx; many: CreateInBatches' own, which may span shards.
 	lazy *lazyTx
 	many bool
+	// rolledBack: the statement wrote over several shards in its own
+	// transactions (statement_tx.go), and they were rolled back: nothing
+	// of it stays.
+	rolledBack bool
 	// split: the top-level WHERE member index whose IN list is split per
 	// shard, and the values per shard index.
 	split      int

@@ -144,13 +144,15 @@ type lazyTx struct {
 
 	lookup txLookup // lookup_tx.go
 
-	mu      sync.Mutex
-	done    bool
-	onDef   gorm.ConnPool   // the default database's transaction, once bound there
-	shards  []int           // shard indexes, in the order their transactions began
-	inner   []gorm.ConnPool // their transactions
-	queued  []string        // statements without a table, run when it binds
-	batchOK int8            // 0 unknown, 1 CreateInBatches' own, -1 not
+	mu     sync.Mutex
+	done   bool
+	onDef  gorm.ConnPool   // the default database's transaction, once bound there
+	shards []int           // shard indexes, in the order their transactions began
+	inner  []gorm.ConnPool // their transactions
+	queued []string        // statements without a table, run when it binds
+	// committed: the shards whose transactions Commit committed.
+	committed []int
+	batchOK   int8 // 0 unknown, 1 CreateInBatches' own, -1 not
 }
 
 var (
@@ -407,6 +409,7 @@ func (t *lazyTx) end(commit bool) error {
 			continue
 		}
 		committed = append(committed, name)
+		t.committed = append(t.committed, t.shards[i])
 	}
 	return errors.Join(errs...)
 }
