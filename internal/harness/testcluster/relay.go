@@ -169,10 +169,11 @@ func (r *relay) serve(c *relayConn) {
 	queue := make(chan relayChunk, relayQueue)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); c.forwardUp(up, r.partitioned.Load, observe) }()
+	held := func() bool { return r.partitioned.Load() || c.held.Load() }
+	go func() { defer wg.Done(); c.forwardUp(up, held, observe) }()
 	go func() { defer wg.Done(); c.readDown(up, queue) }()
 	c.writeDown(queue, func() time.Duration {
-		if r.partitioned.Load() {
+		if held() {
 			return 24 * time.Hour
 		}
 		return r.Delay()
@@ -184,6 +185,7 @@ func (r *relay) serve(c *relayConn) {
 type relayConn struct {
 	client net.Conn
 	done   chan struct{} // closed by close
+	held   atomic.Bool   // Relay.HoldConn: this connection alone partitioned
 
 	mu       sync.Mutex
 	upstream net.Conn
@@ -347,6 +349,35 @@ func (r *Relay) Close() error { return r.r.Close() }
 // as TCP retransmits it, requests sent before the client gave up
 // included.
 func (r *Relay) Partition(on bool) { r.r.partitioned.Store(on) }
+
+// HoldConn partitions (true) one connection alone, as Partition does all:
+// the one whose relay→server side has the local port port, which is what
+// the server reports as its client's port (PostgreSQL's
+// pg_stat_activity.client_port); false ends it. New connections and the
+// others pass. It reports whether such a connection is open.
+func (r *Relay) HoldConn(port int, on bool) bool {
+	r.r.mu.Lock()
+	defer r.r.mu.Unlock()
+	for c := range r.r.conns {
+		c.mu.Lock()
+		up := c.upstream
+		c.mu.Unlock()
+		if a, ok := upstreamAddr(up); ok && a.Port == port {
+			c.held.Store(on)
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamAddr is the local TCP address of up (nil before it is dialled).
+func upstreamAddr(up net.Conn) (*net.TCPAddr, bool) {
+	if up == nil {
+		return nil, false
+	}
+	a, ok := up.LocalAddr().(*net.TCPAddr)
+	return a, ok
+}
 
 // Refuse closes (true) every connection through the relay and every new
 // one at once, as a server that is gone or a firewall that resets does,

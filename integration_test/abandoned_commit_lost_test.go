@@ -1,0 +1,137 @@
+package integration_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+
+	"github.com/freshread/freshread/internal/harness/testcluster"
+)
+
+// TestAbandonedCommitNeverArrives: A's COMMIT is held by the network (the
+// relay holds everything sent on A's connection to the primary, both ways)
+// and A gives up on it, so the server has the transaction idle, waiting
+// for a COMMIT that has not arrived and may arrive later. A holds the
+// write (its outcome is unknown) until the transaction cannot commit any
+// more: its poller ends the server process after abandonedIdleLimit.
+// Then the write is published, and the COMMIT the network delivers after
+// that finds no transaction to commit: the row keeps its old value, which
+// both processes read, from the paused replicas too. Without the poller
+// ending the transaction, A would hold the write for as long as the
+// network held the COMMIT (here: never published); a plugin that
+// published it without ending the transaction would let the late COMMIT
+// commit after the publication, which other processes would read stale.
+func TestAbandonedCommitNeverArrives(t *testing.T) {
+	store, _ := newRedisStore(t, "abandoned-lost-"+t.Name())
+	e := newEnv(t, withStore(store))
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	relay, err := testcluster.NewRelay(fmt.Sprintf("%s:%d", e.pg.Host(), e.pg.PrimaryPort()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	u, err := url.Parse(e.pg.PrimaryDSN(e.dbName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", relay.Port())
+	a, pa := e.open(withStore(store), withPrimary(postgres.Open(u.String())))
+	b, _ := e.open(withStore(store))
+	if err := a.Create(&Item{ID: 2, Name: "warm"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	e.eventuallyReplica(func() served { return e.readItem(b, 1) }, "B before the write")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	tx := a.WithContext(ctx).Begin()
+	if err := setName(tx, 1); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := tx.Raw("SELECT pg_backend_pid()").Scan(&pid).Error; err != nil {
+		t.Fatal(err)
+	}
+	direct, err := e.db.DB() // the primary, without the relay
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendAlive := func() (alive bool, port int) {
+		err := direct.QueryRow("SELECT client_port FROM pg_stat_activity WHERE pid = $1", pid).Scan(&port)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, 0
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true, port
+	}
+	alive, port := backendAlive()
+	if !alive || !relay.HoldConn(port, true) {
+		t.Fatalf("A's transaction's connection (server process %d, client port %d) is not one of the relay's", pid, port)
+	}
+	held := true
+	defer func() {
+		if held {
+			relay.HoldConn(port, false)
+		}
+	}()
+	if err := tx.Commit().Error; err == nil {
+		t.Fatal("A's COMMIT succeeded while the network held it")
+	}
+	// Nothing has committed; A's reads and B's see the old row.
+	for _, db := range []struct {
+		name string
+		read func() served
+	}{{"A", func() served { return e.readItem(a, 1) }}, {"B", func() served { return e.readItem(b, 1) }}} {
+		if got := db.read(); got.Name != "old" {
+			t.Fatalf("%s read %+v while the COMMIT was held, want \"old\"", db.name, got)
+		}
+	}
+
+	// A's poller ends the transaction (the server process) after
+	// abandonedIdleLimit, then publishes the write.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if alive, _ := backendAlive(); !alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the transaction whose COMMIT never arrived was never ended: A holds its write for as long as the network holds the COMMIT")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 0; pluginMetric(t, pa, "freshread_unpublished_writes") != 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("A never published the write once its transaction had ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The network delivers the COMMIT now, with every replica paused: it
+	// must find nothing to commit.
+	e.pauseAll()
+	relay.HoldConn(port, false)
+	held = false
+	time.Sleep(300 * time.Millisecond)
+	if got := readPrimaryName(t, e, 1); got != "old" {
+		t.Fatalf("the COMMIT delivered after A published committed (the row is %q): other processes may have read it stale", got)
+	}
+	for i := range 5 {
+		if got := e.readItem(b, 1); got.Name != "old" {
+			t.Fatalf("B's read %d: %+v, want \"old\"", i, got)
+		}
+		if got := e.readItem(a, 1); got.Name != "old" {
+			t.Fatalf("A's read %d: %+v, want \"old\"", i, got)
+		}
+	}
+}
