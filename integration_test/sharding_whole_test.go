@@ -117,6 +117,53 @@ func (e *wholeEnv) everyShard(t *testing.T) map[string][]ShOrder {
 	return out
 }
 
+// sortedRows is rawRows for a statement without ORDER BY: its rows
+// sorted by sortKey (the shards' answers come concatenated in shard order,
+// the reference's in any).
+func sortedRows[T any](sortKey func(T) int64, sql string, args ...any) func(db *gorm.DB) (any, error) {
+	return func(db *gorm.DB) (any, error) {
+		var out []T
+		err := db.Raw(sql, args...).Scan(&out).Error
+		sort.SliceStable(out, func(i, j int) bool { return sortKey(out[i]) < sortKey(out[j]) })
+		return &out, err
+	}
+}
+
+func orderID(o ShOrder) int64     { return o.ID }
+func orderSkuID(o orderSku) int64 { return o.ID*10 + int64(len(o.Sku)) }
+
+// unionAllShapes are UNION ALL statements whose parts pin different
+// shards and that run whole on each, the answers concatenated.
+func unionAllShapes(a, b int64) []struct {
+	name string
+	q    func(db *gorm.DB) (any, error)
+} {
+	return []struct {
+		name string
+		q    func(db *gorm.DB) (any, error)
+	}{
+		{"union all over two shards", sortedRows(orderID, "SELECT * FROM orders WHERE user_id = ? UNION ALL SELECT * FROM orders WHERE user_id = ?", a, b)},
+		{"union all, parenthesized", sortedRows(orderID, "(SELECT * FROM orders WHERE user_id = ? AND status = 'new') UNION ALL (SELECT * FROM orders WHERE user_id = ?)", a, b)},
+		{"union all, an IN over two shards and one user again", sortedRows(orderID, "SELECT * FROM orders WHERE user_id IN (?, ?) UNION ALL SELECT * FROM orders WHERE user_id = ?", a, b, b)},
+		{"union all of joins on the key", sortedRows(orderSkuID, "SELECT o.id, i.sku FROM orders o JOIN order_items i ON i.user_id = o.user_id AND i.order_id = o.id WHERE o.user_id = ? UNION ALL SELECT o.id, i.sku FROM orders o JOIN order_items i ON i.user_id = o.user_id AND i.order_id = o.id WHERE o.user_id = ?", a, b)},
+	}
+}
+
+// TestShardingUnionAllConcatenated: a UNION ALL whose parts pin different
+// shards answers what one database holding every row answers: the
+// statement runs whole on each shard its parts pin, and the answers are
+// concatenated.
+func TestShardingUnionAllConcatenated(t *testing.T) {
+	e := newWholeEnv(t)
+	for _, sh := range unionAllShapes(e.a, e.b) {
+		e.resetCounts()
+		e.same(t, sh.name, sh.q)
+		if c := e.countsSnapshot(); len(c) != 2 || c[e.s.ShardOf(e.a)] != 1 || c[e.s.ShardOf(e.b)] != 1 {
+			t.Fatalf("%s: statements per shard %v, want one on each of %s and %s", sh.name, c, e.s.ShardOf(e.a), e.s.ShardOf(e.b))
+		}
+	}
+}
+
 func rawRows[T any](sql string, args ...any) func(db *gorm.DB) (any, error) {
 	return func(db *gorm.DB) (any, error) {
 		var out []T
@@ -205,9 +252,17 @@ func TestShardingWholeRefused(t *testing.T) {
 		want error
 		run  func() error
 	}{
-		{"union all over two shards", sharding.ErrCrossShard, func() error {
+		{"union all over two shards, ordered", sharding.ErrCrossShard, func() error {
 			var x []ShOrder
-			return e.db.Raw("SELECT * FROM orders WHERE user_id = ? UNION ALL SELECT * FROM orders WHERE user_id = ?", a, b).Scan(&x).Error
+			return e.db.Raw("SELECT * FROM orders WHERE user_id = ? UNION ALL SELECT * FROM orders WHERE user_id = ? ORDER BY id", a, b).Scan(&x).Error
+		}},
+		{"union all over two shards, counted", sharding.ErrCrossShard, func() error {
+			var x []int64
+			return e.db.Raw("SELECT count(*) FROM orders WHERE user_id = ? UNION ALL SELECT count(*) FROM orders WHERE user_id = ?", a, b).Scan(&x).Error
+		}},
+		{"union over two shards", sharding.ErrCrossShard, func() error {
+			var x []string
+			return e.db.Raw("SELECT status FROM orders WHERE user_id = ? UNION SELECT status FROM orders WHERE user_id = ?", a, b).Scan(&x).Error
 		}},
 		{"cte over two shards", sharding.ErrCrossShard, func() error {
 			var x []ShOrder

@@ -402,7 +402,13 @@ func scatterProblem(stmt *gorm.Statement, tg *target) string {
 	if !tg.raw {
 		return ""
 	}
-	toks := sqltext.Lex(stmt.SQL.String())
+	return rawScatterProblem(stmt.SQL.String())
+}
+
+// rawScatterProblem names what concatenating the shards' answers to the
+// raw SQL text would get wrong, or returns "".
+func rawScatterProblem(text string) string {
+	toks := sqltext.Lex(text)
 	for i, t := range toks {
 		switch {
 		case t.Is("order") || t.Is("group"):
@@ -413,7 +419,7 @@ func scatterProblem(stmt *gorm.Statement, tg *target) string {
 			return "raw SQL with " + strings.ToUpper(t.Text) + " (use the GORM API, which merges it)"
 		}
 	}
-	if sqltext.Aggregate.MatchString(stmt.SQL.String()) {
+	if sqltext.Aggregate.MatchString(text) {
 		return "raw SQL with an aggregate (use the GORM API, which merges it)"
 	}
 	return ""

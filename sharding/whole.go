@@ -58,8 +58,11 @@ type wStmt struct {
 	closing  []int // closing[i]: the matching ")" of the "(" at i, or -1
 	blocks   []*wBlock
 	ctes     map[string]bool
-	compound bool   // set operation, CTE, subquery, join, several tables or statements
-	failed   string // why the text could not be read ("" when it could)
+	compound bool // set operation, CTE, subquery, join, several tables or statements
+	// unionAll: a UNION ALL joins two operands; otherSetOp: another set
+	// operation (UNION, INTERSECT, EXCEPT) or ";" does.
+	unionAll, otherSetOp bool
+	failed               string // why the text could not be read ("" when it could)
 }
 
 // Keywords that end a table reference's alias, or the FROM list.
@@ -208,6 +211,11 @@ func (st *wStmt) scope(from, to int, outer *wBlock, label string) {
 		st.compound = true
 		ops = append(ops, operand{tokSpan{start, j}, stmtSep})
 		stmtSep = t.IsOp(";")
+		if t.Is("union") && j+1 < to && toks[j+1].Is("all") {
+			st.unionAll = true
+		} else {
+			st.otherSetOp = true
+		}
 		k := j + 1
 		for k < to && (toks[k].Is("all") || toks[k].Is("distinct")) {
 			k++

@@ -48,6 +48,7 @@ func TestWholeDecision(t *testing.T) {
 		asIs               // co-located or single: the ordinary routing goes on
 		cross              // ErrCrossShard
 		unsupported        // ErrUnsupportedStatement
+		concat             // on want's shards, the answers concatenated
 	)
 	cases := []struct {
 		name string
@@ -59,12 +60,22 @@ func TestWholeDecision(t *testing.T) {
 		// Set operations.
 		{"union all, one user", "SELECT * FROM orders WHERE user_id = 1 UNION ALL SELECT * FROM orders WHERE user_id = 1", nil, routed, 1 << 1},
 		{"union all, same shard", "SELECT * FROM orders WHERE user_id = $1 UNION ALL SELECT * FROM orders WHERE user_id = $2", []any{1, 5}, routed, 1 << 1},
-		{"union all, two shards", "SELECT * FROM orders WHERE user_id = $1 UNION ALL SELECT * FROM orders WHERE user_id = $2", []any{1, 2}, cross, 0},
+		{"union all, two shards", "SELECT * FROM orders WHERE user_id = $1 UNION ALL SELECT * FROM orders WHERE user_id = $2", []any{1, 2}, concat, 1<<1 | 1<<2},
+		{"union all, two shards, parenthesized", "(SELECT * FROM orders WHERE user_id = 1) UNION ALL (SELECT * FROM orders WHERE user_id = 2)", nil, concat, 1<<1 | 1<<2},
+		{"union all of a join on the key", "SELECT o.id FROM orders o JOIN order_items i ON i.user_id = o.user_id WHERE o.user_id = 1 UNION ALL SELECT id FROM orders WHERE user_id = 2", nil, concat, 1<<1 | 1<<2},
+		{"union all, two shards, ordered", "SELECT * FROM orders WHERE user_id = 1 UNION ALL SELECT * FROM orders WHERE user_id = 2 ORDER BY id", nil, cross, 0},
+		{"union all, two shards, limited part", "(SELECT * FROM orders WHERE user_id = 1 LIMIT 2) UNION ALL (SELECT * FROM orders WHERE user_id = 2)", nil, cross, 0},
+		{"union all, two shards, counts", "SELECT count(*) FROM orders WHERE user_id = 1 UNION ALL SELECT count(*) FROM orders WHERE user_id = 2", nil, cross, 0},
+		{"union all, two shards, distinct part", "SELECT DISTINCT status FROM orders WHERE user_id = 1 UNION ALL SELECT status FROM orders WHERE user_id = 2", nil, cross, 0},
+		{"union all, two shards, a constant part", "SELECT id FROM orders WHERE user_id = 1 UNION ALL SELECT id FROM orders WHERE user_id = 2 UNION ALL SELECT 7", nil, cross, 0},
+		{"union all, two shards, a subquery", "SELECT id FROM orders WHERE user_id = 1 AND id IN (SELECT order_id FROM order_items WHERE user_id = 1) UNION ALL SELECT id FROM orders WHERE user_id = 2", nil, cross, 0},
+		{"union all within a union", "(SELECT id FROM orders WHERE user_id = 1 UNION ALL SELECT id FROM orders WHERE user_id = 2) UNION SELECT id FROM orders WHERE user_id = 5", nil, cross, 0},
+		{"union all, two shards, a join not on the key", "SELECT a.id FROM orders a JOIN orders b ON a.status = b.status WHERE a.user_id = 1 AND b.user_id = 1 UNION ALL SELECT id FROM orders WHERE user_id = 2", nil, cross, 0},
 		{"union, two shards, ?", "SELECT id FROM orders WHERE user_id = ? UNION SELECT id FROM orders WHERE user_id = ?", []any{1, 2}, cross, 0},
 		{"intersect", "SELECT id FROM orders WHERE user_id = 1 INTERSECT SELECT id FROM orders WHERE user_id = 2", nil, cross, 0},
 		{"except, same shard", "(SELECT id FROM orders WHERE user_id = 1) EXCEPT (SELECT id FROM orders WHERE user_id = 5)", nil, routed, 1 << 1},
 		{"union, one part keyless", "SELECT * FROM orders WHERE user_id = 1 UNION ALL SELECT * FROM orders WHERE status = 'x'", nil, unsupported, 0},
-		{"union with an IN over two shards", "SELECT * FROM orders WHERE user_id IN (1, 2) UNION ALL SELECT * FROM orders WHERE user_id = 1", nil, cross, 0},
+		{"union with an IN over two shards", "SELECT * FROM orders WHERE user_id IN (1, 2) UNION ALL SELECT * FROM orders WHERE user_id = 1", nil, concat, 1<<1 | 1<<2},
 		// CTEs.
 		{"cte read, one shard", "WITH a AS (SELECT * FROM orders WHERE user_id = 1) SELECT * FROM a UNION ALL SELECT * FROM orders WHERE user_id = 5", nil, routed, 1 << 1},
 		{"cte read, two shards", "WITH a AS (SELECT * FROM orders WHERE user_id = 1) SELECT * FROM a UNION ALL SELECT * FROM orders WHERE user_id = 2", nil, cross, 0},
@@ -132,6 +143,10 @@ func TestWholeDecision(t *testing.T) {
 			case routed:
 				if v.single || !v.bounded || v.mask != c.mask {
 					t.Fatalf("%s: %+v, want routed to %b", c.sql, v, c.mask)
+				}
+			case concat:
+				if v.single || v.colocated || !v.bounded || v.mask != c.mask {
+					t.Fatalf("%s: %+v, want run on %b, the answers concatenated", c.sql, v, c.mask)
 				}
 			case asIs:
 				if !v.single && !v.colocated {
@@ -205,9 +220,9 @@ func TestWholeGORM(t *testing.T) {
 		{"updates setting a subquery of the same shard", func() error {
 			return mt.db.Model(&benchOrder{}).Where("user_id = ?", 1).Updates(map[string]any{"status": items(2)}).Error
 		}, nil, []string{"s0"}},
-		{"raw union over two shards", func() error {
+		{"raw union over two shards, ordered", func() error {
 			var x []benchOrder
-			return mt.db.Raw("SELECT * FROM orders WHERE user_id = ? UNION ALL SELECT * FROM orders WHERE user_id = ?", 1, 300).Scan(&x).Error
+			return mt.db.Raw("SELECT * FROM orders WHERE user_id = ? UNION ALL SELECT * FROM orders WHERE user_id = ? ORDER BY id", 1, 300).Scan(&x).Error
 		}, ErrCrossShard, nil},
 		{"raw union of one shard", func() error {
 			return mt.db.Exec("WITH u AS (UPDATE orders SET status = 'a' WHERE user_id = ? RETURNING id) UPDATE orders SET status = 'b' WHERE user_id = ?", 1, 2).Error

@@ -166,6 +166,9 @@ func (s *Sharding) decideWhole(ctx context.Context, tg *target, text string, var
 			}
 		}
 	}
+	if bits.OnesCount64(v.mask) > 1 && tg.raw && !tg.write && st.concatenable() && rawScatterProblem(text) == "" {
+		return v, nil // each shard's answer is its rows of every part: concatenated
+	}
 	if bits.OnesCount64(v.mask) > 1 {
 		a := sharded[0]
 		for _, r := range sharded {
@@ -176,6 +179,31 @@ func (s *Sharding) decideWhole(ctx context.Context, tg *target, text string, var
 		return wholeVerdict{}, fmt.Errorf("%w: %s: %s reads shards %v; a statement of several parts runs whole on one database: split it into one statement per shard and combine the answers", ErrCrossShard, what, st.where(a), s.names(masks[a], true))
 	}
 	return v, nil
+}
+
+// concatenable reports whether the statement is parts joined by UNION ALL
+// alone, each one query block (no CTE, no subquery) that reads the
+// sharded tables alone, joined on the key, and writes nothing. Run whole
+// on a shard, each part then returns the rows of its users that the
+// shard holds, and nothing for the users of other shards: the answer of
+// one database holding every row is the shards' answers concatenated
+// (when no ORDER BY, LIMIT, DISTINCT, aggregate or window applies to it:
+// rawScatterProblem; and no move is in progress: rawPending).
+func (st *wStmt) concatenable() bool {
+	if !st.unionAll || st.otherSetOp || len(st.ctes) > 0 {
+		return false
+	}
+	for _, b := range st.blocks {
+		if b.outer != nil || len(b.refs) == 0 || !st.colocated(b) {
+			return false
+		}
+		for _, r := range b.refs {
+			if r.t == nil || r.write || r.ins {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // where names a reference for messages.
