@@ -108,11 +108,13 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	primaryOK := err == nil
 	p.notePrimaryPoll(ctx, err)
 	now := time.Now()
+	token := "" // the store's token this poll verified and accepted
 	if primaryOK {
 		p.addPrimarySample(primarySample{at: now, pos: ins})
 		p.lastPrimary.Store(&ins)
 		if verified {
 			p.acceptStore(ctx, epoch, ins, now)
+			token = epoch.Token
 		}
 	}
 	p.expireLossFloor(now)
@@ -151,7 +153,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 		p.refreshDependents(ctx, now, true)
 	}
 	if shared {
-		p.lead(ctx, sp, began)
+		p.lead(ctx, sp, began, token)
 	}
 }
 

@@ -38,6 +38,10 @@ type pollSnapshot struct {
 	TTL int64 `json:"ttl"`
 	// Replicas are the replicas the poll knows, by server identity.
 	Replicas []snapshotReplica `json:"r"`
+	// Token is the store's token the poll verified and accepted ("" when
+	// it did not), which followers adopt instead of verifying the store
+	// themselves (lsnstore.Adopter).
+	Token string `json:"tok,omitempty"`
 }
 
 // snapshotReplica is one replica in a pollSnapshot.
@@ -86,8 +90,9 @@ func (p *Plugin) sharedSnapshot(ctx context.Context, sp lsnstore.SharedPoller) (
 	return sp.SharedPoll(ctx)
 }
 
-// followOnce is a follower's poll: verify the store as every poll does,
-// then take the replicas' states from the holder's snapshot. It reports
+// followOnce is a follower's poll: take the replicas' states from the
+// holder's snapshot, and check the store: adopt the token the holder
+// verified, or verify the store itself when it must (followStore). It reports
 // false, having changed nothing, when there is no snapshot it can use: the
 // caller then polls the servers itself.
 func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
@@ -133,12 +138,13 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 		states[i] = st
 	}
 
-	epoch, verified := p.verifyStore(ctx)
+	epoch, verified := p.followStore(ctx, s.Token)
 	if verified {
 		var ins lsnstore.Position
 		if epoch.Changed {
 			// The loss floor is the primary's position read after the
-			// verification: read here, once.
+			// verification (or after the snapshot whose token it
+			// adopts was read): read here, once.
 			if ins, _, err = p.engine.primaryPositions(ctx, p.primaryDB); err != nil {
 				verified = false
 			}
@@ -175,11 +181,28 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 	return true
 }
 
+// followStore is a follower's check of the store: the token the holder's
+// poll verified (token), adopted when the reader allows it
+// (lsnstore.Adopter: docs/design/topology.md, "What a follower asks of
+// the store"), else a verification of its own.
+func (p *Plugin) followStore(ctx context.Context, token string) (lsnstore.Epoch, bool) {
+	if a, ok := p.cfg.Store.(lsnstore.Adopter); ok && token != "" {
+		if e, ok := a.Adoptable(token); ok {
+			// The store answered the snapshot's read: reads may consult
+			// it again at once, as after a verification.
+			p.breaker.Success()
+			return e, true
+		}
+	}
+	return p.verifyStore(ctx)
+}
+
 // lead publishes what this process's own poll (begun at began) found,
+// with the store's token it verified and accepted ("" when it did not),
 // taking or renewing the poller's lease; p.leading says whether it holds
 // it. Any failure leaves the lease to others.
-func (p *Plugin) lead(ctx context.Context, sp lsnstore.SharedPoller, began time.Time) {
-	s := pollSnapshot{V: pollSnapshotVersion, TTL: p.cfg.PollerLease.Milliseconds()}
+func (p *Plugin) lead(ctx context.Context, sp lsnstore.SharedPoller, began time.Time, token string) {
+	s := pollSnapshot{V: pollSnapshotVersion, TTL: p.cfg.PollerLease.Milliseconds(), Token: token}
 	if last := p.lastPrimary.Load(); last != nil {
 		s.Primary = last.String()
 	}
