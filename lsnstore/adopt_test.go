@@ -81,3 +81,48 @@ func TestRedisAdoptToken(t *testing.T) {
 		t.Fatal("not adoptable with a lease just renewed")
 	}
 }
+
+// TestRedisReadsCarryTheSnapshot: with CarrySnapshot on, a read's MGET
+// (plain, and the eviction-guarded script) also returns the shared
+// poller's snapshot, and the positions are unchanged; a new snapshot
+// gets a new sequence number, the same one none; a missing one is "".
+func TestRedisReadsCarryTheSnapshot(t *testing.T) {
+	_, rdb := redisClient(t)
+	s := verified(t, rdb)
+	raiseOK(t, s, []string{"t"}, 5)
+	ctx := context.Background()
+	for _, guard := range []bool{false, true} {
+		s.GuardEvictions(guard)
+		s.CarrySnapshot(true)
+		checkWrite(t, s, []string{"t"}, 5)
+		if snap, seq := s.CarriedSnapshot(); snap != "" || seq == 0 {
+			t.Fatalf("guard %v, no snapshot published: carried %q (%d), want \"\" and a number", guard, snap, seq)
+		}
+		_, seq0 := s.CarriedSnapshot()
+		if _, err := s.PublishPoll(ctx, "holder", time.Second, []byte(`{"v":1}`), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.WritePositions(ctx, [][]string{{"t"}, {"u"}}); err != nil {
+			t.Fatal(err)
+		}
+		snap, seq := s.CarriedSnapshot()
+		if snap != `{"v":1}` || seq == seq0 {
+			t.Fatalf("guard %v: carried %q (%d after %d), want the snapshot with a new number", guard, snap, seq, seq0)
+		}
+		checkWrite(t, s, []string{"t"}, 5)
+		if _, again := s.CarriedSnapshot(); again != seq {
+			t.Fatalf("guard %v: the same snapshot carried again changed the number %d to %d", guard, seq, again)
+		}
+		if err := s.ResignPoller(ctx, "holder"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.CarrySnapshot(false)
+	if _, err := s.PublishPoll(ctx, "holder", time.Second, []byte(`{"v":2}`), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkWrite(t, s, []string{"t"}, 5)
+	if snap, _ := s.CarriedSnapshot(); snap == `{"v":2}` {
+		t.Fatal("a read carried the snapshot with carrying off")
+	}
+}

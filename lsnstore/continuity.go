@@ -91,6 +91,10 @@ type RedisReader struct {
 	// (EvictionGuard).
 	guardEvictions atomic.Bool
 	lease          leaseState // Leaser (lease.go)
+	// carry: reads carry the shared poller's snapshot (SnapshotCarrier,
+	// carry.go); carried: the last one a read carried.
+	carry   atomic.Bool
+	carried atomic.Pointer[carriedSnapshot]
 }
 
 // NewReader implements LossyStore. The first reader of a client installs

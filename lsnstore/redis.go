@@ -47,6 +47,7 @@ type Redis struct {
 	// (continuity.go).
 	anchorKey string
 	anchorArg any
+	pollArg   any // pollKey, for the snapshot a read carries
 
 	format formatState // the store format's last check (format.go)
 }
@@ -77,6 +78,7 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	r.replicasKey = r.base + "replicas"
 	r.anchorKey = r.base + "anchor"
 	r.anchorArg = r.anchorKey
+	r.pollArg = r.pollKey()
 	return r
 }
 
@@ -238,7 +240,29 @@ func positionValue(v, key any) (Position, error) {
 // comes first and is checked, in a script with the server's eviction
 // count when rr guards evictions and its identity while rr's connections
 // are suspect (guardedMget).
+//
+// When rr carries the shared poller's snapshot (CarrySnapshot), the
+// snapshot's key is read last in the same MGET and kept for
+// CarriedSnapshot.
 func (r *Redis) mget(ctx context.Context, args []any, rr *RedisReader, batched bool) ([]any, []any, error) {
+	carry := rr != nil && rr.carry.Load()
+	if carry {
+		args = append(args, r.pollArg)
+	}
+	vals, args, err := r.mgetKeys(ctx, args, rr, batched)
+	if err != nil || !carry {
+		return vals, args, err
+	}
+	n := len(vals)
+	if n == 0 || len(args) != n+1 {
+		return nil, nil, fmt.Errorf("%w: a reply of %d values to %d keys", ErrDiscontinuity, n, len(args)-1)
+	}
+	rr.keepCarried(vals[n-1])
+	return vals[:n-1], args[:n], nil
+}
+
+// mgetKeys is mget without the carried snapshot.
+func (r *Redis) mgetKeys(ctx context.Context, args []any, rr *RedisReader, batched bool) ([]any, []any, error) {
 	var call *callCtx
 	if batched {
 		// A batch's readers wait ReadBound each and longer only while the

@@ -165,13 +165,23 @@ type Plugin struct {
 	// poller's lease, and whether it holds it (set by the poller only).
 	pollerMember string
 	leading      atomic.Bool
+	// A follower's snapshot (shared_poll.go): the newest it applied, read
+	// by the poll or carried by a read; the carried one's sequence number
+	// last seen; followDue: the next poll reads the snapshot itself (a read
+	// found none, or refused the store); waiting: reads waiting for a poll
+	// (MaxWait).
+	followRefresh time.Duration // followRefresh, but in tests
+	followed      atomic.Pointer[followedSnapshot]
+	carriedSeq    atomic.Uint64
+	followDue     atomic.Bool
+	waitingPoll   atomic.Int32
 }
 
 // New returns a plugin for cfg. Configuration errors are reported by
 // Initialize (that is, by db.Use).
 func New(cfg Config) *Plugin {
 	_, random := cfg.Policy.(dbresolver.RandomPolicy)
-	p := &Plugin{cfg: cfg.withDefaults(), stop: make(chan struct{}), randomPolicy: random || cfg.Policy == nil}
+	p := &Plugin{cfg: cfg.withDefaults(), stop: make(chan struct{}), randomPolicy: random || cfg.Policy == nil, followRefresh: followRefresh}
 	p.life, p.endLife = context.WithCancel(context.Background())
 	_, inMemory := p.cfg.Store.(*lsnstore.Memory)
 	p.overlapping = !p.cfg.SequentialLookup && !inMemory

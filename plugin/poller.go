@@ -98,6 +98,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	if shared && !p.leading.Load() && p.followOnce(ctx, sp) {
 		return
 	}
+	p.carrySnapshot(false) // its reads route on its own poll's states
 	began := time.Now()
 	// The store first (continuity.go): the primary's position read next
 	// is after the verification.

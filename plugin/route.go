@@ -262,10 +262,13 @@ func (p *Plugin) askStore(ask func() error) error {
 	if err != nil {
 		if !lsnstore.IsDiscontinuity(err) { // the store answered: not an outage
 			p.breaker.Failure(now, p.cfg.BreakerFailures)
+		} else {
+			p.followDue.Store(true) // a follower's next poll adopts or verifies
 		}
 		return err
 	}
 	p.breaker.Success()
+	p.applyCarried()
 	return nil
 }
 
@@ -372,6 +375,9 @@ func (p *Plugin) waitFresh(ctx context.Context, required lsnstore.Position) (gor
 	}
 	timer := time.NewTimer(p.cfg.MaxWait)
 	defer timer.Stop()
+	// A follower's polls read the holder's snapshot while reads wait.
+	p.waitingPoll.Add(1)
+	defer p.waitingPoll.Add(-1)
 	var best lsnstore.Position
 	for {
 		tick := *p.tick.Load()

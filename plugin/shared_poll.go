@@ -90,33 +90,43 @@ func (p *Plugin) sharedSnapshot(ctx context.Context, sp lsnstore.SharedPoller) (
 	return sp.SharedPoll(ctx)
 }
 
-// followOnce is a follower's poll: take the replicas' states from the
-// holder's snapshot, and check the store: adopt the token the holder
-// verified, or verify the store itself when it must (followStore). It reports
-// false, having changed nothing, when there is no snapshot it can use: the
-// caller then polls the servers itself.
-func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
-	snap, left, err := p.sharedSnapshot(ctx, sp)
-	if err != nil || snap == nil {
-		return false
-	}
+// followedSnapshot is a snapshot a follower applied, and when the poll
+// that made it began at the latest (its age rule: sharedSnapshot).
+type followedSnapshot struct {
+	s        pollSnapshot
+	polledAt time.Time
+	at       time.Time // when this process read it
+}
+
+// followRefresh is how long a follower's poll uses the newest snapshot
+// it has (carried by a read, or its own read) before reading the store's
+// again: reads carry the newest one in their own round trip, so the poll
+// needs one only for what it alone does (adopting the store's token, the
+// replicas' health, the primary's samples).
+const followRefresh = time.Second
+
+// parseSnapshot reads a snapshot; false when it is not one this version
+// follows.
+func parseSnapshot(b []byte) (pollSnapshot, bool) {
 	var s pollSnapshot
-	if json.Unmarshal(snap, &s) != nil || s.V != pollSnapshotVersion || s.TTL <= 0 {
-		return false // another version's holder: poll here
+	if json.Unmarshal(b, &s) != nil || s.V != pollSnapshotVersion || s.TTL <= 0 {
+		return s, false // another version's holder: poll here
 	}
-	now := time.Now()
-	// The poll began this long ago at the most (the store's clock for
-	// the time since it was published, which no clock skew touches).
-	polledAt := now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
+	return s, true
+}
+
+// snapshotStates computes the replicas' states a snapshot gives (polled at
+// polledAt), with what it says of each replica's health (nil when a
+// failed read of this process overrides it); false when it cannot be
+// used: a replica without a verified identity, an entry unreadable.
+func (p *Plugin) snapshotStates(s pollSnapshot, polledAt, now time.Time) ([]*replica, []*replicaState, []*bool, bool) {
 	replicas := p.replicas()
 	states := make([]*replicaState, len(replicas))
-	// reported: what the snapshot says of each replica, for the log;
-	// nil when a read's failure here overrides it.
 	reported := make([]*bool, len(replicas))
 	for i, r := range replicas {
 		id := replicaIdentity(r)
 		if id == "" {
-			return false
+			return nil, nil, nil, false
 		}
 		st := &replicaState{polledAt: polledAt}
 		for _, e := range s.Replicas {
@@ -125,7 +135,7 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 			}
 			pos, err := lsnstore.ParsePosition(e.Pos)
 			if err != nil {
-				return false
+				return nil, nil, nil, false
 			}
 			st.pos, st.up, st.withinLag = pos, true, e.WithinLag
 		}
@@ -137,10 +147,91 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 		}
 		states[i] = st
 	}
+	return replicas, states, reported, true
+}
+
+// carrySnapshot makes this process's reads carry the holder's snapshot
+// while it follows (lsnstore.SnapshotCarrier): only under the age rule
+// that needs no PTTL (sharedSnapshot).
+func (p *Plugin) carrySnapshot(on bool) {
+	if c, ok := p.cfg.Store.(lsnstore.SnapshotCarrier); ok {
+		c.CarrySnapshot(on && p.cfg.MaxLag >= snapshotAgeFactor*p.cfg.PollerLease)
+	}
+}
+
+// applyCarried applies the snapshot the last read carried, when it is new,
+// to the replicas' states: the read that carried it then routes on it.
+// Called after each answered store read.
+func (p *Plugin) applyCarried() {
+	c, ok := p.cfg.Store.(lsnstore.SnapshotCarrier)
+	if !ok || p.leading.Load() {
+		return
+	}
+	raw, seq := c.CarriedSnapshot()
+	if last := p.carriedSeq.Load(); seq == 0 || seq == last || !p.carriedSeq.CompareAndSwap(last, seq) {
+		return // applied already (by this read's or another's)
+	}
+	if raw == "" {
+		p.followDue.Store(true) // no holder: the poll looks, and may take over
+		return
+	}
+	s, ok := parseSnapshot([]byte(raw))
+	if !ok {
+		p.followDue.Store(true)
+		return
+	}
+	now := time.Now()
+	left := -(p.cfg.PollerLease/100 + 5*time.Millisecond)
+	polledAt := now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
+	replicas, states, _, ok := p.snapshotStates(s, polledAt, now)
+	if !ok {
+		p.followDue.Store(true)
+		return
+	}
+	p.followed.Store(&followedSnapshot{s: s, polledAt: polledAt, at: now})
+	for i, r := range replicas {
+		r.state.Store(states[i])
+	}
+}
+
+// followOnce is a follower's poll: take the replicas' states from the
+// holder's snapshot (the newest a read carried, or the store's), and
+// check the store: adopt the token the holder verified, or verify the
+// store itself when it must (followStore). It reports false, having
+// changed nothing, when there is no snapshot it can use: the caller then
+// polls the servers itself.
+func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
+	p.carrySnapshot(true)
+	now := time.Now()
+	f := p.followed.Load()
+	due := p.followDue.Swap(false)
+	if f == nil || now.Sub(f.at) >= p.followRefresh || due || p.waitingPoll.Load() > 0 {
+		snap, left, err := p.sharedSnapshot(ctx, sp)
+		if err != nil || snap == nil {
+			return false
+		}
+		s, ok := parseSnapshot(snap)
+		if !ok {
+			return false
+		}
+		now = time.Now()
+		// The poll began this long ago at the most (the store's clock
+		// for the time since it was published, which no clock skew
+		// touches).
+		polledAt := now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
+		f = &followedSnapshot{s: s, polledAt: polledAt, at: now}
+	}
+	s, polledAt := f.s, f.polledAt
+	replicas, states, reported, ok := p.snapshotStates(s, polledAt, now)
+	if !ok {
+		return false
+	}
+	p.followed.Store(f)
 
 	epoch, verified := p.followStore(ctx, s.Token)
 	if verified {
 		var ins lsnstore.Position
+		var err error
 		if epoch.Changed {
 			// The loss floor is the primary's position read after the
 			// verification (or after the snapshot whose token it
