@@ -152,11 +152,15 @@ func (p *Plugin) snapshotStates(s pollSnapshot, polledAt, now time.Time) ([]*rep
 
 // carrySnapshot makes this process's reads carry the holder's snapshot
 // while it follows (lsnstore.SnapshotCarrier): only under the age rule
-// that needs no PTTL (sharedSnapshot).
-func (p *Plugin) carrySnapshot(on bool) {
-	if c, ok := p.cfg.Store.(lsnstore.SnapshotCarrier); ok {
-		c.CarrySnapshot(on && p.cfg.MaxLag >= snapshotAgeFactor*p.cfg.PollerLease)
+// that needs no PTTL (sharedSnapshot). It reports whether they do.
+func (p *Plugin) carrySnapshot(on bool) bool {
+	c, ok := p.cfg.Store.(lsnstore.SnapshotCarrier)
+	if !ok {
+		return false
 	}
+	on = on && p.cfg.MaxLag >= snapshotAgeFactor*p.cfg.PollerLease
+	c.CarrySnapshot(on)
+	return on
 }
 
 // applyCarried applies the snapshot the last read carried, when it is new,
@@ -201,11 +205,11 @@ func (p *Plugin) applyCarried() {
 // changed nothing, when there is no snapshot it can use: the caller then
 // polls the servers itself.
 func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool {
-	p.carrySnapshot(true)
+	carried := p.carrySnapshot(true)
 	now := time.Now()
 	f := p.followed.Load()
 	due := p.followDue.Swap(false)
-	if f == nil || now.Sub(f.at) >= p.followRefresh || due || p.waitingPoll.Load() > 0 {
+	if f == nil || !carried || now.Sub(f.at) >= p.followRefresh || due || p.waitingPoll.Load() > 0 {
 		snap, left, err := p.sharedSnapshot(ctx, sp)
 		if err != nil || snap == nil {
 			return false
