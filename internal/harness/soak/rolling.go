@@ -182,14 +182,14 @@ type rollingProc struct {
 	started, ready time.Time
 }
 
-// RunRolling runs a rolling upgrade on c (PostgreSQL) and st: half the
+// RunRolling runs a rolling upgrade on c (PostgreSQL or MariaDB) and st: half the
 // processes of the old release and half of this one, then the old ones
 // replaced one by one by new ones (the upgrade), then every new one by an
 // old one (the rollback); replay on every replica is paused and resumed
 // throughout, so a read sent to a replica that missed a write is stale.
 // Every read is checked against every write any process had returned
 // before it began.
-func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingReport {
+func RunRolling(t testing.TB, c Cluster, st Store, rc RollingConfig) RollingReport {
 	t.Helper()
 	if rc.Processes <= 0 {
 		rc.Processes = 3
@@ -328,12 +328,16 @@ func RunRolling(t testing.TB, c Postgres, st Store, rc RollingConfig) RollingRep
 		rec.firstErrors = append(rec.firstErrors, h.FirstErrors...)
 	}
 
-	// Replay paused and resumed on every replica until the end.
+	// Replay paused and resumed on every replica until the end
+	// (PostgreSQL's replay, MariaDB's SQL thread).
 	var pause Fault
 	for _, f := range c.Faults() {
-		if f.Name == "replay-paused" {
+		if f.Name == "replay-paused" || f.Name == "apply-stopped" {
 			pause = f
 		}
+	}
+	if pause.Inject == nil {
+		t.Fatalf("%s has no fault that pauses replay", c.Engine())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pauses := make(chan int, 1)

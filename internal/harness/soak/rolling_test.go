@@ -15,7 +15,16 @@ import (
 // (a rollback). No read is stale, in any phase, and every phase did work,
 // much of it reading rows the other release wrote.
 func TestRollingUpgrade(t *testing.T) {
-	c := NewPostgres(t, testcluster.PostgresFor(t))
+	rollingUpgrade(t, NewPostgres(t, testcluster.PostgresFor(t)))
+}
+
+// TestMariaDBRollingUpgrade is TestRollingUpgrade on MariaDB (replication
+// paused by stopping the replica's SQL thread).
+func TestMariaDBRollingUpgrade(t *testing.T) {
+	rollingUpgrade(t, NewMariaDB(t, testcluster.MariaDBFor(t)))
+}
+
+func rollingUpgrade(t *testing.T, c Cluster) {
 	st := Store{Redis: testcluster.RedisFor(t)}
 	rel, old := BuildRelease(t)
 	rep := RunRolling(t, c, st, RollingConfig{Old: old})
