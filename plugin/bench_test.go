@@ -33,12 +33,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 	"gorm.io/plugin/dbresolver"
 
+	"github.com/freshread/freshread/freshreadprom"
 	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/internal/lib/tracerec"
 	"github.com/freshread/freshread/lsnstore"
@@ -193,7 +195,7 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 			// read's context stays one that cannot end.
 			cfg.StallTimeout = -1
 		}
-	case "freshread-redis", "freshread-redis-table", "freshread-redis-sequential":
+	case "freshread-redis", "freshread-redis-table", "freshread-redis-sequential", "freshread-redis-follower":
 		cfg.TablePositions = kind == "freshread-redis-table"
 		cfg.SequentialLookup = kind == "freshread-redis-sequential"
 		r := testcluster.RedisFor(b)
@@ -202,7 +204,13 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 		s.counter = &cmdCounter{}
 		s.redisAddr = r.Addr()
 		rdb.AddHook(s.counter)
-		cfg.Store = lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: fmt.Sprintf("%s_%d", name, time.Now().UnixNano())})
+		database := fmt.Sprintf("%s_%d", name, time.Now().UnixNano())
+		cfg.Store = lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: database})
+		if kind == "freshread-redis-follower" {
+			// Another process holds the poller's lease first: this one
+			// follows it, its reads carrying the holder's snapshot.
+			startHolder(b, pg, name, replicaDSNs(b, pg, name), r.Addr(), database)
+		}
 	default:
 		b.Fatalf("unknown setup %q", kind)
 	}
@@ -232,7 +240,29 @@ func openSetup(b *testing.B, kind string) *benchSetup {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if kind == "freshread-redis-follower" && pollerLeading(b, p) {
+		b.Fatal("the benchmark's process holds the poller's lease: it follows no one")
+	}
 	return s
+}
+
+// pollerLeading reports whether p holds the poller's lease (its metric).
+func pollerLeading(b *testing.B, p *plugin.Plugin) bool {
+	b.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(freshreadprom.Plugin(p)); err != nil {
+		b.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "freshread_poller_leading" && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue() == 1
+		}
+	}
+	return false
 }
 
 // benchRTT, from FRESHREAD_BENCH_RTT (a Go duration, e.g. 200us), puts a
@@ -342,8 +372,55 @@ func (s *benchSetup) check(b *testing.B, db *gorm.DB, when string) {
 
 // benchKinds: freshread-memory and freshread-redis are the default Config
 // (positions by key) with each store; freshread-redis-table keeps positions
-// by table only (Config.TablePositions).
-var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshread-redis", "freshread-redis-table", "freshread-redis-sequential"}
+// by table only (Config.TablePositions); freshread-redis-follower is
+// freshread-redis in a process that follows another's poll (its reads
+// carry the holder's snapshot).
+var benchKinds = []string{"primary", "dbresolver", "freshread-memory", "freshread-redis", "freshread-redis-table", "freshread-redis-sequential", "freshread-redis-follower"}
+
+// replicaDSNs are the replicas' DSNs of database name.
+func replicaDSNs(b *testing.B, pg *testcluster.Postgres, name string) []string {
+	var out []string
+	for i := 0; i < pg.Replicas(); i++ {
+		out = append(out, viaRelay(b, pg.ReplicaDSN(i, name)))
+	}
+	return out
+}
+
+// startHolder opens a plugin of its own on database name, sharing the
+// Redis store database with the benchmark's, and waits until it holds the
+// poller's lease (its snapshot is in the store).
+func startHolder(b *testing.B, pg *testcluster.Postgres, name string, replicas []string, redisAddr, database string) {
+	b.Helper()
+	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(name)), benchGormConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { closeGorm(db) })
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { rdb.Close() })
+	var rs []plugin.Replica
+	for i, dsn := range replicas {
+		rs = append(rs, plugin.Replica{Name: fmt.Sprintf("r%d", i), Dialector: postgres.Open(dsn)})
+	}
+	store := lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: database})
+	// Reads keep the holder awake: resting, it would give the lease up.
+	p := plugin.New(plugin.Config{Replicas: rs, Store: store, IdleAfter: time.Hour})
+	if err := db.Use(p); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if snap, _, err := store.SharedPoll(ctx); err == nil && snap != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the holder published no snapshot within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // benchReads runs the primary-key lookup on db (a real read, or a DryRun
 // session) in the benchmark loop.
