@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freshread/freshread/internal/engines"
 	"github.com/freshread/freshread/sharding"
 )
 
@@ -215,6 +216,9 @@ func (c Config) validate() error {
 	}
 	if len(c.Shards) == 0 {
 		return fmt.Errorf("%w: no Shards", ErrConfig)
+	}
+	if _, maria := c.eng.(mariaEngine); maria && engines.MariaDBBinlog == nil {
+		return engines.MariaDBBinlogNotLinked("reshard", ErrConfig)
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Shards {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/freshread/freshread/internal/engines"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -124,9 +124,8 @@ func sqlState(err error) string {
 	if errors.As(err, &pe) {
 		return pe.Code
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.SQLState != [5]byte{} {
-		return string(me.SQLState[:])
+	if state, ok := engines.MySQLSQLState(err); ok && state != "\x00\x00\x00\x00\x00" {
+		return state
 	}
 	return ""
 }

@@ -7,7 +7,11 @@
 // triggers; on MariaDB (10.11) the catch-up reads the binlog (row format,
 // GTIDs) from Shard.BinlogDSN and the guard is triggers that SIGNAL
 // SQLSTATE 'FRB01'. The shards' database/sql driver says which: pgx is
-// PostgreSQL, go-sql-driver/mysql MariaDB; one Config is of one kind.
+// PostgreSQL, go-sql-driver/mysql MariaDB; one Config is of one kind. A
+// mover on MariaDB imports github.com/freshread/freshread/reshard/mariadb
+// for its side effect (the binlog reader and the MySQL driver's support;
+// without it New refuses MariaDB shards, naming the import); a mover on
+// PostgreSQL links none of it.
 // Below, the PostgreSQL words; docs/design/sharding-and-moves.md,
 // "MariaDB (in progress)", has what differs there.
 //

@@ -7,13 +7,12 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // mariaEngine is the mover on MariaDB shards (10.11; MySQL 8 is not
@@ -35,14 +34,22 @@ func (mariaEngine) name() string { return "MariaDB" }
 func (mariaEngine) defaultSchema() string { return "" }
 
 // engineOf returns the engine of db by its driver: go-sql-driver/mysql
-// is MariaDB (or MySQL), anything else PostgreSQL.
+// is MariaDB (or MySQL), anything else PostgreSQL. The driver is told by
+// its type's package, so that a mover on PostgreSQL links no MySQL code.
 func engineOf(db *sql.DB) engine {
-	if db != nil {
-		if _, ok := db.Driver().(*mysql.MySQLDriver); ok {
-			return mariaEngine{}
-		}
+	if db != nil && isMySQLDriver(db.Driver()) {
+		return mariaEngine{}
 	}
 	return pgEngine{}
+}
+
+// isMySQLDriver reports whether d is go-sql-driver/mysql's driver.
+func isMySQLDriver(d any) bool {
+	t := reflect.TypeOf(d)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t != nil && t.PkgPath() == "github.com/go-sql-driver/mysql"
 }
 
 // mquote quotes a MariaDB identifier.

@@ -2,13 +2,12 @@ package reshard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/freshread/freshread/internal/engines"
 )
 
 // mariaTrx is one InnoDB transaction as information_schema.INNODB_TRX
@@ -73,8 +72,7 @@ func mariaOpenTrx(ctx context.Context, q querier) ([]mariaTrx, error) {
   COALESCE(CONCAT_WS(', ', p.USER, p.DB, p.COMMAND), 'no connection')
  FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id`)
 	if err != nil {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1044 || me.Number == 1142) {
+		if n, ok := engines.MySQLErrorNumber(err); ok && (n == 1227 || n == 1044 || n == 1142) {
 			return nil, fmt.Errorf("%w: the mover's user needs the PROCESS privilege, to see every transaction the switch waits for (information_schema.INNODB_TRX): %v", ErrConfig, err)
 		}
 		return nil, err

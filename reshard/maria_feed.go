@@ -5,18 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	gomysql "github.com/go-mysql-org/go-mysql/mysql"
-	"github.com/go-mysql-org/go-mysql/replication"
-	"github.com/go-sql-driver/mysql"
+	"github.com/freshread/freshread/internal/engines"
 )
 
 // mariaFeed is the catch-up on MariaDB: a binlog reader
@@ -49,8 +45,7 @@ import (
 type mariaFeed struct {
 	m *Mover
 
-	syncer *replication.BinlogSyncer
-	stream *replication.BinlogStreamer
+	stream engines.BinlogStream
 	// read is the position up to which transactions were read from the
 	// stream, and file the binlog file the stream is in.
 	read gtidPos
@@ -59,7 +54,7 @@ type mariaFeed struct {
 
 // transaction is one binlog transaction's changes of the moving tables.
 type mariaTxn struct {
-	gtid       gomysql.MariadbGTID
+	gtid       engines.BinlogGTID
 	standalone bool // DDL or a non-transactional statement: ends with its query
 	keys       []map[string][]string
 	truncated  []bool
@@ -289,18 +284,10 @@ func (f *mariaFeed) drop(context.Context) error {
 }
 
 func (f *mariaFeed) close() {
-	if f.syncer != nil {
-		f.syncer.Close()
+	if f.stream != nil {
+		f.stream.Close()
 	}
-	f.syncer, f.stream, f.read, f.file = nil, nil, nil, ""
-}
-
-// binlogLogger passes go-mysql's warnings and errors to the mover's
-// logger (its information lines are one per rotation and start).
-type binlogLogger struct{ slog.Handler }
-
-func (h binlogLogger) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+	f.stream, f.read, f.file = nil, nil, ""
 }
 
 // open starts reading the binlog after the position the target
@@ -314,49 +301,24 @@ func (f *mariaFeed) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := mysql.ParseDSN(m.src.BinlogDSN)
-	if err != nil {
+	bl := engines.MariaDBBinlog
+	if bl == nil {
+		return engines.MariaDBBinlogNotLinked("reshard", ErrConfig)
+	}
+	stream, err := bl.Open(engines.BinlogConfig{
+		DSN: m.src.BinlogDSN,
+		// A server id no real replica has (they are small numbers).
+		ServerID: uint32(1<<30 + rand.IntN(1<<30)),
+		GTIDSet:  from.String(),
+		Logger:   m.cfg.Logger,
+	})
+	if errors.Is(err, engines.ErrBinlogDSN) {
 		return fmt.Errorf("%w: shard %s: BinlogDSN: %v", ErrConfig, m.src.Name, err)
 	}
-	if c.Net != "tcp" {
-		return fmt.Errorf("%w: shard %s: BinlogDSN must reach the server over TCP, not %s", ErrConfig, m.src.Name, c.Net)
-	}
-	host, portText, err := net.SplitHostPort(c.Addr)
 	if err != nil {
-		return fmt.Errorf("%w: shard %s: BinlogDSN address %q: %v", ErrConfig, m.src.Name, c.Addr, err)
-	}
-	port, err := strconv.ParseUint(portText, 10, 16)
-	if err != nil {
-		return fmt.Errorf("%w: shard %s: BinlogDSN port %q", ErrConfig, m.src.Name, portText)
-	}
-	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		// A server id no real replica has (they are small numbers).
-		ServerID:                uint32(1<<30 + rand.IntN(1<<30)),
-		Flavor:                  gomysql.MariaDBFlavor,
-		Host:                    host,
-		Port:                    uint16(port),
-		User:                    c.User,
-		Password:                c.Passwd,
-		TLSConfig:               c.TLS,
-		UseDecimal:              true,
-		VerifyChecksum:          true,
-		TimestampStringLocation: time.UTC,
-		DisableRetrySync:        true,
-		HeartbeatPeriod:         time.Second,
-		ReadTimeout:             30 * time.Second,
-		Logger:                  slog.New(binlogLogger{m.cfg.Logger.Handler()}),
-	})
-	set, err := gomysql.ParseMariadbGTIDSet(from.String())
-	if err != nil {
-		syncer.Close()
-		return fmt.Errorf("reshard: move %s: GTID position %s: %w", m.mv.ID, from, err)
-	}
-	stream, err := syncer.StartSyncGTID(set)
-	if err != nil {
-		syncer.Close()
 		return fmt.Errorf("reshard: move %s: read the binlog of %s from %s: %w", m.mv.ID, m.src.Name, from, err)
 	}
-	f.syncer, f.stream, f.read = syncer, stream, from
+	f.stream, f.read = stream, from
 	return nil
 }
 
@@ -504,7 +466,7 @@ func binlogText(v any, c column) (string, error) {
 }
 
 // addRows keeps the keys of a rows event's rows in txn.
-func (f *mariaFeed) addRows(txn *mariaTxn, ti int, e *replication.RowsEvent) error {
+func (f *mariaFeed) addRows(txn *mariaTxn, ti int, e *engines.BinlogRows) error {
 	t := f.m.tables[ti]
 	if int(e.ColumnCount) != t.src.ncols {
 		return fmt.Errorf("%w: %s: the binlog has %d columns, the table %d (a change of the table during the move, or virtual columns the binlog leaves out)", ErrDecode, t.cfg.Name, e.ColumnCount, t.src.ncols)
@@ -520,8 +482,8 @@ func (f *mariaFeed) addRows(txn *mariaTxn, ti int, e *replication.RowsEvent) err
 		txn.keys[ti][strings.Join(vals, "\x00")] = vals
 		return true, nil
 	}
-	switch e.Type() {
-	case replication.EnumRowsEventTypeInsert, replication.EnumRowsEventTypeDelete:
+	switch e.Kind {
+	case engines.BinlogRowsInsert, engines.BinlogRowsDelete:
 		for _, row := range e.Rows {
 			ok, err := add(row, "row")
 			if err != nil {
@@ -532,7 +494,7 @@ func (f *mariaFeed) addRows(txn *mariaTxn, ti int, e *replication.RowsEvent) err
 			}
 			txn.changes++
 		}
-	case replication.EnumRowsEventTypeUpdate:
+	case engines.BinlogRowsUpdate:
 		for i := 0; i+1 < len(e.Rows); i += 2 {
 			ok, err := add(e.Rows[i], "old row")
 			if err != nil {
@@ -577,7 +539,7 @@ func (f *mariaFeed) applyUntil(ctx context.Context, barrier gtidPos) (changes, r
 		return m.at("apply:committed")
 	}
 	for !f.read.covers(barrier) {
-		ev, err := f.stream.GetEvent(ctx)
+		ev, err := f.stream.Next(ctx)
 		if err != nil {
 			f.close()
 			if isPurged(err) {
@@ -586,23 +548,25 @@ func (f *mariaFeed) applyUntil(ctx context.Context, barrier gtidPos) (changes, r
 			return changes, rows, fmt.Errorf("reshard: move %s: read the binlog of %s: %w", m.mv.ID, m.src.Name, err)
 		}
 		end := false
-		switch e := ev.Event.(type) {
-		case *replication.RotateEvent:
-			f.file = string(e.NextLogName)
-		case *replication.MariadbGTIDEvent:
-			txn = &mariaTxn{gtid: e.GTID, standalone: e.IsStandalone(), keys: make([]map[string][]string, n), truncated: make([]bool, n)}
-		case *replication.RowsEvent:
+		switch {
+		case ev.Rotate != "":
+			f.file = ev.Rotate
+		case ev.GTID != nil:
+			txn = &mariaTxn{gtid: *ev.GTID, standalone: ev.GTID.Standalone, keys: make([]map[string][]string, n), truncated: make([]bool, n)}
+		case ev.Rows != nil:
+			e := ev.Rows
 			if txn == nil {
-				return changes, rows, fmt.Errorf("%w: rows of %s.%s outside a transaction", ErrDecode, e.Table.Schema, e.Table.Table)
+				return changes, rows, fmt.Errorf("%w: rows of %s.%s outside a transaction", ErrDecode, e.Schema, e.Table)
 			}
-			if ti := f.tableOf(e.Table.Schema, e.Table.Table); ti >= 0 {
+			if ti := f.tableOf(e.Schema, e.Table); ti >= 0 {
 				if err := f.addRows(txn, ti, e); err != nil {
 					return changes, rows, err
 				}
 			}
-		case *replication.XIDEvent:
+		case ev.XID:
 			end = txn != nil
-		case *replication.QueryEvent:
+		case ev.Query != nil:
+			e := ev.Query
 			if txn == nil {
 				break
 			}
@@ -621,8 +585,8 @@ func (f *mariaFeed) applyUntil(ctx context.Context, barrier gtidPos) (changes, r
 		if !end {
 			continue
 		}
-		b.add(txn, binlogCoord{f.file, uint64(ev.Header.LogPos)})
-		f.read[txn.gtid.DomainID] = gtid{txn.gtid.ServerID, txn.gtid.SequenceNumber}
+		b.add(txn, binlogCoord{f.file, uint64(ev.LogPos)})
+		f.read[txn.gtid.Domain] = gtid{txn.gtid.Server, txn.gtid.Seq}
 		b.pos = f.read.clone()
 		txn = nil
 		if b.changes >= int64(m.cfg.ApplyChanges) {
@@ -637,8 +601,7 @@ func (f *mariaFeed) applyUntil(ctx context.Context, barrier gtidPos) (changes, r
 // isPurged reports whether err is the server's "the position is not in
 // any binlog" (ER_MASTER_FATAL_ERROR_READING_BINLOG, 1236).
 func isPurged(err error) bool {
-	var me *gomysql.MyError
-	return errors.As(err, &me) && me.Code == 1236
+	return engines.MariaDBBinlog != nil && engines.MariaDBBinlog.Purged(err)
 }
 
 // add puts a read transaction in the batch.
@@ -648,7 +611,7 @@ func (b *mariaBatch) add(txn *mariaTxn, end binlogCoord) {
 		return
 	}
 	b.changes += txn.changes
-	b.txns = append(b.txns, txn.gtid.String())
+	b.txns = append(b.txns, fmt.Sprintf("%d-%d-%d", txn.gtid.Domain, txn.gtid.Server, txn.gtid.Seq))
 	for i, ks := range txn.keys {
 		if len(ks) > 0 {
 			b.tables[i] = true

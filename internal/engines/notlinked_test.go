@@ -1,16 +1,19 @@
 package engines_test
 
 import (
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
 
+	_ "github.com/go-sql-driver/mysql" // the "mysql" database/sql driver
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/classify"
 	"github.com/freshread/freshread/internal/engines"
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/reshard"
 	"github.com/freshread/freshread/sharding"
 )
 
@@ -72,5 +75,30 @@ func TestClassifyMySQLNotLinked(t *testing.T) {
 	// PostgreSQL needs nothing more.
 	if r := classify.New(classify.Config{}).Classify("SELECT * FROM t"); r.Kind != classify.Read {
 		t.Fatalf("PostgreSQL: %+v", r)
+	}
+}
+
+// A mover given MariaDB shards without reshard/mariadb linked is refused
+// at reshard.New, naming the import; it never takes them for PostgreSQL.
+func TestReshardMariaDBNotLinked(t *testing.T) {
+	if engines.MariaDBBinlog != nil {
+		t.Fatal("the MariaDB binlog reader is linked into a test that imports none of it")
+	}
+	db, err := sql.Open("mysql", "u:p@tcp(127.0.0.1:1)/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_, err = reshard.New(reshard.Config{
+		Shards: []reshard.Shard{{Name: "a", DB: db}, {Name: "b", DB: db}},
+		Tables: []reshard.Table{{Name: "orders", Key: "user_id"}},
+		Store:  sharding.NewSQLMapStore(db),
+	}, reshard.Move{From: "a", To: "b", Buckets: []int{1}})
+	want := `reshard: moving buckets between MariaDB shards is not linked: add import _ "github.com/freshread/freshread/reshard/mariadb"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("reshard.New on MariaDB shards without reshard/mariadb: %v, want %s", err, want)
+	}
+	if !errors.Is(err, reshard.ErrConfig) {
+		t.Errorf("reshard.New: %v is not reshard.ErrConfig", err)
 	}
 }

@@ -1,4 +1,7 @@
 package main
 
-// The demo runs MariaDB shards.
-import _ "github.com/freshread/freshread/mysqlfamily"
+// The demo runs MariaDB shards and moves buckets between them.
+import (
+	_ "github.com/freshread/freshread/mysqlfamily"
+	_ "github.com/freshread/freshread/reshard/mariadb"
+)
