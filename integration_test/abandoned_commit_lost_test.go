@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
 )
@@ -33,17 +34,8 @@ func TestAbandonedCommitNeverArrives(t *testing.T) {
 	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 		t.Fatal(err)
 	}
-	relay, err := testcluster.NewRelay(fmt.Sprintf("%s:%d", e.pg.Host(), e.pg.PrimaryPort()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { relay.Close() })
-	u, err := url.Parse(e.pg.PrimaryDSN(e.dbName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = fmt.Sprintf("127.0.0.1:%d", relay.Port())
-	a, pa := e.open(withStore(store), withPrimary(postgres.Open(u.String())))
+	relay, primary := e.primaryViaRelay()
+	a, pa := e.open(withStore(store), withPrimary(primary))
 	b, _ := e.open(withStore(store))
 	if err := a.Create(&Item{ID: 2, Name: "warm"}).Error; err != nil {
 		t.Fatal(err)
@@ -134,4 +126,21 @@ func TestAbandonedCommitNeverArrives(t *testing.T) {
 			t.Fatalf("A's read %d: %+v, want \"old\"", i, got)
 		}
 	}
+}
+
+// primaryViaRelay is a relay in front of the PostgreSQL primary (closed
+// when the test ends) and a dialector of e's database through it.
+func (e *env) primaryViaRelay() (*testcluster.Relay, gorm.Dialector) {
+	e.t.Helper()
+	relay, err := testcluster.NewRelay(fmt.Sprintf("%s:%d", e.pg.Host(), e.pg.PrimaryPort()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { relay.Close() })
+	u, err := url.Parse(e.pg.PrimaryDSN(e.dbName))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", relay.Port())
+	return relay, postgres.Open(u.String())
 }

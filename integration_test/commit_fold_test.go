@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,6 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
-	"github.com/freshread/freshread/internal/harness/testcluster"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 )
@@ -344,17 +341,8 @@ func TestCommitUnknownOutcome(t *testing.T) {
 			if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 				t.Fatal(err)
 			}
-			relay, err := testcluster.NewRelay(fmt.Sprintf("%s:%d", e.pg.Host(), e.pg.PrimaryPort()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { relay.Close() })
-			u, err := url.Parse(e.pg.PrimaryDSN(e.dbName))
-			if err != nil {
-				t.Fatal(err)
-			}
-			u.Host = fmt.Sprintf("127.0.0.1:%d", relay.Port())
-			db, _ := e.open(append([]envOpt{withPrimary(postgres.Open(u.String()))}, tc.opts...)...)
+			relay, primary := e.primaryViaRelay()
+			db, _ := e.open(append([]envOpt{withPrimary(primary)}, tc.opts...)...)
 			e.resumeAll()
 			e.mustReplica(e.readItem(db, 1), "before")
 			e.pauseAll()
