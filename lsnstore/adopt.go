@@ -49,8 +49,8 @@ func (rr *RedisReader) Adoptable(token string) (Epoch, bool) {
 	return Epoch{Token: token, Changed: token != *acc, suspect: rr.acceptedS.Load()}, true
 }
 
-// leaseDue reports whether the next Verify renews the lease (less than
-// three quarters of it left), as leaseCall decides.
+// leaseDue reports whether the next Verify renews the lease, by the rule
+// leaseCall applies (leaseState.dueLocked).
 func (rr *RedisReader) leaseDue(now time.Time) bool {
 	ttl := time.Duration(rr.lease.ttl.Load())
 	if ttl == 0 || rr.lease.held.Load() > 0 {
@@ -59,5 +59,5 @@ func (rr *RedisReader) leaseDue(now time.Time) bool {
 	ls := &rr.lease
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return ls.until.Sub(now) <= ttl*3/4
+	return ls.dueLocked(now, ttl)
 }

@@ -199,7 +199,7 @@ func (rr *RedisReader) leaseCall(renew bool, maxDelay time.Duration) leaseCall {
 	ls := &rr.lease
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if !renew && ls.until.Sub(c.sent) > c.ttl*3/4 {
+	if !renew && !ls.dueLocked(c.sent, c.ttl) {
 		return c
 	}
 	c.ms = strconv.FormatInt(c.ttl.Milliseconds(), 10)
@@ -244,4 +244,10 @@ func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed bool) 
 	if g := recv.Add(c.ttl + leaseSlack(c.ttl)); g.After(ls.gone) {
 		ls.gone = g
 	}
+}
+
+// dueLocked reports whether a lease of length ttl is due for renewal at
+// now: less than three quarters of it left. ls.mu is held.
+func (ls *leaseState) dueLocked(now time.Time, ttl time.Duration) bool {
+	return ls.until.Sub(now) <= ttl*3/4
 }

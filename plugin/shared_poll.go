@@ -85,9 +85,22 @@ const snapshotAgeFactor = 10
 func (p *Plugin) sharedSnapshot(ctx context.Context, sp lsnstore.SharedPoller) ([]byte, time.Duration, error) {
 	if g, ok := sp.(lsnstore.SnapshotGetter); ok && p.cfg.MaxLag >= snapshotAgeFactor*p.cfg.PollerLease {
 		snap, err := g.GetSharedPoll(ctx)
-		return snap, -(p.cfg.PollerLease/100 + 5*time.Millisecond), err
+		return snap, p.unknownAgeLeft(), err
 	}
 	return sp.SharedPoll(ctx)
+}
+
+// unknownAgeLeft is the time a snapshot read without its PTTL is taken to
+// have left to live: none, less a slack for the store's clock running
+// slower than this process's (the age rule of sharedSnapshot).
+func (p *Plugin) unknownAgeLeft() time.Duration {
+	return -(p.cfg.PollerLease/100 + 5*time.Millisecond)
+}
+
+// polledAt is the latest time the poll that made s can have begun, read
+// at now with left of its lifetime left.
+func (s pollSnapshot) polledAt(now time.Time, left time.Duration) time.Time {
+	return now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
 }
 
 // followedSnapshot is a snapshot a follower applied, and when the poll
@@ -185,8 +198,7 @@ func (p *Plugin) applyCarried() {
 		return
 	}
 	now := time.Now()
-	left := -(p.cfg.PollerLease/100 + 5*time.Millisecond)
-	polledAt := now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
+	polledAt := s.polledAt(now, p.unknownAgeLeft())
 	replicas, states, _, ok := p.snapshotStates(s, polledAt, now)
 	if !ok {
 		p.followDue.Store(true)
@@ -222,7 +234,7 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 		// The poll began this long ago at the most (the store's clock
 		// for the time since it was published, which no clock skew
 		// touches).
-		polledAt := now.Add(-(time.Duration(s.TTL)*time.Millisecond - left) - time.Duration(s.Age)*time.Microsecond)
+		polledAt := s.polledAt(now, left)
 		f = &followedSnapshot{s: s, polledAt: polledAt, at: now}
 	}
 	s, polledAt := f.s, f.polledAt
