@@ -22,7 +22,7 @@ type sequenceSQL struct {
 // nextval, a PostgreSQL replica that replayed it shows the value logged
 // ahead, up to 32 more: replicas are only compared while paused.)
 func TestSequenceReadNeverStale(t *testing.T) {
-	sequenceReads(t, newEnv, sequenceSQL{
+	checkSequenceReads(t, newEnv, sequenceSQL{
 		create: "CREATE SEQUENCE s",
 		set:    "SELECT setval('s', %d)",
 		next:   "SELECT nextval('s')",
@@ -33,7 +33,7 @@ func TestSequenceReadNeverStale(t *testing.T) {
 // TestMariaDBSequenceReadNeverStale is the same with MariaDB's sequences
 // (SETVAL and NEXTVAL write every table).
 func TestMariaDBSequenceReadNeverStale(t *testing.T) {
-	sequenceReads(t, newMariaEnv, sequenceSQL{
+	checkSequenceReads(t, newMariaEnv, sequenceSQL{
 		create: "CREATE SEQUENCE s",
 		set:    "SELECT SETVAL(s, %d)", // a literal: MariaDB's SETVAL takes no parameter
 		next:   "SELECT NEXTVAL(s)",
@@ -41,7 +41,10 @@ func TestMariaDBSequenceReadNeverStale(t *testing.T) {
 	})
 }
 
-func sequenceReads(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, q sequenceSQL) {
+// checkSequenceReads writes the sequence with the replicas paused and
+// checks every read through the plugin against the primary's value, and
+// the paused replica's against the old one.
+func checkSequenceReads(t *testing.T, newEnv func(*testing.T, ...envOpt) *env, q sequenceSQL) {
 	store, _ := newRedisStore(t, "seq-"+t.Name())
 	e := newEnv(t, withStore(store))
 	b, _ := e.open(withStore(store))

@@ -17,20 +17,20 @@ import (
 // failing one kept their part.
 func TestShardingMultiShardWriteFailureWritesNothing(t *testing.T) {
 	e := newShEnv(t)
-	multiShardWriteFailure(t, e.db, e.s, e.direct, e.names)
+	checkMultiShardWriteFailure(t, e.db, e.s, e.direct, e.names)
 }
 
 // TestMariaDBShardingMultiShardWriteFailureWritesNothing is the same on
 // MariaDB shards.
 func TestMariaDBShardingMultiShardWriteFailureWritesNothing(t *testing.T) {
 	e := newDiffEnvMariaDB(t)
-	multiShardWriteFailure(t, e.db, e.s, e.direct, e.names)
+	checkMultiShardWriteFailure(t, e.db, e.s, e.direct, e.names)
 }
 
-// multiShardWriteFailure makes one shard's part fail: an update divides
+// checkMultiShardWriteFailure makes one shard's part fail: an update divides
 // by zero on one row only; a delete is refused by a foreign key from a
 // table that only that shard has, referencing the row.
-func multiShardWriteFailure(t *testing.T, db *gorm.DB, s *sharding.Sharding, direct map[string]*gorm.DB, names []string) {
+func checkMultiShardWriteFailure(t *testing.T, db *gorm.DB, s *sharding.Sharding, direct map[string]*gorm.DB, names []string) {
 	a, b := int64(1), int64(0)
 	for u := int64(2); b == 0; u++ {
 		if s.ShardOf(u) != s.ShardOf(a) {

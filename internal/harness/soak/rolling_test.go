@@ -15,16 +15,19 @@ import (
 // (a rollback). No read is stale, in any phase, and every phase did work,
 // much of it reading rows the other release wrote.
 func TestRollingUpgrade(t *testing.T) {
-	rollingUpgrade(t, NewPostgres(t, testcluster.PostgresFor(t)))
+	checkRollingUpgrade(t, NewPostgres(t, testcluster.PostgresFor(t)))
 }
 
 // TestMariaDBRollingUpgrade is TestRollingUpgrade on MariaDB (replication
 // paused by stopping the replica's SQL thread).
 func TestMariaDBRollingUpgrade(t *testing.T) {
-	rollingUpgrade(t, NewMariaDB(t, testcluster.MariaDBFor(t)))
+	checkRollingUpgrade(t, NewMariaDB(t, testcluster.MariaDBFor(t)))
 }
 
-func rollingUpgrade(t *testing.T, c Cluster) {
+// checkRollingUpgrade runs the last release beside this tree on c and
+// checks the report: no stale read, a linearizable history, no error, and
+// work in every phase.
+func checkRollingUpgrade(t *testing.T, c Cluster) {
 	st := Store{Redis: testcluster.RedisFor(t)}
 	rel, old := BuildRelease(t)
 	rep := RunRolling(t, c, st, RollingConfig{Old: old})
