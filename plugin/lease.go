@@ -77,7 +77,17 @@ func (p *Plugin) fenceWrite(ctx context.Context) error {
 	if err == nil {
 		err = errors.New("the lease was not renewed")
 	}
-	return fmt.Errorf("%w (its lease in the store had less than a fifth left and could not be renewed: %v); retry when the store is reachable, or check the network between this process and Redis", ErrStoreUnreachable, err)
+	return fmt.Errorf("%w (its lease in the store had %s left of %s, less than a fifth, and could not be renewed: %v); retry when the store is reachable, or check the network between this process and Redis", ErrStoreUnreachable, leaseLeft(l.LeaseUntil()), p.cfg.WriterLease, err)
+}
+
+// leaseLeft says how much of a lease ending at until is left, for an
+// error: "none" once it has ended.
+func leaseLeft(until time.Time) string {
+	left := time.Until(until)
+	if until.IsZero() || left <= 0 {
+		return "none"
+	}
+	return left.Round(time.Millisecond).String()
 }
 
 // awaitLease holds the acknowledgement of w, committed at committed but
