@@ -185,3 +185,93 @@ func TestShardingLookupFollowsSavepoints(t *testing.T) {
 		}
 	}
 }
+
+// TestShardingLookupKeepsPairsFoundBefore: a transaction's end, or a
+// failed Create, removes only the lookup pairs it recorded anew. An
+// order of user A is stored; each case below ends with that order
+// stored, and so with its pair, and a Create of its ID for a user of
+// another shard is then refused (ErrIDInUse): a same-user Create of the
+// ID failing on the duplicate key; a transaction that deletes the order
+// and saves it again, rolled back; the same, committed. And a Create of
+// a new ID rolled back to a savepoint in a committed transaction leaves
+// no pair. Before, the first three removed the pair of the stored order
+// and the other user's Create put a second order of its ID on another
+// shard (found by the MariaDB differential test, seed
+// 1796546484879594614).
+func TestShardingLookupKeepsPairsFoundBefore(t *testing.T) {
+	pg := testcluster.PostgresFor(t)
+	st, ldb, _ := newLookup(t, pg)
+	e := newShEnv(t, withLookup(st))
+	a, b, _, _ := keyChangeUsers(t, e)
+	pairs := func(id int64) int64 {
+		var n int64
+		if err := ldb.Table("order_lookup").Where("order_id = ?", id).Count(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deleteAndSave := func(end error) func(id int64) error {
+		return func(id int64) error {
+			return e.s.ForUser(e.db, a).Transaction(func(tx *gorm.DB) error {
+				if err := tx.Delete(&ShOrder{}, id).Error; err != nil {
+					return err
+				}
+				if err := tx.Save(&ShOrder{ID: id, UserID: a, Status: "saved again"}).Error; err != nil {
+					return err
+				}
+				return end
+			})
+		}
+	}
+	for _, c := range []struct {
+		name string
+		id   int64
+		run  func(id int64) error
+	}{
+		{"same-user Create failing on the duplicate key", 7400, func(id int64) error {
+			if err := e.db.Create(&ShOrder{ID: id, UserID: a, Status: "duplicate"}).Error; err == nil {
+				t.Fatal("a duplicate Create succeeded")
+			}
+			return nil
+		}},
+		{"Delete and Save, rolled back", 7401, func(id int64) error {
+			if err := deleteAndSave(errDiffRollback)(id); !errors.Is(err, errDiffRollback) {
+				return err
+			}
+			return nil
+		}},
+		{"Delete and Save, committed", 7402, deleteAndSave(nil)},
+	} {
+		e.mustCreate(&ShOrder{ID: c.id, UserID: a, Status: "kept"})
+		if err := c.run(c.id); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var got ShOrder
+		if err := e.direct[e.s.ShardOf(a)].First(&got, c.id).Error; err != nil {
+			t.Fatalf("%s: order %d is not on its shard: %v", c.name, c.id, err)
+		}
+		if n := pairs(c.id); n != 1 {
+			t.Fatalf("%s: order %d, stored, has %d lookup pairs, want 1", c.name, c.id, n)
+		}
+		err := e.db.Create(&ShOrder{ID: c.id, UserID: b, Status: "copy"}).Error
+		if !errors.Is(err, sharding.ErrIDInUse) {
+			t.Fatalf("%s: Create of stored order %d for a user of another shard: %v, want ErrIDInUse", c.name, c.id, err)
+		}
+	}
+
+	id := int64(7403)
+	if err := e.s.ForUser(e.db, a).Transaction(func(tx *gorm.DB) error {
+		if err := tx.SavePoint("sp1").Error; err != nil {
+			return err
+		}
+		if err := tx.Create(&ShOrder{ID: id, UserID: a, Status: "rolled back"}).Error; err != nil {
+			return err
+		}
+		return tx.RollbackTo("sp1").Error
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := pairs(id); n != 0 {
+		t.Fatalf("a Create rolled back to a savepoint, the transaction committed: %d lookup pairs of order %d, want 0", n, id)
+	}
+}

@@ -158,14 +158,40 @@ type row struct {
 // refused with sharding.ErrIDInUse, and then none of the pairs is
 // written (one transaction).
 func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
+	_, err := s.PutFresh(ctx, pairs)
+	return err
+}
+
+// PutFresh is Put, returning the order IDs whose pairs it wrote: the
+// others were recorded for the same user already (sharding.LookupFresh).
+// One transaction of three statements: the pairs recorded, the insert of
+// the others, and their owners read back (another Put of the same IDs may
+// have raced it).
+func (s *Store) PutFresh(ctx context.Context, pairs []sharding.Pair) ([]int64, error) {
 	if len(pairs) == 0 {
-		return nil
+		return nil, nil
 	}
-	rows := make([]row, len(pairs))
-	for i, p := range pairs {
-		rows[i] = row{OrderID: p.OrderID, UserID: p.UserID}
-	}
+	var fresh []int64
 	err := s.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		fresh = nil
+		have, err := s.owners(tx, pairs)
+		if err != nil {
+			return err
+		}
+		var rows []row
+		for _, p := range pairs {
+			if u, ok := have[p.OrderID]; ok {
+				if u != p.UserID {
+					return idInUse(p.OrderID, u, p.UserID)
+				}
+				continue
+			}
+			rows = append(rows, row{OrderID: p.OrderID, UserID: p.UserID})
+			fresh = append(fresh, p.OrderID)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
 		res := tx.Table(s.cfg.Table).Clauses(clause.OnConflict{
 			Columns:   []clause.Column{{Name: "order_id"}},
 			DoNothing: true,
@@ -178,13 +204,13 @@ func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 		return s.checkOwners(tx, rows)
 	})
 	if err != nil {
-		return fmt.Errorf("lookup: put: %w", err)
+		return nil, fmt.Errorf("lookup: put: %w", err)
 	}
 	if s.cfg.Redis != nil {
 		// On failure the table has it; a stale negative entry expires soon.
 		s.cache(ctx, func() error {
 			_, err := s.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, r := range rows {
+				for _, r := range pairs {
 					p.Set(ctx, s.key(r.OrderID), r.UserID, s.cfg.TTL)
 				}
 				return nil
@@ -192,7 +218,29 @@ func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 			return err
 		})
 	}
-	return nil
+	return fresh, nil
+}
+
+// owners reads the users the table records for the order IDs of pairs.
+func (s *Store) owners(tx *gorm.DB, pairs []sharding.Pair) (map[int64]int64, error) {
+	ids := make([]int64, len(pairs))
+	for i, p := range pairs {
+		ids[i] = p.OrderID
+	}
+	var have []row
+	if err := tx.Table(s.cfg.Table).Where("order_id IN ?", ids).Find(&have).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[int64]int64, len(have))
+	for _, h := range have {
+		out[h.OrderID] = h.UserID
+	}
+	return out, nil
+}
+
+// idInUse is the error of an order ID recorded for another user.
+func idInUse(id, owner, user int64) error {
+	return fmt.Errorf("%w: order %d is recorded for user %d, not %d (create it with a new ID)", sharding.ErrIDInUse, id, owner, user)
 }
 
 // checkOwners returns sharding.ErrIDInUse (wrapped) when an order ID of
@@ -209,11 +257,13 @@ func (s *Store) checkOwners(tx *gorm.DB, rows []row) error {
 	}
 	for _, h := range have {
 		if u := want[h.OrderID]; u != h.UserID {
-			return fmt.Errorf("%w: order %d is recorded for user %d, not %d (create it with a new ID)", sharding.ErrIDInUse, h.OrderID, h.UserID, u)
+			return idInUse(h.OrderID, h.UserID, u)
 		}
 	}
 	return nil
 }
+
+var _ sharding.LookupFresh = (*Store)(nil)
 
 // Resolve returns the user ID of every known order ID.
 func (s *Store) Resolve(ctx context.Context, ids []int64) (map[int64]int64, error) {

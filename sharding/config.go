@@ -137,6 +137,19 @@ type Lookup interface {
 	Delete(ctx context.Context, orderIDs []int64) error
 }
 
+// LookupFresh is implemented by a Lookup whose Put can say which pairs it
+// recorded anew (lookup.Store does). When a Create rolls back or fails,
+// the router removes only those: a pair recorded before, for the same
+// user, belongs to a row that still exists, and removed, it would let
+// another user's Create take the ID. With a Lookup that does not
+// implement it, the router calls Resolve before Put to tell (one more
+// call per Create).
+type LookupFresh interface {
+	// PutFresh is Put, returning the order IDs whose pairs it wrote; the
+	// others were recorded for the same user already.
+	PutFresh(ctx context.Context, pairs []Pair) (fresh []int64, err error)
+}
+
 // Pair is one lookup entry.
 type Pair struct {
 	// OrderID is the order's ID.

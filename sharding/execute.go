@@ -592,11 +592,12 @@ func (s *Sharding) lookupAfter(db *gorm.DB, tg *target, idx []int) error {
 	if len(pairs) == 0 {
 		return nil
 	}
-	if err := s.cfg.Lookup.Put(stmt.Context, pairs); err != nil {
+	fresh, err := s.putLookup(stmt.Context, pairs)
+	if err != nil {
 		return fmt.Errorf("sharding: write the lookup of %q after the insert: %w", tg.t.Name, err)
 	}
 	if l := tg.lookupRecord(stmt); l != nil {
-		l.addPut(s.cfg.Lookup, pairs)
+		l.addPut(s.cfg.Lookup, pairIDs(pairs), fresh)
 	}
 	return nil
 }
@@ -644,7 +645,7 @@ func (s *Sharding) lookupCleanup(db *gorm.DB, tg *target, ids []int64) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	if l := txLookupOf(db.Statement); l != nil {
+	if l := tg.lookupRecord(db.Statement); l != nil {
 		l.addGone(s.cfg.Lookup, gone) // deleted once the transaction commits
 		return nil
 	}

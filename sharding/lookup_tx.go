@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,13 +19,17 @@ import (
 // without its pair); a Delete removes the pairs of the rows it deleted.
 // Inside a transaction the rows only exist once it commits, so:
 //
-//   - the pairs a Create put are deleted again when its transaction rolls
-//     back (or its statement fails outside one): a pair left behind would
-//     route its ID to the wrong shard once another row of that ID is
-//     inserted on another shard, hiding it. A missing pair is safe: an
-//     unknown ID is looked for on every shard.
+//   - the pairs a Create recorded anew are deleted again when its
+//     transaction rolls back (or its statement fails outside one): a pair
+//     left behind would route its ID to the wrong shard once another row
+//     of that ID is inserted on another shard, hiding it. A pair that
+//     existed before (the row did: a Save, a retried Create, a Create of
+//     an ID the transaction had deleted) stays: without it, another
+//     user's Create could take the ID, one ID on two shards.
 //   - the pairs of the rows a Delete removed are deleted only once its
-//     transaction commits: a rollback keeps the rows, and their pairs.
+//     transaction commits, and only when no later Create of the
+//     transaction put the ID back: a rollback keeps the rows, and their
+//     pairs.
 //
 // When undoing fails (the lookup unreachable), the pairs stay. A
 // statement that such a pair routed to the wrong shard misses the order;
@@ -38,38 +43,45 @@ import (
 // by ID (or hide it). Nothing is written. Config.Lookup's Put returns it.
 var ErrIDInUse = errors.New("sharding: the order ID belongs to another user")
 
-// txLookup is what one transaction did to the lookup.
+// txLookup is what one transaction did to the lookup: its Creates and
+// Deletes in order (ops, less what was rolled back to a savepoint), and
+// the IDs whose pairs it recorded anew (fresh: no pair existed before).
+// A pair that existed before the transaction belongs to a row that
+// existed before it: the transaction's end may remove only what the
+// transaction made true, never that.
 type txLookup struct {
-	mu   sync.Mutex
-	lk   Lookup
-	put  []int64 // IDs whose pairs it put
-	gone []int64 // IDs whose rows it deleted
-	// undone: IDs whose pairs a part of the transaction rolled back to a
-	// savepoint put (their rows are gone with it); marks: the savepoints
-	// open, with how much of put and gone came before each.
-	undone []int64
-	marks  []lookupMark
+	mu    sync.Mutex
+	lk    Lookup
+	ops   []lookupOp
+	fresh map[int64]bool
+	marks []lookupMark // the savepoints open, with len(ops) at each
+}
+
+// lookupOp is a Create (gone false) or Delete (gone true) of one order ID
+// in a transaction.
+type lookupOp struct {
+	id   int64
+	gone bool
 }
 
 // lookupMark is a savepoint of a transaction (txLookup.marks).
 type lookupMark struct {
-	name      string
-	put, gone int
+	name string
+	ops  int
 }
 
 // savepoint records a SAVEPOINT name.
 func (l *txLookup) savepoint(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.marks = append(l.marks, lookupMark{name: name, put: len(l.put), gone: len(l.gone)})
+	l.marks = append(l.marks, lookupMark{name: name, ops: len(l.ops)})
 }
 
-// rollbackTo records a ROLLBACK TO SAVEPOINT name: the rows deleted since
-// are back (their pairs stay), the rows created since are gone (their
-// pairs go, whatever the transaction's outcome). Without this, a Delete
-// rolled back to a savepoint removed, at commit, the pair of a row still
-// stored, and a later Create could give its ID to another user's order on
-// another shard.
+// rollbackTo records a ROLLBACK TO SAVEPOINT name: the Creates and
+// Deletes since are undone. Without this, a Delete rolled back to a
+// savepoint removed, at commit, the pair of a row still stored, and a
+// later Create could give its ID to another user's order on another
+// shard.
 func (l *txLookup) rollbackTo(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,8 +90,7 @@ func (l *txLookup) rollbackTo(name string) {
 		if m.name != name {
 			continue
 		}
-		l.undone = append(l.undone, l.put[m.put:]...)
-		l.put, l.gone = l.put[:m.put], l.gone[:m.gone]
+		l.ops = l.ops[:m.ops]
 		l.marks = l.marks[:i+1] // the savepoint stays, as in SQL
 		return
 	}
@@ -97,6 +108,38 @@ func (l *txLookup) release(name string) {
 	}
 }
 
+// toDelete is the pairs the transaction's end removes. Rolled back, the
+// lookup returns to what it was before: the pairs recorded anew go.
+// Committed, a pair goes when the last Create or Delete of its ID that
+// stands was a Delete, or when none stands and its pair was recorded
+// anew (a Create rolled back to a savepoint). l.mu is held.
+func (l *txLookup) toDeleteLocked(committed bool) []int64 {
+	var ids []int64
+	if !committed {
+		for id := range l.fresh {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	last := make(map[int64]bool, len(l.ops))
+	for _, op := range l.ops {
+		last[op.id] = op.gone
+	}
+	for id, gone := range last {
+		if gone {
+			ids = append(ids, id)
+		}
+	}
+	for id := range l.fresh {
+		if _, stands := last[id]; !stands {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // txLookupOf is the lookup record of the transaction stmt runs in; nil
 // outside a transaction the router began.
 func txLookupOf(stmt *gorm.Statement) *txLookup {
@@ -109,36 +152,43 @@ func txLookupOf(stmt *gorm.Statement) *txLookup {
 	return nil
 }
 
-func (l *txLookup) addPut(lk Lookup, pairs []Pair) {
+// addPut records a Create of ids, fresh those whose pairs its Put
+// recorded anew.
+func (l *txLookup) addPut(lk Lookup, ids, fresh []int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lk = lk
-	for _, p := range pairs {
-		l.put = append(l.put, p.OrderID)
+	for _, id := range ids {
+		l.ops = append(l.ops, lookupOp{id: id})
+	}
+	for _, id := range fresh {
+		if l.fresh == nil {
+			l.fresh = map[int64]bool{}
+		}
+		l.fresh[id] = true
 	}
 }
 
+// addGone records a Delete of the rows of ids.
 func (l *txLookup) addGone(lk Lookup, ids []int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lk = lk
-	l.gone = append(l.gone, ids...)
+	for _, id := range ids {
+		l.ops = append(l.ops, lookupOp{id: id, gone: true})
+	}
 }
 
 // lookupSettleTimeout bounds the lookup call a transaction's end makes.
 const lookupSettleTimeout = 5 * time.Second
 
-// settle applies the transaction's end to the lookup: committed, the
-// deleted rows' pairs go; rolled back, the pairs it put go. The error
-// says what could not be undone (the transaction's own outcome stands).
+// settle applies the transaction's end to the lookup (toDeleteLocked).
+// The error says what could not be undone (the transaction's own outcome
+// stands).
 func (l *txLookup) settle(ctx context.Context, committed bool) error {
 	l.mu.Lock()
-	lk, ids := l.lk, l.put
-	if committed {
-		ids = l.gone
-	}
-	ids = append(append([]int64(nil), ids...), l.undone...)
-	l.put, l.gone, l.undone, l.marks = nil, nil, nil, nil
+	lk, ids := l.lk, l.toDeleteLocked(committed)
+	l.ops, l.fresh, l.marks = nil, nil, nil
 	l.mu.Unlock()
 	if lk == nil || len(ids) == 0 {
 		return nil
@@ -148,7 +198,7 @@ func (l *txLookup) settle(ctx context.Context, committed bool) error {
 	if err := lk.Delete(ctx, ids); err != nil {
 		what := "the pairs the rolled-back transaction put"
 		if committed {
-			what = "the pairs of the rows the transaction deleted"
+			what = "the pairs of the rows the transaction deleted or rolled back"
 		}
 		return fmt.Errorf("sharding: delete %s from the lookup: %w", what, err)
 	}
@@ -180,28 +230,56 @@ func followSavepoint(stmt *gorm.Statement) {
 }
 
 // putPairs writes a Create's pairs before its rows, recording them on its
-// transaction (undone if it rolls back); outside one, undo undoes them
-// when the insert fails.
+// transaction (undone if it rolls back); outside one, undo undoes those
+// it recorded anew when the insert fails.
 func (s *Sharding) putPairs(stmt *gorm.Statement, table string, pairs []Pair) (undo func(error), err error) {
-	if err := s.cfg.Lookup.Put(stmt.Context, pairs); err != nil {
+	fresh, err := s.putLookup(stmt.Context, pairs)
+	if err != nil {
 		return nil, fmt.Errorf("sharding: write the lookup of %q: %w", table, err)
 	}
 	if l := txLookupOf(stmt); l != nil {
-		l.addPut(s.cfg.Lookup, pairs)
+		l.addPut(s.cfg.Lookup, pairIDs(pairs), fresh)
 		return func(error) {}, nil
 	}
 	return func(insertErr error) {
-		if insertErr == nil || !definitelyFailed(insertErr) {
+		if insertErr == nil || !definitelyFailed(insertErr) || len(fresh) == 0 {
 			return
-		}
-		ids := make([]int64, len(pairs))
-		for i, p := range pairs {
-			ids[i] = p.OrderID
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(stmt.Context), lookupSettleTimeout)
 		defer cancel()
-		_ = s.cfg.Lookup.Delete(ctx, ids) // left behind, it is found stale when it misroutes (lookup_stale.go)
+		_ = s.cfg.Lookup.Delete(ctx, fresh) // left behind, it is found stale when it misroutes (lookup_stale.go)
 	}, nil
+}
+
+// putLookup is Lookup.Put, returning the IDs whose pairs it recorded anew
+// (LookupFresh); with a Lookup that cannot say, those Resolve did not
+// know just before.
+func (s *Sharding) putLookup(ctx context.Context, pairs []Pair) (fresh []int64, err error) {
+	if lf, ok := s.cfg.Lookup.(LookupFresh); ok {
+		return lf.PutFresh(ctx, pairs)
+	}
+	known, err := s.cfg.Lookup.Resolve(ctx, pairIDs(pairs))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Lookup.Put(ctx, pairs); err != nil {
+		return nil, err
+	}
+	for _, p := range pairs {
+		if _, ok := known[p.OrderID]; !ok {
+			fresh = append(fresh, p.OrderID)
+		}
+	}
+	return fresh, nil
+}
+
+// pairIDs is the order IDs of pairs.
+func pairIDs(pairs []Pair) []int64 {
+	ids := make([]int64, len(pairs))
+	for i, p := range pairs {
+		ids[i] = p.OrderID
+	}
+	return ids
 }
 
 // definitelyFailed reports whether a statement's error means it did not
