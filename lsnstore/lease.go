@@ -36,8 +36,7 @@ import (
 // (RedisReader).
 type Leaser interface {
 	// SetLease sets the lease's length (0 holds none, the default).
-	// Verify renews a lease that has less than three quarters of it
-	// left.
+	// Verify renews a lease that has half of it left or less.
 	SetLease(ttl time.Duration)
 	// LeaseUntil is a time before which the store surely holds the lease
 	// (on this process's monotonic clock): a write that committed before
@@ -187,8 +186,7 @@ type leaseCall struct {
 func leaseSlack(ttl time.Duration) time.Duration { return ttl/100 + 5*time.Millisecond }
 
 // leaseCall returns the lease arguments of a call about to be sent: a
-// renewal when renew or when less than three quarters of the lease are
-// left, which may extend the lease only until maxDelay after it was sent
+// renewal when renew or when half of the lease is left or less, which may extend the lease only until maxDelay after it was sent
 // (by the server's clock, estimated from the last answer).
 func (rr *RedisReader) leaseCall(renew bool, maxDelay time.Duration) leaseCall {
 	c := leaseCall{ms: "0", by: "0", sent: time.Now()}
@@ -247,7 +245,11 @@ func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed bool) 
 }
 
 // dueLocked reports whether a lease of length ttl is due for renewal at
-// now: less than three quarters of it left. ls.mu is held.
+// now: half of it left or less. A renewal is a script of about a dozen
+// commands, and every process of a fleet makes them: at half the lease,
+// a process renews every WriterLease/2 and still has three tenths of the
+// lease (from half to the writes' fence at a fifth) to retry a renewal
+// that failed before its writes are refused. ls.mu is held.
 func (ls *leaseState) dueLocked(now time.Time, ttl time.Duration) bool {
-	return ls.until.Sub(now) <= ttl*3/4
+	return ls.until.Sub(now) <= ttl/2
 }

@@ -26,7 +26,7 @@ import (
 // commit because less than a fifth of this process's lease in the
 // position store (Config.WriterLease) was left and a renewal just then
 // failed (fenceMargin, fenceWrite): the process had not reached the store
-// for 0.55 to 0.8 of its lease. Committed, the write could be read stale
+// for 0.3 to 0.8 of its lease. Committed, the write could be read stale
 // by the processes that still reach the store. Nothing was committed; the
 // write may be retried once the store is reachable.
 var ErrStoreUnreachable = errors.New("plugin: the position store is unreachable from this process; the write was not committed")

@@ -288,14 +288,19 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 	return true
 }
 
-// followStore is a follower's check of the store: its own verification.
-// Adopting the token the holder verified (lsnstore.Adopter, published as
-// token) is off: a follower that then verified only when its writer lease
-// was due failed a write at its lease's fence in TestSharedPollerFresh (1
-// run of 8), which verifying at every poll never did (docs/design/
-// topology.md, "What a follower asks of the store").
+// followStore is a follower's check of the store: the token the holder's
+// poll verified (token), adopted when the reader allows it
+// (lsnstore.Adopter: docs/design/topology.md, "What a follower asks of
+// the store"), else a verification of its own.
 func (p *Plugin) followStore(ctx context.Context, token string) (lsnstore.Epoch, bool) {
-	_ = token
+	if a, ok := p.cfg.Store.(lsnstore.Adopter); ok && token != "" {
+		if e, ok := a.Adoptable(token); ok {
+			// The store answered the snapshot's read: reads may consult
+			// it again at once, as after a verification.
+			p.breaker.Success()
+			return e, true
+		}
+	}
 	return p.verifyStore(ctx)
 }
 
