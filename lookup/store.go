@@ -156,9 +156,10 @@ type row struct {
 // Put records pairs, then caches them. A pair already recorded for the
 // same user is kept (a retried Create); one recorded for another user is
 // refused with sharding.ErrIDInUse, and then none of the pairs is
-// written (one transaction).
+// written (one transaction of two statements: the insert, and the
+// owners read back).
 func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
-	_, err := s.PutFresh(ctx, pairs)
+	_, err := s.put(ctx, pairs, false)
 	return err
 }
 
@@ -168,15 +169,23 @@ func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 // the others, and their owners read back (another Put of the same IDs may
 // have raced it).
 func (s *Store) PutFresh(ctx context.Context, pairs []sharding.Pair) ([]int64, error) {
+	return s.put(ctx, pairs, true)
+}
+
+// put is Put, and PutFresh when tell.
+func (s *Store) put(ctx context.Context, pairs []sharding.Pair, tell bool) ([]int64, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
 	var fresh []int64
 	err := s.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		fresh = nil
-		have, err := s.owners(tx, pairs)
-		if err != nil {
-			return err
+		var have map[int64]int64
+		if tell {
+			var err error
+			if have, err = s.owners(tx, pairs); err != nil {
+				return err
+			}
 		}
 		var rows []row
 		for _, p := range pairs {

@@ -143,7 +143,8 @@ type Lookup interface {
 // user, belongs to a row that still exists, and removed, it would let
 // another user's Create take the ID. With a Lookup that does not
 // implement it, the router calls Resolve before Put to tell (one more
-// call per Create).
+// call per Create). A Create whose IDs were all minted by it (Config.IDs)
+// calls Put alone: its pairs are new.
 type LookupFresh interface {
 	// PutFresh is Put, returning the order IDs whose pairs it wrote; the
 	// others were recorded for the same user already.

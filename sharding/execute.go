@@ -200,7 +200,7 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 	var undoNested []func(error)
 	for table, pairs := range nested {
 		// Rows GORM saves with this one: their pairs first too.
-		undo, perr := s.putPairs(stmt, table, pairs)
+		undo, perr := s.putPairs(stmt, table, pairs, false)
 		if perr != nil {
 			for _, u := range undoNested {
 				u(perr)
@@ -214,7 +214,10 @@ func (s *Sharding) execute(db *gorm.DB, tg *target) error {
 		// retried Create wrote them in its first attempt.) Undone if the
 		// insert fails or its transaction rolls back (lookup_tx.go).
 		var err error
-		if undoPairs, err = s.putPairs(stmt, tableName, tg.create.pairs); err != nil {
+		// With no row given an ID of its own, every ID was minted just
+		// now: its pair is new, and the lookup need not say so.
+		minted := len(tg.create.given) == 0
+		if undoPairs, err = s.putPairs(stmt, tableName, tg.create.pairs, minted); err != nil {
 			return err
 		}
 	}

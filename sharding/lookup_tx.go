@@ -231,9 +231,16 @@ func followSavepoint(stmt *gorm.Statement) {
 
 // putPairs writes a Create's pairs before its rows, recording them on its
 // transaction (undone if it rolls back); outside one, undo undoes those
-// it recorded anew when the insert fails.
-func (s *Sharding) putPairs(stmt *gorm.Statement, table string, pairs []Pair) (undo func(error), err error) {
-	fresh, err := s.putLookup(stmt.Context, pairs)
+// it recorded anew when the insert fails. minted: every ID was minted by
+// this statement, so every pair is new (one Put, no check).
+func (s *Sharding) putPairs(stmt *gorm.Statement, table string, pairs []Pair, minted bool) (undo func(error), err error) {
+	var fresh []int64
+	if minted {
+		err = s.cfg.Lookup.Put(stmt.Context, pairs)
+		fresh = pairIDs(pairs)
+	} else {
+		fresh, err = s.putLookup(stmt.Context, pairs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sharding: write the lookup of %q: %w", table, err)
 	}
