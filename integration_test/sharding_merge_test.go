@@ -84,7 +84,11 @@ func (e *mergeEnv) same(t *testing.T, what string, mk func() any, q func(db *gor
 }
 
 func short(v any) string {
-	s := fmt.Sprintf("%+v", reflect.Indirect(reflect.ValueOf(v)).Interface())
+	rv := reflect.Indirect(reflect.ValueOf(v))
+	if !rv.IsValid() {
+		return "nothing" // a write's answer, or a nil pointer
+	}
+	s := fmt.Sprintf("%+v", rv.Interface())
 	if len(s) > 600 {
 		s = s[:600] + "..."
 	}
