@@ -201,10 +201,11 @@ func nameRaw(t *testing.T, db *gorm.DB, id uint) string {
 }
 
 // TestWriterCutPinnedConnection: on a connection pinned with
-// db.Connection, a write outside a transaction, and the COMMIT of a
-// transaction begun in raw SQL, are refused before they are sent once the
-// process has been cut from Redis past its lease; nothing commits, and the
-// caller's ROLLBACK ends the transaction.
+// db.Connection, a write outside a transaction, the COMMIT of a
+// transaction begun in raw SQL, and the writes of a transaction GORM
+// begins on it (whose COMMIT the plugin does not see) are refused before
+// they are sent once the process has been cut from Redis past its lease;
+// nothing commits, and the caller's ROLLBACK ends the transaction.
 func TestWriterCutPinnedConnection(t *testing.T) {
 	for _, engine := range []string{"postgres", "mariadb"} {
 		t.Run(engine, func(t *testing.T) {
@@ -212,6 +213,7 @@ func TestWriterCutPinnedConnection(t *testing.T) {
 			e, a, b, relay := writerCutEnv(t, engine, lease)
 			seedItem(t, e, b, 1)
 			seedItem(t, e, b, 2)
+			seedItem(t, e, b, 3)
 			err := a.Connection(func(pinned *gorm.DB) error {
 				// Each statement in a session of its own: GORM keeps the
 				// first error on the *gorm.DB Connection passes.
@@ -235,13 +237,25 @@ func TestWriterCutPinnedConnection(t *testing.T) {
 				if !errors.Is(auto, plugin.ErrStoreUnreachable) {
 					t.Errorf("an autocommit write on the pinned connection past the lease: %v, want ErrStoreUnreachable", auto)
 				}
+				// A transaction GORM begins on the pinned connection
+				// commits where the plugin cannot see it: its writes are
+				// refused as they are sent.
+				inTx := pinned.Session(&gorm.Session{}).Transaction(func(gtx *gorm.DB) error {
+					if err := gtx.Exec("UPDATE items SET name = 'new' WHERE id = ?", 3).Error; err != nil {
+						return err
+					}
+					return gtx.Model(&Item{ID: 3}).Update("version", 2).Error
+				})
+				if !errors.Is(inTx, plugin.ErrStoreUnreachable) {
+					t.Errorf("a write in a transaction begun on the pinned connection past the lease: %v, want ErrStoreUnreachable", inTx)
+				}
 				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			relay.Refuse(false)
-			for _, id := range []uint{1, 2} {
+			for _, id := range []uint{1, 2, 3} {
 				var name string
 				if err := e.db.Raw("SELECT name FROM items WHERE id = ?", id).Scan(&name).Error; err != nil {
 					t.Fatal(err)

@@ -142,8 +142,13 @@ func (p *Plugin) releaseLease() {
 
 // fenceAutocommit refuses, before it is sent, a write that commits as it
 // runs (outside a transaction) while fenceWrite refuses commits, and
-// reports whether it did. A write in a transaction is fenced at its
-// COMMIT.
+// reports whether it did. A write in a transaction the plugin began, or
+// in one begun in raw SQL on a pinned connection, is fenced at its
+// COMMIT. A transaction the plugin did not begin (GORM's Begin on a
+// pinned *sql.Conn: a *sql.Tx) commits where the plugin cannot see it,
+// so each of its writes is fenced as it is sent: its COMMIT is then
+// covered unless it comes more than fenceMargin after its last write
+// while the store is unreachable.
 func (p *Plugin) fenceAutocommit(db *gorm.DB) bool {
 	switch c := db.Statement.ConnPool.(type) {
 	case *trackedTx, *gorm.PreparedStmtTX, *replaySession:
@@ -152,8 +157,6 @@ func (p *Plugin) fenceAutocommit(db *gorm.DB) bool {
 		if _, open := p.pinnedTxOf(c); open {
 			return false // fenced at its COMMIT (fencePinnedCommit)
 		}
-	case gorm.TxCommitter:
-		return false // a transaction the plugin did not begin
 	}
 	if err := p.fenceWrite(db.Statement.Context); err != nil {
 		db.AddError(err)
