@@ -108,7 +108,7 @@ func (l *txLookup) release(name string) {
 	}
 }
 
-// toDelete is the pairs the transaction's end removes. Rolled back, the
+// toDeleteLocked is the pairs the transaction's end removes. Rolled back, the
 // lookup returns to what it was before: the pairs recorded anew go.
 // Committed, a pair goes when the last Create or Delete of its ID that
 // stands was a Delete, or when none stands and its pair was recorded
