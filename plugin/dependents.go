@@ -46,7 +46,11 @@ type depSources struct {
 	selfReasons map[string][]string // why a table is self-dependent (depgraph.Graph.SelfReasons)
 	selfLogged  map[string]bool     // the self-dependent tables already logged
 	learnFailed bool
-	learnedAt   time.Time
+	// failures counts the learnings that failed in a row: the next one
+	// is tried after learnRetry(failures), not after a whole
+	// dependentsLearnInterval.
+	failures  int
+	learnedAt time.Time
 	// learnedGen is the store's schema generation read just before the
 	// catalog that learned was read (unreadGeneration when it could not
 	// be read); learnedOK says learned was learned.
@@ -66,6 +70,18 @@ type depSources struct {
 // dependentsRefresh is how often the poller checks the store graph's
 // version.
 const dependentsRefresh = time.Second
+
+// learnRetry is how long after the n-th failed learning in a row the
+// next is tried: 1 s, doubling, at most dependentsLearnInterval. A
+// catalog read that failed once (a server's hiccup) then costs a second
+// of reads that wait for every write, not half a minute.
+func learnRetry(n int) time.Duration {
+	d := time.Second
+	for i := 1; i < n && d < dependentsLearnInterval; i++ {
+		d *= 2
+	}
+	return min(d, dependentsLearnInterval)
+}
 
 // learnTimeout bounds one learning of the database's graph by the
 // poller (a large catalog takes a while; the poller does not wait for it).
@@ -242,12 +258,16 @@ func (p *Plugin) learnNow(ctx context.Context) {
 	case err != nil && p.isStopped():
 		return // Close cancelled it
 	case err != nil:
+		// Learned again soon: until then every write raises every table.
+		p.depSrc.failures++
+		p.depSrc.learnedAt = time.Now().Add(learnRetry(p.depSrc.failures) - dependentsLearnInterval)
 		if !p.depSrc.learnFailed {
 			p.cfg.Logger.WarnContext(ctx, "freshread: cannot read the database's triggers, foreign keys and views; every write now delays reads of every table until they can be read: let the primary's role read the catalog (err says what failed), or run the tracker, or set Config.Dependents", "err", err)
 		}
 		p.depSrc.learnFailed = true
 	default:
 		p.depSrc.learned, p.depSrc.keyMoves, p.depSrc.selfReasons, p.depSrc.learnFailed = g.Edges, g.KeyMoves, g.SelfReasons, false
+		p.depSrc.failures = 0
 		p.depSrc.learnedGen, p.depSrc.learnedOK = gen, true
 	}
 	p.installDependents()

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/freshread/freshread/depgraph"
 )
@@ -134,5 +136,47 @@ func TestOlderLearningNeverReplacesANewerGraph(t *testing.T) {
 	<-done
 	if got := p.dependentsOf("items"); !slices.Equal(got, []string{"audit"}) {
 		t.Fatalf("dependents of items after an older learning ended last: %v, want [audit]", got)
+	}
+}
+
+// TestFailedLearningRetriedSoon: a learning that fails makes every write
+// raise every table, and the next one is due a second later (then 2, 4,
+// ... up to dependentsLearnInterval), not a whole interval later; once
+// one succeeds, the graph is known again and the interval is back.
+func TestFailedLearningRetriedSoon(t *testing.T) {
+	p := &Plugin{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
+	fail := true
+	p.depSrc.learn = func(context.Context, *sql.DB) (*depgraph.Graph, error) {
+		if fail {
+			return nil, errors.New("Error on delete of a temporary table")
+		}
+		return &depgraph.Graph{Edges: map[string][]string{"items": {"audit"}}}, nil
+	}
+	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		before := time.Now()
+		p.learnNow(context.Background())
+		if g := p.deps.Load(); g == nil || !g.unknown {
+			t.Fatalf("after failed learning %d: the graph is not unknown", n+1)
+		}
+		p.depMu.Lock()
+		next := p.depSrc.learnedAt.Add(dependentsLearnInterval)
+		p.depMu.Unlock()
+		if d := next.Sub(before); d < want || d > want+time.Second {
+			t.Fatalf("after failed learning %d the next is due in %v, want %v", n+1, d, want)
+		}
+	}
+	if got := learnRetry(10); got != dependentsLearnInterval {
+		t.Fatalf("learnRetry(10) = %v, want dependentsLearnInterval", got)
+	}
+	fail = false
+	p.learnNow(context.Background())
+	if g := p.deps.Load(); g == nil || g.unknown || !slices.Equal(p.dependentsOf("items"), []string{"audit"}) {
+		t.Fatalf("after a learning that succeeded: %+v", g)
+	}
+	p.depMu.Lock()
+	failures := p.depSrc.failures
+	p.depMu.Unlock()
+	if failures != 0 {
+		t.Fatalf("failures after a success: %d, want 0", failures)
 	}
 }

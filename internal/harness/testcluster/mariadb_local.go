@@ -111,14 +111,19 @@ func startLocalMariaDB(ctx context.Context) (_ *localMariaDB, err error) {
 	return m, nil
 }
 
+// tmpDir is the node's directory for temporary files, under base.
+func (nd *mariaNode) tmpDir(base string) string { return filepath.Join(base, nd.name+"-tmp") }
+
 func (m *localMariaDB) newNode(name string, id int) (*mariaNode, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	nd := &mariaNode{name: name, dir: filepath.Join(m.base, name), port: port, serverID: id}
-	if err := m.user.mkdir(nd.dir, 0o750); err != nil {
-		return nil, err
+	for _, d := range []string{nd.dir, nd.tmpDir(m.base)} {
+		if err := m.user.mkdir(d, 0o750); err != nil {
+			return nil, err
+		}
 	}
 	return nd, nil
 }
@@ -130,6 +135,11 @@ func (m *localMariaDB) startNode(ctx context.Context, nd *mariaNode) error {
 		"--port=" + strconv.Itoa(nd.port),
 		"--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(m.base, nd.name+".sock"),
+		// Temporary tables (an information_schema read makes them) in a
+		// directory of the server's own, not the machine's /tmp: a
+		// catalog read once failed there with "Error on delete of
+		// '/tmp/#sql-temptable-…'" while other servers and programs ran.
+		"--tmpdir=" + nd.tmpDir(m.base),
 		"--pid-file=" + filepath.Join(m.base, nd.name+".pid"),
 		"--log-error=" + logPath,
 	}
