@@ -186,8 +186,9 @@ type leaseCall struct {
 func leaseSlack(ttl time.Duration) time.Duration { return ttl/100 + 5*time.Millisecond }
 
 // leaseCall returns the lease arguments of a call about to be sent: a
-// renewal when renew or when half of the lease is left or less, which may extend the lease only until maxDelay after it was sent
-// (by the server's clock, estimated from the last answer).
+// renewal when renew or when half of the lease is left or less, which
+// may extend the lease only until maxDelay after it was sent (by the
+// server's clock, estimated from the last answer).
 func (rr *RedisReader) leaseCall(renew bool, maxDelay time.Duration) leaseCall {
 	c := leaseCall{ms: "0", by: "0", sent: time.Now()}
 	c.ttl = time.Duration(rr.lease.ttl.Load())
