@@ -226,11 +226,23 @@ func (e *env) waitPollersCaughtUp() {
 	waitPluginsCaughtUp(e.t, plugs)
 }
 
-// waitPluginsCaughtUp is waitPollersCaughtUp for plugs.
+// waitPluginsCaughtUp is waitPollersCaughtUp for plugs. A poll that
+// began before the catch-up can report every replica caught up with a
+// primary position read before the last write (lag 0 then too): each
+// plugin must have finished two more polls since the call (the second
+// began after it), unless it rests.
 func waitPluginsCaughtUp(t testing.TB, plugs []*plugin.Plugin) {
 	deadline := time.Now().Add(5 * time.Second)
-	for _, p := range plugs {
-		for !pollerCaughtUp(p) {
+	start := make([]float64, len(plugs))
+	for i, p := range plugs {
+		_, start[i] = pollerCaughtUp(p)
+	}
+	for i, p := range plugs {
+		for {
+			ok, polls := pollerCaughtUp(p)
+			if ok && (polls < 0 || polls >= start[i]+2) {
+				break
+			}
 			if time.Now().After(deadline) {
 				t.Logf("a plugin's poller does not report its replicas caught up 5 s after they did")
 				return
@@ -240,40 +252,42 @@ func waitPluginsCaughtUp(t testing.TB, plugs []*plugin.Plugin) {
 	}
 }
 
-// pollerCaughtUp reads p's metrics: every replica up, lag 0.
-func pollerCaughtUp(p *plugin.Plugin) bool {
+// pollerCaughtUp reads p's metrics: every replica up, lag 0; and the
+// polls it finished (-1 while it rests: its gauges are its last poll's,
+// and its next read wakes it and waits for a poll).
+func pollerCaughtUp(p *plugin.Plugin) (bool, float64) {
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(freshreadprom.Plugin(p)); err != nil {
-		return false
+		return false, 0
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
-		return false
+		return false, 0
 	}
-	ups, lags := 0, 0
+	ups, lags, polls := 0, 0, 0.0
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			switch mf.GetName() {
 			case "freshread_poller_resting":
 				if m.GetGauge().GetValue() == 1 {
-					// Its gauges are its last poll's; the next read
-					// wakes it and waits for a poll.
-					return true
+					return true, -1
 				}
+			case "freshread_polls_total":
+				polls = m.GetCounter().GetValue()
 			case "freshread_replica_up":
 				if m.GetGauge().GetValue() != 1 {
-					return false
+					return false, polls
 				}
 				ups++
 			case "freshread_replica_replay_lag_bytes":
 				if m.GetGauge().GetValue() != 0 {
-					return false
+					return false, polls
 				}
 				lags++
 			}
 		}
 	}
-	return ups > 0 && lags == ups
+	return ups > 0 && lags == ups, polls
 }
 
 func replicaName(i int) string { return []string{"r0", "r1", "r2", "r3"}[i] }

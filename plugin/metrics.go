@@ -62,6 +62,7 @@ var (
 	descTokenRefused = metrics.NewDesc("freshread_session_fallbacks_refused_total", "Fallbacks caused by a session token refused by the sessions' share of Config.MaxFallbackRate.", nil)
 	descResting      = metrics.NewDesc("freshread_poller_resting", "1 while the poller rests for want of reads and writes (Config.IdleAfter): the replica gauges are those of its last poll.", nil)
 	descRests        = metrics.NewDesc("freshread_poller_rests_total", "Times the poller began to rest for want of reads and writes (Config.IdleAfter).", nil)
+	descPolls        = metrics.NewDesc("freshread_polls_total", "Polls the poller finished: of the servers, or of the shared poll's snapshot while another process holds its lease. Still while it rests.", nil)
 	descLeading      = metrics.NewDesc("freshread_poller_leading", "1 while this process holds the poller's lease and polls for the processes sharing its store (Config.PollerLease).", nil)
 )
 
@@ -85,6 +86,7 @@ func (c collector) Describe(emit func(*metrics.Desc)) {
 	emit(descTokenRefused)
 	emit(descResting)
 	emit(descRests)
+	emit(descPolls)
 	emit(descLeading)
 	emit(descSetChanges)
 	emit(descDiscovery)
@@ -148,6 +150,7 @@ func (c collector) Collect(emit func(metrics.Sample)) {
 	emit(metrics.Gauge(descPending, pending))
 	emit(metrics.Gauge(descResting, boolGauge(p.resting.Load())))
 	emit(metrics.Counter(descRests, float64(p.stats.rests.Load())))
+	emit(metrics.Counter(descPolls, float64(p.stats.polls.Load())))
 	emit(metrics.Gauge(descLeading, boolGauge(p.leading.Load())))
 	emit(metrics.Counter(descLosses, float64(p.stats.discontinuities.Load())))
 	emit(metrics.Counter(descDiscarded, float64(p.stats.overlapDiscarded.Load())))

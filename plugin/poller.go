@@ -92,6 +92,7 @@ func (p *Plugin) trimPrimarySamples(now time.Time) {
 // first poll, before Initialize returns), else at most replicaAnswerWait.
 func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	defer p.wakeWaiters()
+	defer p.stats.polls.Add(1)
 	// A follower takes the shared poll's snapshot (shared_poll.go); this
 	// process polls the servers itself when there is none it can use.
 	sp, shared := p.sharedPoller()
