@@ -183,7 +183,11 @@ func (s *Store) put(ctx context.Context, pairs []sharding.Pair, tell bool) ([]in
 		var have map[int64]int64
 		if tell {
 			var err error
-			if have, err = s.owners(tx, pairs); err != nil {
+			ids := make([]int64, len(pairs))
+			for i, p := range pairs {
+				ids[i] = p.OrderID
+			}
+			if have, err = s.owners(tx, ids); err != nil {
 				return err
 			}
 		}
@@ -230,12 +234,8 @@ func (s *Store) put(ctx context.Context, pairs []sharding.Pair, tell bool) ([]in
 	return fresh, nil
 }
 
-// owners reads the users the table records for the order IDs of pairs.
-func (s *Store) owners(tx *gorm.DB, pairs []sharding.Pair) (map[int64]int64, error) {
-	ids := make([]int64, len(pairs))
-	for i, p := range pairs {
-		ids[i] = p.OrderID
-	}
+// owners reads the users the table records for ids.
+func (s *Store) owners(tx *gorm.DB, ids []int64) (map[int64]int64, error) {
 	var have []row
 	if err := tx.Table(s.cfg.Table).Where("order_id IN ?", ids).Find(&have).Error; err != nil {
 		return nil, err
@@ -256,17 +256,16 @@ func idInUse(id, owner, user int64) error {
 // rows is recorded for another user than the row's.
 func (s *Store) checkOwners(tx *gorm.DB, rows []row) error {
 	ids := make([]int64, len(rows))
-	want := make(map[int64]int64, len(rows))
 	for i, r := range rows {
-		ids[i], want[r.OrderID] = r.OrderID, r.UserID
+		ids[i] = r.OrderID
 	}
-	var have []row
-	if err := tx.Table(s.cfg.Table).Where("order_id IN ?", ids).Find(&have).Error; err != nil {
+	have, err := s.owners(tx, ids)
+	if err != nil {
 		return err
 	}
-	for _, h := range have {
-		if u := want[h.OrderID]; u != h.UserID {
-			return idInUse(h.OrderID, h.UserID, u)
+	for _, r := range rows {
+		if u, ok := have[r.OrderID]; ok && u != r.UserID {
+			return idInUse(r.OrderID, u, r.UserID)
 		}
 	}
 	return nil

@@ -595,7 +595,7 @@ func (s *Sharding) lookupAfter(db *gorm.DB, tg *target, idx []int) error {
 	if len(pairs) == 0 {
 		return nil
 	}
-	fresh, err := s.putLookup(stmt.Context, pairs)
+	fresh, err := s.putLookup(stmt.Context, pairs, false)
 	if err != nil {
 		return fmt.Errorf("sharding: write the lookup of %q after the insert: %w", tg.t.Name, err)
 	}

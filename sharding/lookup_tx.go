@@ -234,13 +234,7 @@ func followSavepoint(stmt *gorm.Statement) {
 // it recorded anew when the insert fails. minted: every ID was minted by
 // this statement, so every pair is new (one Put, no check).
 func (s *Sharding) putPairs(stmt *gorm.Statement, table string, pairs []Pair, minted bool) (undo func(error), err error) {
-	var fresh []int64
-	if minted {
-		err = s.cfg.Lookup.Put(stmt.Context, pairs)
-		fresh = pairIDs(pairs)
-	} else {
-		fresh, err = s.putLookup(stmt.Context, pairs)
-	}
+	fresh, err := s.putLookup(stmt.Context, pairs, minted)
 	if err != nil {
 		return nil, fmt.Errorf("sharding: write the lookup of %q: %w", table, err)
 	}
@@ -258,10 +252,16 @@ func (s *Sharding) putPairs(stmt *gorm.Statement, table string, pairs []Pair, mi
 	}, nil
 }
 
-// putLookup is Lookup.Put, returning the IDs whose pairs it recorded anew
-// (LookupFresh); with a Lookup that cannot say, those Resolve did not
-// know just before.
-func (s *Sharding) putLookup(ctx context.Context, pairs []Pair) (fresh []int64, err error) {
+// putLookup is Lookup.Put, returning the IDs whose pairs it recorded anew:
+// all of them when minted (IDs minted just now are new); else as the
+// Lookup says (LookupFresh), or those Resolve did not know just before.
+func (s *Sharding) putLookup(ctx context.Context, pairs []Pair, minted bool) (fresh []int64, err error) {
+	if minted {
+		if err := s.cfg.Lookup.Put(ctx, pairs); err != nil {
+			return nil, err
+		}
+		return pairIDs(pairs), nil
+	}
 	if lf, ok := s.cfg.Lookup.(LookupFresh); ok {
 		return lf.PutFresh(ctx, pairs)
 	}
