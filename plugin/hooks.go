@@ -94,7 +94,7 @@ func (p *Plugin) markModelWrite(db *gorm.DB) {
 		db.AddError(p.refuseWrite(db.Statement.Context, r))
 		return
 	}
-	if p.fenceAutocommit(db) {
+	if p.fenceUnseenCommit(db) {
 		return
 	}
 	var tables []string // nil: unknown, the database-wide position
@@ -213,7 +213,7 @@ func (p *Plugin) markRawWrite(db *gorm.DB) {
 		return
 	}
 	if c.kind == kindWrite && (c.writes == nil || len(c.writes) > 0) {
-		if p.fenceAutocommit(db) {
+		if p.fenceUnseenCommit(db) {
 			return
 		}
 		p.recordRawWrite(db, c)

@@ -140,16 +140,16 @@ func (p *Plugin) releaseLease() {
 	}
 }
 
-// fenceAutocommit refuses, before it is sent, a write that commits as it
-// runs (outside a transaction) while fenceWrite refuses commits, and
-// reports whether it did. A write in a transaction the plugin began, or
-// in one begun in raw SQL on a pinned connection, is fenced at its
-// COMMIT. A transaction the plugin did not begin (GORM's Begin on a
-// pinned *sql.Conn: a *sql.Tx) commits where the plugin cannot see it,
-// so each of its writes is fenced as it is sent: its COMMIT is then
-// covered unless it comes more than fenceMargin after its last write
-// while the store is unreachable.
-func (p *Plugin) fenceAutocommit(db *gorm.DB) bool {
+// fenceUnseenCommit refuses, before it is sent, a write whose commit the
+// plugin does not fence at a COMMIT of its own, while fenceWrite refuses
+// commits, and reports whether it did: a write that commits as it runs
+// (outside a transaction), and each write of a transaction the plugin
+// did not begin (GORM's Begin on a pinned *sql.Conn: a *sql.Tx, which
+// commits where the plugin cannot see it; its COMMIT is then covered
+// unless it comes more than fenceMargin after its last write while the
+// store is unreachable). A write in a transaction the plugin began, or in
+// one begun in raw SQL on a pinned connection, is fenced at its COMMIT.
+func (p *Plugin) fenceUnseenCommit(db *gorm.DB) bool {
 	switch c := db.Statement.ConnPool.(type) {
 	case *trackedTx, *gorm.PreparedStmtTX, *replaySession:
 		return false // fenced at its COMMIT
