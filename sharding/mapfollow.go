@@ -329,13 +329,16 @@ func changedBuckets(a, b *routing) int {
 	return n
 }
 
-// leased returns the snapshot to route with: rt while the lease holds;
-// once it has run out, the snapshot of a refresh made now, or
-// ErrMapStale.
+// leased returns the snapshot to route with: while the lease holds, the
+// snapshot in use now; once it has run out, the snapshot of a refresh
+// made now, or ErrMapStale. rt (the snapshot the statement loaded first)
+// is not returned as it is: it may have been loaded after the lease ran
+// out and before a refresh adopted a newer version and renewed the lease,
+// and that lease covers the newer snapshot, not rt.
 func (s *Sharding) leased(ctx context.Context, rt *routing) (*routing, error) {
 	f := s.fol
 	if monoNow()-f.leaseStart.Load() <= int64(f.lease) {
-		return rt, nil
+		return s.rt.Load(), nil
 	}
 	err := s.refresh(ctx)
 	if monoNow()-f.leaseStart.Load() <= int64(f.lease) {

@@ -488,6 +488,30 @@ func TestMapSyncRefreshWhenLeaseRunsOut(t *testing.T) {
 	}
 }
 
+// A statement that loaded its snapshot after the lease ran out, while a
+// refresh adopted a newer version and renewed the lease, routes with the
+// newer version: the renewed lease covers that one, not the snapshot the
+// statement loaded. (CI once saw the old owner answer TestMapRefusedVersion.)
+func TestLeaseCoversTheNewerSnapshot(t *testing.T) {
+	store := &fakeStore{}
+	mt := newMapTest(t, store, func(c *Config) {
+		c.MapRefresh = time.Hour
+		c.MapLease = time.Hour + time.Second
+	})
+	loaded := mt.s.rt.Load() // version 0, loaded by a statement
+	store.set(func() BucketMap { m := movedMap(t, 0, 9, "s1"); m.Version = 2; return m }(), true)
+	if err := mt.s.RefreshMap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := mt.s.leased(context.Background(), loaded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.version != 2 {
+		t.Fatalf("routed with version %d under the lease of version 2", rt.version)
+	}
+}
+
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
