@@ -1,6 +1,7 @@
 package sharding
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -29,8 +30,8 @@ import (
 // statement is left having written nothing (none).
 func (s *Sharding) undoSplitCreate(db *gorm.DB, tg *target, at *attempt, err error) (none bool, _ error) {
 	plan := tg.create
-	if plan == nil || plan.single || tg.tx != nil || tg.lazy != nil || tg.many {
-		return false, err
+	if plan == nil || plan.single || tg.tx != nil || tg.lazy != nil || tg.many || errors.Is(err, ErrCommitPending) {
+		return false, err // ErrCommitPending: every part committed
 	}
 	byShard := map[int][]any{}
 	add := func(i, si int) error {

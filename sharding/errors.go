@@ -72,4 +72,12 @@ var (
 	// owns (or one whose move is switching). The map has been refreshed;
 	// the statement can be retried.
 	ErrBucketMoved = errors.New("sharding: bucket not owned by the shard")
+
+	// ErrCommitPending is returned by a write over several shards whose
+	// decision committed (two-phase commit, twophase.go) but whose part on
+	// some shard could not be committed yet: that shard failed between
+	// the phases. The write is not lost, so do not run it again: the part
+	// stays prepared and is committed in the background, and until then
+	// reads of its rows on that shard return their old values.
+	ErrCommitPending = errors.New("sharding: write committed; a shard's part is not visible yet")
 )

@@ -61,3 +61,7 @@ func IsClockBackwards(err error) bool { return errors.Is(err, ErrClockBackwards)
 // IsIDInUse reports whether err is, or wraps, ErrIDInUse; errors.Is works as
 // well.
 func IsIDInUse(err error) bool { return errors.Is(err, ErrIDInUse) }
+
+// IsCommitPending reports whether err is, or wraps, ErrCommitPending;
+// errors.Is works as well.
+func IsCommitPending(err error) bool { return errors.Is(err, ErrCommitPending) }

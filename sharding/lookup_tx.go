@@ -291,4 +291,6 @@ func pairIDs(pairs []Pair) []int64 {
 
 // definitelyFailed reports whether a statement's error means it did not
 // commit (sqlerr.Refused).
-func definitelyFailed(err error) bool { return sqlerr.Refused(err) }
+func definitelyFailed(err error) bool {
+	return sqlerr.Refused(err) || errors.Is(err, errNotCommitted)
+}

@@ -33,6 +33,7 @@ type Sharding struct {
 	rt    atomic.Pointer[routing]
 	fol   *follower
 	stats mapStats
+	tp    twoPhase // two-phase commit of writes over several shards (twophase.go)
 
 	classifier *classify.Classifier
 
@@ -72,6 +73,7 @@ func (s *Sharding) Initialize(db *gorm.DB) error {
 	if !s.initialized.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: a Sharding can be installed on one *gorm.DB only", ErrConfig)
 	}
+	s.tp.init()
 	if err := s.setup(db); err != nil {
 		s.Close()
 		return err
@@ -83,6 +85,12 @@ func (s *Sharding) Initialize(db *gorm.DB) error {
 	}
 	s.wrapDefaultPool(db)
 	s.startFollower()
+	for _, sh := range s.shards {
+		if sh.isPostgres() {
+			s.startRecovery() // parts a process before this one left prepared
+			break
+		}
+	}
 	return nil
 }
 
@@ -219,6 +227,7 @@ func (s *Sharding) openShard(db *gorm.DB, sc ShardConfig) (*gorm.DB, error) {
 // the plugin opened and closes their pools. Shards given as DB stay open.
 func (s *Sharding) Close() error {
 	s.stopFollower()
+	s.stopTwoPhase()
 	var errs []error
 	for _, p := range s.plugins {
 		errs = append(errs, p.Close())

@@ -77,6 +77,8 @@ func settleLookup(ctx context.Context, l *txLookup, commitErr error) error {
 	switch {
 	case commitErr == nil:
 		return l.settle(ctx, true)
+	case errors.Is(commitErr, ErrCommitPending):
+		return errors.Join(commitErr, l.settle(ctx, true))
 	case definitelyFailed(commitErr):
 		return errors.Join(commitErr, l.settle(ctx, false))
 	}
@@ -384,6 +386,9 @@ func (t *lazyTx) end(commit bool) error {
 	t.queued = nil
 	if t.onDef != nil {
 		return endTx(t.onDef, commit)
+	}
+	if commit && len(t.inner) > 1 && t.s.twoPhaseAllowed(t.ctx, t.shards) {
+		return t.endTwoPhase()
 	}
 	var (
 		committed []string

@@ -66,7 +66,7 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 		if nd != primary {
 			entrypoint = []string{"freshread-postgres", "replica", strconv.Itoa(nd.port), sn.peer(primary.name), strconv.Itoa(primary.port), nd.name}
 		}
-		entrypoint = append(entrypoint, "-c", "listen_addresses="+sn.listenIP())
+		entrypoint = append(entrypoint, "-c", "listen_addresses="+sn.listenIP(), "-c", "max_prepared_transactions=64")
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -71,6 +71,7 @@ synchronous_commit = on
 full_page_writes = off
 shared_buffers = 32MB
 max_connections = 500
+max_prepared_transactions = 64
 wal_keep_size = 256MB
 log_min_messages = warning
 logging_collector = off
