@@ -73,8 +73,10 @@ func TestShardingTwoPhaseCommit(t *testing.T) {
 			// Recovery resolves a part left prepared within seconds.
 			deadline := time.Now().Add(20 * time.Second)
 			for {
-				got := e.statusOf(9500, 9600)
+				// The parts first: with none left, the statuses read
+				// after are final.
 				left := e.preparedParts()
+				got := e.statusOf(9500, 9600)
 				if got == want && left == 0 {
 					break
 				}

@@ -85,12 +85,7 @@ func (s *Sharding) Initialize(db *gorm.DB) error {
 	}
 	s.wrapDefaultPool(db)
 	s.startFollower()
-	for _, sh := range s.shards {
-		if sh.isPostgres() {
-			s.startRecovery() // parts a process before this one left prepared
-			break
-		}
-	}
+	s.recoverAtStart() // parts a process before this one left prepared
 	return nil
 }
 

@@ -12,11 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"database/sql"
+
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/internal/lib/faults"
 	"github.com/freshread/freshread/plugin"
+	"github.com/freshread/freshread/sharding/merge"
 )
 
 // A write over several PostgreSQL shards outside any transaction (and the
@@ -92,7 +95,7 @@ func (s *Sharding) twoPhaseAllowed(ctx context.Context, idx []int) bool {
 	tp := &s.tp
 	for _, i := range idx {
 		sh := s.shards[i]
-		if !sh.isPostgres() {
+		if !sh.isPostgres() || sh.db.DryRun {
 			return false
 		}
 		tp.mu.Lock()
@@ -100,7 +103,7 @@ func (s *Sharding) twoPhaseAllowed(ctx context.Context, idx []int) bool {
 		tp.mu.Unlock()
 		if !known {
 			var n int
-			if err := sh.db.WithContext(onPrimary(ctx)).Raw("SELECT current_setting('max_prepared_transactions')::int").Scan(&n).Error; err != nil {
+			if err := sh.primaryRow(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&n); err != nil {
 				return false
 			}
 			ok = n > 0
@@ -210,18 +213,24 @@ func (t *lazyTx) endTwoPhase() error {
 		// position before the part is visible: harmless, the COMMIT
 		// PREPARED below raises it again).
 		if err := endTx(t.inner[i], true); err != nil {
-			return rollbackAll(prepared, i+1, fmt.Errorf("sharding: end the prepared part's session on shard %q: %w", sh.name, err))
+			// The session's wrapper is ended too (a ROLLBACK outside a
+			// transaction changes nothing): the part is rolled back by
+			// ROLLBACK PREPARED.
+			return rollbackAll(prepared, i, fmt.Errorf("sharding: end the prepared part's session on shard %q: %w", sh.name, err))
 		}
 	}
 
 	err := tp.step("commit " + coord.name)
 	if err == nil {
 		err = endTx(coordConn, true)
-	} else {
-		_ = endTx(coordConn, false)
 	}
 	if err != nil {
-		if definitelyFailed(err) {
+		// A COMMIT the server refused, or one never sent (the writer
+		// lease's fence): the transaction is rolled back, which makes its
+		// outcome "aborted" for recovery. After a COMMIT of unknown
+		// outcome this changes nothing.
+		_ = endTx(coordConn, false)
+		if definitelyFailed(err) || plugin.IsStoreUnreachable(err) {
 			return rollbackAll(prepared, len(t.inner), fmt.Errorf("sharding: commit on shard %q (the decision of a write over several shards): %w", coord.name, err))
 		}
 		s.startRecovery()
@@ -268,15 +277,45 @@ func pgCode(err error) string {
 	return ""
 }
 
-// onPrimary asks the shard's primary: prepared parts and transaction
-// outcomes are the primary's (a replica may not have replayed them).
-func onPrimary(ctx context.Context) context.Context {
-	return plugin.WithConsistency(ctx, plugin.Strong)
+// primaryRow runs query on the shard's primary pool directly: prepared
+// parts and transaction outcomes are the primary's (a replica may not
+// have replayed them), and these reads are the plugin's own, not the
+// application's statements (no callbacks, no routing).
+func (sh *shard) primaryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	db, err := sh.sqlDB()
+	if err != nil {
+		return merge.ErrRow(ctx, err)
+	}
+	return db.QueryRowContext(ctx, query, args...)
 }
 
 // queryRow scans one value of query run on conn.
 func queryRow(ctx context.Context, conn gorm.ConnPool, query string, dest any) error {
 	return conn.QueryRowContext(ctx, query).Scan(dest)
+}
+
+// recoverAtStart resolves, once and in the background, the parts that
+// processes before this one left prepared; a failure is logged (the parts
+// wait for the next process that starts, or for RecoverPrepared).
+func (s *Sharding) recoverAtStart() {
+	tp := &s.tp
+	any := false
+	for _, sh := range s.shards {
+		any = any || (sh.isPostgres() && !sh.db.DryRun)
+	}
+	if !any {
+		return
+	}
+	tp.wg.Add(1)
+	go func() {
+		defer tp.wg.Done()
+		ctx, cancel := context.WithTimeout(tp.ctx, time.Minute)
+		defer cancel()
+		left, err := s.RecoverPrepared(ctx)
+		if err != nil && tp.ctx.Err() == nil {
+			s.logger().Warn("sharding: recovery of prepared parts of writes over several shards left by earlier processes failed; they hold their rows' locks until Sharding.RecoverPrepared succeeds", "left", left, "err", err)
+		}
+	}()
 }
 
 // recoveryRetry is the wait between recovery rounds while parts stay
@@ -336,11 +375,10 @@ func (s *Sharding) startRecovery() {
 func (s *Sharding) RecoverPrepared(ctx context.Context) (left int, _ error) {
 	var errs []error
 	for _, sh := range s.shards {
-		if !sh.isPostgres() {
+		if !sh.isPostgres() || sh.db.DryRun {
 			continue
 		}
-		var gids []string
-		err := sh.db.WithContext(onPrimary(ctx)).Raw("SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE ?", gidPrefix+"%").Scan(&gids).Error
+		gids, err := sh.preparedParts(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sharding: list prepared parts on shard %q: %w", sh.name, err))
 			left++
@@ -359,6 +397,29 @@ func (s *Sharding) RecoverPrepared(ctx context.Context) (left int, _ error) {
 	return left, errors.Join(errs...)
 }
 
+// preparedParts lists the global IDs of the plugin's prepared parts in
+// the shard's database.
+func (sh *shard) preparedParts(ctx context.Context) ([]string, error) {
+	db, err := sh.sqlDB()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND gid LIKE $1", gidPrefix+"%")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var gids []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			return nil, err
+		}
+		gids = append(gids, g)
+	}
+	return gids, rows.Err()
+}
+
 // resolvePart commits or rolls back the prepared part g on sh by its
 // coordinator transaction's outcome; done is false when that is not
 // known yet.
@@ -372,7 +433,7 @@ func (s *Sharding) resolvePart(ctx context.Context, sh *shard, g string) (done b
 		return false, fmt.Errorf("sharding: prepared part %s on shard %q names coordinator shard %q, which is not configured: resolve it by hand (COMMIT PREPARED or ROLLBACK PREPARED)", g, sh.name, coordName)
 	}
 	var status *string
-	if err := coord.db.WithContext(onPrimary(ctx)).Raw("SELECT txid_status(?)", xid).Scan(&status).Error; err != nil {
+	if err := coord.primaryRow(ctx, "SELECT txid_status($1)", xid).Scan(&status); err != nil {
 		return false, fmt.Errorf("sharding: ask shard %q the outcome of transaction %d (prepared part %s on shard %q): %w", coord.name, xid, g, sh.name, err)
 	}
 	if status == nil {
