@@ -102,6 +102,49 @@ func TestShardingTwoPhaseCommit(t *testing.T) {
 	}
 }
 
+// A process that dies after the decision, before committing a part,
+// leaves the part prepared; the next process that installs the plugin
+// commits it (recovery at install), and the rows read through it are the
+// new ones.
+func TestShardingTwoPhaseRecoveredByNextProcess(t *testing.T) {
+	e := newShEnv(t)
+	a, b, _, _ := keyChangeUsers(t, e)
+	e.mustCreate(&ShOrder{ID: 9700, UserID: a, Status: "old"}, &ShOrder{ID: 9800, UserID: b, Status: "old"})
+	dead := errors.New("the process died here")
+	restore := faults.Set(func(s string) error {
+		if strings.HasPrefix(s, "sharding: commit prepared ") || s == "sharding: recovery round" {
+			return dead
+		}
+		return nil
+	})
+	defer restore()
+	err := e.db.Model(&ShOrder{}).Where("user_id IN ?", []int64{a, b}).Update("status", "new").Error
+	if !errors.Is(err, sharding.ErrCommitPending) {
+		t.Fatalf("err %v, want ErrCommitPending", err)
+	}
+	if n := e.preparedParts(); n != 1 {
+		t.Fatalf("%d prepared parts after the process died, want 1", n)
+	}
+	db2, _ := e.another() // the restarted process
+	deadline := time.Now().Add(20 * time.Second)
+	for e.preparedParts() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the next process left the part prepared")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := e.statusOf(9700, 9800); got != [2]string{"new", "new"} {
+		t.Fatalf("statuses %v after recovery, want both new", got)
+	}
+	var rows []ShOrder
+	if err := db2.Where("user_id IN ?", []int64{a, b}).Order("id").Find(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Status != "new" || rows[1].Status != "new" {
+		t.Fatalf("read %+v through the next process, want both new", rows)
+	}
+}
+
 // statusOf returns the statuses of orders x and y read on their shards'
 // primaries.
 func (e *shEnv) statusOf(x, y int64) [2]string {

@@ -82,7 +82,7 @@ func (tp *twoPhase) init() {
 
 // step is where a test makes a step of a two-phase commit fail
 // (faults.At): "prepare <shard>", "commit <coordinator shard>", "commit
-// prepared <shard>".
+// prepared <shard>", and a round of the recovery loop ("recovery round").
 func (tp *twoPhase) step(name string) error { return faults.At("sharding: " + name) }
 
 // isPostgres reports whether sh runs on PostgreSQL.
@@ -339,7 +339,10 @@ func (s *Sharding) startRecovery() {
 		defer tp.wg.Done()
 		last := ""
 		for {
-			left, err := s.RecoverPrepared(tp.ctx)
+			left, err := -1, tp.step("recovery round") // a test: this process died
+			if err == nil {
+				left, err = s.RecoverPrepared(tp.ctx)
+			}
 			if err == nil && left == 0 {
 				break
 			}
