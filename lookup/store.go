@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -163,13 +164,55 @@ func (s *Store) Put(ctx context.Context, pairs []sharding.Pair) error {
 	return err
 }
 
-// PutFresh is Put, returning the order IDs whose pairs it wrote: the
-// others were recorded for the same user already (sharding.LookupFresh).
-// One transaction of three statements: the pairs recorded, the insert of
-// the others, and their owners read back (another Put of the same IDs may
-// have raced it).
+// PutFresh is Put, returning the order IDs whose pairs it wrote itself:
+// the others were recorded for the same user already
+// (sharding.LookupFresh). Of two PutFresh calls racing to record one pair,
+// exactly one reports it: the database says which insert took it. One
+// transaction: the insert (on PostgreSQL one statement per 1,000 pairs,
+// INSERT ... ON CONFLICT DO NOTHING RETURNING; on MariaDB and MySQL one
+// INSERT IGNORE per pair), and the owners of the pairs it did not write
+// read back.
 func (s *Store) PutFresh(ctx context.Context, pairs []sharding.Pair) ([]int64, error) {
 	return s.put(ctx, pairs, true)
+}
+
+// insertFresh inserts rows, skipping order IDs recorded already, and
+// returns the order IDs it inserted.
+func (s *Store) insertFresh(tx *gorm.DB, rows []row) ([]int64, error) {
+	table := s.quote(s.cfg.Table)
+	var fresh []int64
+	if tx.Dialector.Name() == "postgres" {
+		for start := 0; start < len(rows); start += 1000 {
+			part := rows[start:min(start+1000, len(rows))]
+			var b strings.Builder
+			args := make([]any, 0, 2*len(part))
+			b.WriteString("INSERT INTO " + table + " (order_id, user_id) VALUES ")
+			for i, r := range part {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString("(?, ?)")
+				args = append(args, r.OrderID, r.UserID)
+			}
+			b.WriteString(" ON CONFLICT (order_id) DO NOTHING RETURNING order_id")
+			var ids []int64
+			if err := tx.Raw(b.String(), args...).Scan(&ids).Error; err != nil {
+				return nil, err
+			}
+			fresh = append(fresh, ids...)
+		}
+		return fresh, nil
+	}
+	for _, r := range rows {
+		res := tx.Exec("INSERT IGNORE INTO "+table+" (order_id, user_id) VALUES (?, ?)", r.OrderID, r.UserID)
+		if res.Error != nil {
+			return nil, res.Error
+		}
+		if res.RowsAffected == 1 {
+			fresh = append(fresh, r.OrderID)
+		}
+	}
+	return fresh, nil
 }
 
 // put is Put, and PutFresh when tell.
@@ -180,30 +223,30 @@ func (s *Store) put(ctx context.Context, pairs []sharding.Pair, tell bool) ([]in
 	var fresh []int64
 	err := s.cfg.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		fresh = nil
-		var have map[int64]int64
+		rows := make([]row, len(pairs))
+		for i, p := range pairs {
+			rows[i] = row{OrderID: p.OrderID, UserID: p.UserID}
+		}
 		if tell {
-			var err error
-			ids := make([]int64, len(pairs))
-			for i, p := range pairs {
-				ids[i] = p.OrderID
-			}
-			if have, err = s.owners(tx, ids); err != nil {
+			ins, err := s.insertFresh(tx, rows)
+			if err != nil {
 				return err
 			}
-		}
-		var rows []row
-		for _, p := range pairs {
-			if u, ok := have[p.OrderID]; ok {
-				if u != p.UserID {
-					return idInUse(p.OrderID, u, p.UserID)
-				}
-				continue
+			fresh = ins
+			took := make(map[int64]bool, len(ins))
+			for _, id := range ins {
+				took[id] = true
 			}
-			rows = append(rows, row{OrderID: p.OrderID, UserID: p.UserID})
-			fresh = append(fresh, p.OrderID)
-		}
-		if len(rows) == 0 {
-			return nil
+			var others []row
+			for _, r := range rows {
+				if !took[r.OrderID] {
+					others = append(others, r)
+				}
+			}
+			if len(others) == 0 {
+				return nil
+			}
+			return s.checkOwners(tx, others)
 		}
 		res := tx.Table(s.cfg.Table).Clauses(clause.OnConflict{
 			Columns:   []clause.Column{{Name: "order_id"}},

@@ -3,6 +3,7 @@ package lookup
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,5 +248,51 @@ func TestPutFreshSaysWhichPairsAreNew(t *testing.T) {
 	got, err := s.Resolve(ctx, []int64{1, 3})
 	if err != nil || got[1] != 10 || len(got) != 1 {
 		t.Fatalf("after the refused PutFresh: %v, %v; want only order 1, of user 10", got, err)
+	}
+}
+
+// Of PutFresh calls racing to record the same pairs, exactly one reports
+// each pair as written by it (the one whose insert took it), so exactly
+// one Create may undo it. Before, each read the recorded pairs first and
+// several could find a pair missing and report it.
+func TestPutFreshRacersReportEachPairOnce(t *testing.T) {
+	s, _ := newStore(t, time.Second)
+	ctx := context.Background()
+	const racers, rounds, n = 6, 20, 20
+	for round := 0; round < rounds; round++ {
+		pairs := make([]sharding.Pair, n)
+		for i := range pairs {
+			pairs[i] = sharding.Pair{OrderID: int64(1000*round + i + 1), UserID: 7}
+		}
+		var (
+			mu     sync.Mutex
+			counts = map[int64]int{}
+			wg     sync.WaitGroup
+			start  = make(chan struct{})
+		)
+		for r := 0; r < racers; r++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				fresh, err := s.PutFresh(ctx, pairs)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, id := range fresh {
+					counts[id]++
+				}
+				mu.Unlock()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for _, p := range pairs {
+			if counts[p.OrderID] != 1 {
+				t.Fatalf("round %d: order %d reported written by %d of %d racers, want 1", round, p.OrderID, counts[p.OrderID], racers)
+			}
+		}
 	}
 }

@@ -147,7 +147,10 @@ type Lookup interface {
 // calls Put alone: its pairs are new.
 type LookupFresh interface {
 	// PutFresh is Put, returning the order IDs whose pairs it wrote; the
-	// others were recorded for the same user already.
+	// others were recorded for the same user already. Of two calls racing
+	// to record one pair, exactly one may report it (the one whose write
+	// took it): a pair reported by both would be removed by the one whose
+	// Create then fails, under the other's stored row.
 	PutFresh(ctx context.Context, pairs []Pair) (fresh []int64, err error)
 }
 
