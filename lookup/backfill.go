@@ -56,7 +56,7 @@ func (s *Store) Backfill(ctx context.Context, cfg BackfillConfig) (int64, error)
 		}
 		if cfg.Restart {
 			s.cfg.DB.WithContext(ctx).Table(progress).Where("source = ?", source).Delete(&struct{}{})
-		} else if err := s.cfg.DB.WithContext(ctx).Table(progress).Select("last_id, done, rows").
+		} else if err := s.cfg.DB.WithContext(ctx).Table(progress).Select("last_id, done, "+s.quote("rows")+" AS "+s.quote("rows")).
 			Where("source = ?", source).Limit(1).Scan(&state).Error; err != nil {
 			return total, fmt.Errorf("lookup: backfill %s: read progress: %w", source, err)
 		}
@@ -67,11 +67,11 @@ func (s *Store) Backfill(ctx context.Context, cfg BackfillConfig) (int64, error)
 		start := time.Now()
 		for {
 			var pairs []struct {
-				ID  int64
-				Key int64
+				ID  int64 `gorm:"column:id"`
+				Key int64 `gorm:"column:shard_key"` // KEY is reserved on MariaDB and MySQL
 			}
 			err := src.DB.WithContext(ctx).Table(cfg.Table).
-				Select(fmt.Sprintf("%s AS id, %s AS key", quote(src.DB, cfg.IDColumn), quote(src.DB, cfg.KeyColumn))).
+				Select(fmt.Sprintf("%s AS id, %s AS shard_key", quote(src.DB, cfg.IDColumn), quote(src.DB, cfg.KeyColumn))).
 				Where(clause.Gt{Column: clause.Column{Name: cfg.IDColumn}, Value: state.LastID}).
 				Order(clause.OrderByColumn{Column: clause.Column{Name: cfg.IDColumn}}).
 				Limit(cfg.Chunk).Scan(&pairs).Error
@@ -91,9 +91,7 @@ func (s *Store) Backfill(ctx context.Context, cfg BackfillConfig) (int64, error)
 				total += int64(len(pairs))
 			}
 			done := len(pairs) < cfg.Chunk
-			if err := s.cfg.DB.WithContext(ctx).Exec("INSERT INTO "+s.quote(progress)+" (source, last_id, done, rows) VALUES (?, ?, ?, ?) "+
-				"ON CONFLICT (source) DO UPDATE SET last_id = EXCLUDED.last_id, done = EXCLUDED.done, rows = EXCLUDED.rows",
-				source, state.LastID, done, state.Rows).Error; err != nil {
+			if err := s.cfg.DB.WithContext(ctx).Exec(s.progressUpsert(progress), source, state.LastID, done, state.Rows).Error; err != nil {
 				return total, fmt.Errorf("lookup: backfill %s: record progress: %w", source, err)
 			}
 			fmt.Fprintf(orDiscard(cfg.Progress), "%s: %d rows, last id %d, %.0f rows/s\n", source, state.Rows, state.LastID,
@@ -110,6 +108,17 @@ func (s *Store) Backfill(ctx context.Context, cfg BackfillConfig) (int64, error)
 }
 
 func quote(db *gorm.DB, name string) string { return db.Statement.Quote(name) }
+
+// progressUpsert records a source's backfill progress in table progress
+// (source, last_id, done, rows as arguments).
+func (s *Store) progressUpsert(progress string) string {
+	rows := s.quote("rows") // ROWS is reserved on MariaDB and MySQL
+	q := "INSERT INTO " + s.quote(progress) + " (source, last_id, done, " + rows + ") VALUES (?, ?, ?, ?) "
+	if s.postgres() {
+		return q + "ON CONFLICT (source) DO UPDATE SET last_id = EXCLUDED.last_id, done = EXCLUDED.done, " + rows + " = EXCLUDED." + rows
+	}
+	return q + "ON DUPLICATE KEY UPDATE last_id = VALUES(last_id), done = VALUES(done), " + rows + " = VALUES(" + rows + ")"
+}
 
 func orDiscard(w io.Writer) io.Writer {
 	if w == nil {

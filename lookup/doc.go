@@ -3,7 +3,8 @@
 // before sharding.IDGenerator existed).
 //
 // The map is the table order_lookup(order_id bigint primary key, user_id
-// bigint) in a lookup database, with a read-through Redis cache:
+// bigint) in a lookup database (PostgreSQL, MariaDB or MySQL), with a
+// read-through Redis cache:
 //
 //   - Put (called by the sharding plugin before it inserts the orders)
 //     records the rows (a row already recorded for the same user is kept;

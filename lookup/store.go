@@ -100,12 +100,17 @@ func (s *Store) Stats() Stats {
 	return Stats{Hits: s.hits.Load(), NegativeHits: s.negHits.Load(), Misses: s.misses.Load(), RedisErrors: s.redisErrors.Load(), BreakerSkips: s.skips.Load()}
 }
 
-// Migrate creates the lookup table and the backfill progress table.
+// Migrate creates the lookup table and the backfill progress table, on
+// PostgreSQL, MariaDB or MySQL.
 func (s *Store) Migrate(ctx context.Context) error {
 	q := s.quote(s.cfg.Table)
+	source := "source text PRIMARY KEY"
+	if !s.postgres() {
+		source = "source varchar(255) PRIMARY KEY" // a TEXT key needs a prefix length there
+	}
 	for _, stmt := range []string{
 		"CREATE TABLE IF NOT EXISTS " + q + " (order_id bigint PRIMARY KEY, user_id bigint NOT NULL)",
-		"CREATE TABLE IF NOT EXISTS " + s.quote(s.cfg.Table+"_backfill") + " (source text PRIMARY KEY, last_id bigint NOT NULL, done boolean NOT NULL DEFAULT false, rows bigint NOT NULL DEFAULT 0)",
+		"CREATE TABLE IF NOT EXISTS " + s.quote(s.cfg.Table+"_backfill") + " (" + source + ", last_id bigint NOT NULL, done boolean NOT NULL DEFAULT false, " + s.quote("rows") + " bigint NOT NULL DEFAULT 0)",
 	} {
 		if err := s.cfg.DB.WithContext(ctx).Exec(stmt).Error; err != nil {
 			return fmt.Errorf("lookup: migrate: %w", err)
@@ -117,6 +122,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) quote(name string) string {
 	return s.cfg.DB.Statement.Quote(name)
 }
+
+// postgres reports whether the lookup database is PostgreSQL (otherwise
+// MariaDB or MySQL).
+func (s *Store) postgres() bool { return s.cfg.DB.Dialector.Name() == "postgres" }
 
 // BreakerOpen reports whether the cache's circuit breaker is open (or
 // probing): cache calls are skipped until a probe succeeds.
@@ -181,7 +190,7 @@ func (s *Store) PutFresh(ctx context.Context, pairs []sharding.Pair) ([]int64, e
 func (s *Store) insertFresh(tx *gorm.DB, rows []row) ([]int64, error) {
 	table := s.quote(s.cfg.Table)
 	var fresh []int64
-	if tx.Dialector.Name() == "postgres" {
+	if s.postgres() {
 		for start := 0; start < len(rows); start += 1000 {
 			part := rows[start:min(start+1000, len(rows))]
 			var b strings.Builder

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -257,12 +258,45 @@ func TestPutFreshSaysWhichPairsAreNew(t *testing.T) {
 // several could find a pair missing and report it.
 func TestPutFreshRacersReportEachPairOnce(t *testing.T) {
 	s, _ := newStore(t, time.Second)
+	putFreshRace(t, s)
+}
+
+// The same on MariaDB (one INSERT IGNORE per pair), with the single-call
+// cases of TestPutFreshSaysWhichPairsAreNew.
+func TestPutFreshOnMariaDB(t *testing.T) {
+	s := New(Config{DB: mariaDB(t)})
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, []sharding.Pair{{OrderID: 1, UserID: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := s.PutFresh(ctx, []sharding.Pair{{OrderID: 1, UserID: 10}, {OrderID: 2, UserID: 10}})
+	if err != nil || len(fresh) != 1 || fresh[0] != 2 {
+		t.Fatalf("PutFresh of a recorded and a new pair: %v, %v; want [2]", fresh, err)
+	}
+	fresh, err = s.PutFresh(ctx, []sharding.Pair{{OrderID: 3, UserID: 30}, {OrderID: 1, UserID: 30}})
+	if !errors.Is(err, sharding.ErrIDInUse) || fresh != nil {
+		t.Fatalf("PutFresh of a pair recorded for another user: %v, %v; want ErrIDInUse", fresh, err)
+	}
+	got, err := s.Resolve(ctx, []int64{1, 3})
+	if err != nil || got[1] != 10 || len(got) != 1 {
+		t.Fatalf("after the refused PutFresh: %v, %v; want only order 1, of user 10", got, err)
+	}
+	putFreshRace(t, s)
+}
+
+// putFreshRace: racers PutFresh the same pairs; each pair is reported by
+// exactly one.
+func putFreshRace(t *testing.T, s *Store) {
+	t.Helper()
 	ctx := context.Background()
 	const racers, rounds, n = 6, 20, 20
 	for round := 0; round < rounds; round++ {
 		pairs := make([]sharding.Pair, n)
 		for i := range pairs {
-			pairs[i] = sharding.Pair{OrderID: int64(1000*round + i + 1), UserID: 7}
+			pairs[i] = sharding.Pair{OrderID: int64(100000 + 1000*round + i), UserID: 7}
 		}
 		var (
 			mu     sync.Mutex
@@ -294,5 +328,54 @@ func TestPutFreshRacersReportEachPairOnce(t *testing.T) {
 				t.Fatalf("round %d: order %d reported written by %d of %d racers, want 1", round, p.OrderID, counts[p.OrderID], racers)
 			}
 		}
+	}
+}
+
+// mariaDB opens a fresh database on the MariaDB test server.
+func mariaDB(t *testing.T) *gorm.DB {
+	t.Helper()
+	m := testcluster.MariaDBFor(t)
+	db, err := gorm.Open(mysql.Open(m.PrimaryDSN(m.CreateDatabase(t))), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	})
+	return db
+}
+
+// Backfill with the lookup and the shard on MariaDB (ROWS and KEY are
+// reserved words there; the progress upsert is MariaDB's): every pair
+// recorded, the progress kept (a second run skips the source), and a
+// restart reads it again. Before, Migrate failed on MariaDB.
+func TestBackfillOnMariaDB(t *testing.T) {
+	ctx := context.Background()
+	s := New(Config{DB: mariaDB(t)})
+	shard := mariaDB(t)
+	if err := shard.Exec("CREATE TABLE orders (id bigint PRIMARY KEY, user_id bigint NOT NULL)").Error; err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 25; id++ {
+		if err := shard.Exec("INSERT INTO orders VALUES (?, ?)", id, 100+id%3).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := BackfillConfig{Sources: []Source{{Name: "s0", DB: shard}}, Table: "orders", IDColumn: "id", KeyColumn: "user_id", Chunk: 10}
+	if n, err := s.Backfill(ctx, cfg); err != nil || n != 25 {
+		t.Fatalf("backfill: %d pairs, %v; want 25", n, err)
+	}
+	got, err := s.Resolve(ctx, []int64{1, 13, 25})
+	if err != nil || got[1] != 101 || got[13] != 101 || got[25] != 101 {
+		t.Fatalf("Resolve after the backfill: %v, %v", got, err)
+	}
+	if n, err := s.Backfill(ctx, cfg); err != nil || n != 0 {
+		t.Fatalf("second backfill: %d pairs, %v; want 0 (done earlier)", n, err)
+	}
+	cfg.Restart = true
+	if n, err := s.Backfill(ctx, cfg); err != nil || n != 25 {
+		t.Fatalf("restarted backfill: %d pairs, %v; want 25", n, err)
 	}
 }
