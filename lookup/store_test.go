@@ -234,6 +234,13 @@ func BenchmarkResolveRedisDown(b *testing.B) {
 // for another user refuses the whole call (ErrIDInUse) and writes none.
 func TestPutFreshSaysWhichPairsAreNew(t *testing.T) {
 	s, _ := newStore(t, time.Second)
+	putFreshCases(t, s)
+}
+
+// putFreshCases: a recorded and a new pair (the new one reported), and a
+// pair recorded for another user (ErrIDInUse, nothing written).
+func putFreshCases(t *testing.T, s *Store) {
+	t.Helper()
 	ctx := context.Background()
 	if err := s.Put(ctx, []sharding.Pair{{OrderID: 1, UserID: 10}}); err != nil {
 		t.Fatal(err)
@@ -269,21 +276,7 @@ func TestPutFreshOnMariaDB(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, []sharding.Pair{{OrderID: 1, UserID: 10}}); err != nil {
-		t.Fatal(err)
-	}
-	fresh, err := s.PutFresh(ctx, []sharding.Pair{{OrderID: 1, UserID: 10}, {OrderID: 2, UserID: 10}})
-	if err != nil || len(fresh) != 1 || fresh[0] != 2 {
-		t.Fatalf("PutFresh of a recorded and a new pair: %v, %v; want [2]", fresh, err)
-	}
-	fresh, err = s.PutFresh(ctx, []sharding.Pair{{OrderID: 3, UserID: 30}, {OrderID: 1, UserID: 30}})
-	if !errors.Is(err, sharding.ErrIDInUse) || fresh != nil {
-		t.Fatalf("PutFresh of a pair recorded for another user: %v, %v; want ErrIDInUse", fresh, err)
-	}
-	got, err := s.Resolve(ctx, []int64{1, 3})
-	if err != nil || got[1] != 10 || len(got) != 1 {
-		t.Fatalf("after the refused PutFresh: %v, %v; want only order 1, of user 10", got, err)
-	}
+	putFreshCases(t, s)
 	putFreshRace(t, s)
 }
 
