@@ -54,7 +54,8 @@ import (
 type tableCollations struct {
 	mu   sync.Mutex
 	m    map[string]tableCollation
-	conn connCollation // the shards' collation_connection (MariaDB/MySQL)
+	conn connCollation            // the shards' collation_connection (MariaDB/MySQL)
+	rank map[string]rankCollation // table, NUL, column: its collation for ranking (merge_rank.go)
 }
 
 // connCollation is the cached answer of Sharding.connCollation.

@@ -61,6 +61,11 @@ func mergeRead(db *gorm.DB, tg *read, p *Plan) (int64, error) {
 	if p != nil && (len(p.order) > 0 || p.agg || p.distinct) {
 		cmp.coll = tg.sh.TextCollation(ctx)
 		cmp.exprs = p.shardExprs(len(cols))
+		if tr, ok := tg.sh.(TextRanker); ok {
+			cmp.rank = func(column string, values []string) (map[string]int, error) {
+				return tr.RankText(ctx, column, values)
+			}
+		}
 	}
 
 	res := &mergeResult{}
@@ -325,6 +330,9 @@ func (p *Plan) mergeRows(srcs []*cursor, cols []string, cmp *comparer) ([][]any,
 	}
 	keys, err := p.resolveKeys(cols, visible)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.rankKeys(keys, srcs, cmp); err != nil {
 		return nil, err
 	}
 	h := &rowHeap{keys: keys, cmp: cmp}

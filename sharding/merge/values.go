@@ -58,6 +58,11 @@ type comparer struct {
 	// exprs: per column, the expression that computes it ("" for a plain
 	// column): its text compares under coll.Expr.
 	exprs []string
+	// rank sorts a column's text as the shards do (rank.go; nil: the
+	// shards cannot); ranks holds, per column, the ranks of its values
+	// when it was needed.
+	rank  ranker
+	ranks map[int]map[string]int
 }
 
 // collOf is the collation column c's text compares by: the columns'
@@ -144,6 +149,9 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 		}
 	case []byte:
 		if y, ok := b.([]byte); ok {
+			if c, ok, err := m.cmpRanked(c, x, y); ok {
+				return c, err
+			}
 			switch m.kind(c) {
 			case kindText, kindPadded: // MySQL drivers return text as bytes
 				if coll := m.collOf(c); !coll.Order {
@@ -176,6 +184,9 @@ func (m *comparer) cmp(c int, a, b any) (int, error) {
 		case kindBytes:
 			return strings.Compare(x, y), nil
 		case kindText:
+			if c, ok, err := m.cmpRanked(c, x, y); ok {
+				return c, err
+			}
 			if coll := m.collOf(c); !coll.Order {
 				return 0, fmt.Errorf("ordering text across shards: %s", coll.Why)
 			}

@@ -1,0 +1,149 @@
+package merge
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// TextRanker is implemented by Shards that can sort text the way the
+// shards do when that is not byte order (a PostgreSQL column of an ICU or
+// libc locale collation). The merge of an ORDER BY over such a column
+// then reads every shard's rows first, has the distinct values of the
+// column sorted by one database (RankText), and merges by those ranks:
+// the shards' own order, not the bytes'. Without it, or when RankText
+// fails, the ORDER BY is refused as before (ErrUnsupported naming the
+// column).
+type TextRanker interface {
+	// RankText returns the rank of every value of values (distinct) in the
+	// order the shards sort column (a column of the read's table, unquoted)
+	// by: equal ranks only for values the shards call equal.
+	RankText(ctx context.Context, column string, values []string) (map[string]int, error)
+}
+
+// ranker is what rankKeys needs of a TextRanker, bound to a read's
+// context.
+type ranker func(column string, values []string) (map[string]int, error)
+
+// keySource is the column of the read's table an ORDER BY key sorts by:
+// an unqualified column name, sorted by itself or selected under the
+// key's name ("" otherwise: an expression, a qualified name, which may
+// name a joined table).
+func (p *Plan) keySource(k orderKey) string {
+	switch {
+	case k.computed || k.qual != "":
+		return ""
+	case k.hidden > 0 || len(p.items) == 0:
+		return k.name
+	case k.col >= 0 && k.col < len(p.items):
+		if it := p.items[k.col]; !strings.Contains(it.expr, ".") {
+			return it.col
+		}
+	}
+	return ""
+}
+
+// rankKeys gives cmp the ranks of the text of every ORDER BY key whose
+// collation is not byte order but that the shards can rank (cmp.rank):
+// it reads every row of srcs first (they stay in the cursors' buffers).
+// A key it cannot rank is left to cmp, which refuses it.
+func (p *Plan) rankKeys(keys []orderKey, srcs []*cursor, cmp *comparer) error {
+	if cmp.rank == nil {
+		return nil
+	}
+	var want []int
+	sources := map[int]string{}
+	for _, k := range keys {
+		c := k.col
+		coll := cmp.collOf(c)
+		if cmp.kind(c) != kindText || coll.Order || !coll.Equal || (c < len(cmp.exprs) && cmp.exprs[c] != "") {
+			continue
+		}
+		src := p.keySource(k)
+		if src == "" {
+			continue
+		}
+		if _, dup := sources[c]; !dup {
+			want = append(want, c)
+		}
+		sources[c] = src
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	for _, s := range srcs {
+		if err := s.bufferAll(); err != nil {
+			return err
+		}
+	}
+	for _, c := range want {
+		seen := map[string]bool{}
+		var values []string
+		for _, s := range srcs {
+			for _, r := range s.buf {
+				v, ok := textOf(r[c])
+				if ok && !seen[v] {
+					seen[v] = true
+					values = append(values, v)
+				}
+			}
+		}
+		ranks, err := cmp.rank(sources[c], values)
+		if err != nil {
+			continue // refused by cmp, naming the collation
+		}
+		if cmp.ranks == nil {
+			cmp.ranks = map[int]map[string]int{}
+		}
+		cmp.ranks[c] = ranks
+	}
+	return nil
+}
+
+// textOf returns a text value as a string.
+func textOf(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []byte:
+		return string(x), true
+	}
+	return "", false
+}
+
+// bufferAll reads the cursor's remaining rows into its buffer.
+func (c *cursor) bufferAll() error {
+	if c.rows == nil {
+		return nil
+	}
+	for {
+		r, err := c.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		c.buf = append(c.buf, r)
+	}
+	c.rows = nil
+	return nil
+}
+
+// cmpRanked compares two text values of column c by their ranks; ok is
+// false when c has none.
+func (m *comparer) cmpRanked(c int, a, b any) (int, bool, error) {
+	r := m.ranks[c]
+	if r == nil {
+		return 0, false, nil
+	}
+	x, _ := textOf(a)
+	y, _ := textOf(b)
+	rx, okx := r[x]
+	ry, oky := r[y]
+	if !okx || !oky {
+		return 0, true, fmt.Errorf("ordering text across shards: a value of column %d has no rank", c)
+	}
+	return cmpOrdered(int64(rx), int64(ry)), true, nil
+}
