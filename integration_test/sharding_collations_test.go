@@ -81,7 +81,7 @@ func TestShardingMergeCollations(t *testing.T) {
 		q     func(db *gorm.DB, table string) (any, error)
 	}
 	// ranked: the shapes a merge sorts by ranks on a rank table.
-	ranked := map[string]bool{"Order.Limit": true, "Distinct.Order": true}
+	ranked := map[string]bool{"Order.Limit": true, "Distinct.Order": true, "min/max": true, "Group.Order": true}
 	shapes := []shape{
 		{"Order.Limit", true, false, func(db *gorm.DB, tb string) (any, error) {
 			var out []string

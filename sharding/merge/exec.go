@@ -486,6 +486,9 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 	if err := cmp.equalText("GROUP BY", p.groupCol); err != nil {
 		return nil, err
 	}
+	if err := p.rankAggregates(srcs, cmp); err != nil {
+		return nil, err
+	}
 	groups := map[string]*group{}
 	var order []*group
 	for _, c := range srcs {
@@ -611,7 +614,7 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 		out = append(out, row)
 	}
 	// The kinds of the merged columns (keys and HAVING index merged rows).
-	mc := &comparer{coll: cmp.coll, exprs: p.mergedExprs(cmp.exprs)}
+	mc := &comparer{coll: cmp.coll, exprs: p.mergedExprs(cmp.exprs), rank: cmp.rank}
 	for i, it := range p.items {
 		k := cmp.kinds[p.src[i]]
 		switch it.agg {
@@ -643,6 +646,7 @@ func (p *Plan) aggregate(srcs []*cursor, cols []string, cts []*sql.ColumnType, c
 	}
 	// Sort the merged groups.
 	if len(p.order) > 0 {
+		p.rankGroupOrder(out, mc)
 		var serr error
 		sort.SliceStable(out, func(i, j int) bool {
 			c, err := compareRows(p.order, mc, out[i], out[j])

@@ -44,6 +44,131 @@ func (p *Plan) keySource(k orderKey) string {
 	return ""
 }
 
+// columnOf is the unqualified column e names, "" when e is not one.
+func (p *Plan) columnOf(e string) string {
+	if !p.plainExpr(e) || strings.Contains(e, ".") {
+		return ""
+	}
+	return unquoteIdent(lastPart(normExpr(strings.TrimSpace(e))))
+}
+
+// rankable reports whether column c of cmp sorts by ranks when it can
+// have them: text of a deterministic collation that is not byte order,
+// read from a column (not computed by an expression).
+func (m *comparer) rankable(c int) bool {
+	coll := m.collOf(c)
+	return m.rank != nil && m.kind(c) == kindText && !coll.Order && coll.Equal && (c >= len(m.exprs) || m.exprs[c] == "")
+}
+
+// rankColumns ranks, for each column c of cols (its source column
+// sources[c]), the text values rows hold there; a column the shards
+// cannot rank is left to cmp, which refuses it.
+func (m *comparer) rankColumns(cols []int, sources map[int]string, rows func(yield func([]any))) {
+	for _, c := range cols {
+		seen := map[string]bool{}
+		var values []string
+		rows(func(r []any) {
+			if v, ok := textOf(r[c]); ok && !seen[v] {
+				seen[v] = true
+				values = append(values, v)
+			}
+		})
+		ranks, err := m.rank(sources[c], values)
+		if err != nil {
+			continue
+		}
+		if m.ranks == nil {
+			m.ranks = map[int]map[string]int{}
+		}
+		m.ranks[c] = ranks
+	}
+}
+
+// bufferedRows yields the buffered rows of srcs.
+func bufferedRows(srcs []*cursor) func(yield func([]any)) {
+	return func(yield func([]any)) {
+		for _, s := range srcs {
+			for _, r := range s.buf {
+				yield(r)
+			}
+		}
+	}
+}
+
+// rankAggregates ranks the text MIN/MAX of an aggregate read compares
+// across shards (the partial results), reading every row of srcs first.
+func (p *Plan) rankAggregates(srcs []*cursor, cmp *comparer) error {
+	if cmp.rank == nil {
+		return nil
+	}
+	var want []int
+	sources := map[int]string{}
+	for i, it := range p.items {
+		si := p.src[i]
+		if (it.agg != "min" && it.agg != "max") || !cmp.rankable(si) {
+			continue
+		}
+		if src := p.columnOf(it.arg); src != "" {
+			if _, dup := sources[si]; !dup {
+				want = append(want, si)
+			}
+			sources[si] = src
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	for _, s := range srcs {
+		if err := s.bufferAll(); err != nil {
+			return err
+		}
+	}
+	cmp.rankColumns(want, sources, bufferedRows(srcs))
+	return nil
+}
+
+// rankGroupOrder ranks the text of the ORDER BY keys of merged groups
+// (mc indexes out's rows: the items, then the GROUP BY values): a key
+// naming a plain GROUP BY column, or an item that is one or is its MIN or
+// MAX.
+func (p *Plan) rankGroupOrder(out [][]any, mc *comparer) {
+	if mc.rank == nil {
+		return
+	}
+	nv := len(p.items)
+	var want []int
+	sources := map[int]string{}
+	for _, k := range p.order {
+		c := k.col
+		if c < 0 || k.computed || !mc.rankable(c) {
+			continue
+		}
+		src := ""
+		switch {
+		case c < nv && (p.items[c].agg == "" || p.items[c].agg == "min" || p.items[c].agg == "max"):
+			e := p.items[c].expr
+			if p.items[c].agg != "" {
+				e = p.items[c].arg
+			}
+			src = p.columnOf(e)
+		case c >= nv && c-nv < len(p.groups):
+			src = p.columnOf(p.groups[c-nv])
+		}
+		if src == "" {
+			continue
+		}
+		if _, dup := sources[c]; !dup {
+			want = append(want, c)
+		}
+		sources[c] = src
+	}
+	mc.rankColumns(want, sources, func(yield func([]any)) {
+		for _, r := range out {
+			yield(r)
+		}
+	})
+}
+
 // rankKeys gives cmp the ranks of the text of every ORDER BY key whose
 // collation is not byte order but that the shards can rank (cmp.rank):
 // it reads every row of srcs first (they stay in the cursors' buffers).
@@ -56,8 +181,7 @@ func (p *Plan) rankKeys(keys []orderKey, srcs []*cursor, cmp *comparer) error {
 	sources := map[int]string{}
 	for _, k := range keys {
 		c := k.col
-		coll := cmp.collOf(c)
-		if cmp.kind(c) != kindText || coll.Order || !coll.Equal || (c < len(cmp.exprs) && cmp.exprs[c] != "") {
+		if !cmp.rankable(c) {
 			continue
 		}
 		src := p.keySource(k)
@@ -77,27 +201,7 @@ func (p *Plan) rankKeys(keys []orderKey, srcs []*cursor, cmp *comparer) error {
 			return err
 		}
 	}
-	for _, c := range want {
-		seen := map[string]bool{}
-		var values []string
-		for _, s := range srcs {
-			for _, r := range s.buf {
-				v, ok := textOf(r[c])
-				if ok && !seen[v] {
-					seen[v] = true
-					values = append(values, v)
-				}
-			}
-		}
-		ranks, err := cmp.rank(sources[c], values)
-		if err != nil {
-			continue // refused by cmp, naming the collation
-		}
-		if cmp.ranks == nil {
-			cmp.ranks = map[int]map[string]int{}
-		}
-		cmp.ranks[c] = ranks
-	}
+	cmp.rankColumns(want, sources, bufferedRows(srcs))
 	return nil
 }
 
