@@ -84,6 +84,31 @@ func (m *comparer) rankColumns(cols []int, sources map[int]string, rows func(yie
 	}
 }
 
+// rankBuffered reads every row of srcs into their buffers, then ranks the
+// columns want (none: nothing is read ahead).
+func (m *comparer) rankBuffered(srcs []*cursor, want []int, sources map[int]string) error {
+	if len(want) == 0 {
+		return nil
+	}
+	for _, s := range srcs {
+		if err := s.bufferAll(); err != nil {
+			return err
+		}
+	}
+	m.rankColumns(want, sources, bufferedRows(srcs))
+	return nil
+}
+
+// wantRank adds column c, sorted as source column src, to the columns to
+// rank.
+func wantRank(want []int, sources map[int]string, c int, src string) []int {
+	if _, dup := sources[c]; !dup {
+		want = append(want, c)
+	}
+	sources[c] = src
+	return want
+}
+
 // bufferedRows yields the buffered rows of srcs.
 func bufferedRows(srcs []*cursor) func(yield func([]any)) {
 	return func(yield func([]any)) {
@@ -109,22 +134,10 @@ func (p *Plan) rankAggregates(srcs []*cursor, cmp *comparer) error {
 			continue
 		}
 		if src := p.columnOf(it.arg); src != "" {
-			if _, dup := sources[si]; !dup {
-				want = append(want, si)
-			}
-			sources[si] = src
+			want = wantRank(want, sources, si, src)
 		}
 	}
-	if len(want) == 0 {
-		return nil
-	}
-	for _, s := range srcs {
-		if err := s.bufferAll(); err != nil {
-			return err
-		}
-	}
-	cmp.rankColumns(want, sources, bufferedRows(srcs))
-	return nil
+	return cmp.rankBuffered(srcs, want, sources)
 }
 
 // rankGroupOrder ranks the text of the ORDER BY keys of merged groups
@@ -154,13 +167,9 @@ func (p *Plan) rankGroupOrder(out [][]any, mc *comparer) {
 		case c >= nv && c-nv < len(p.groups):
 			src = p.columnOf(p.groups[c-nv])
 		}
-		if src == "" {
-			continue
+		if src != "" {
+			want = wantRank(want, sources, c, src)
 		}
-		if _, dup := sources[c]; !dup {
-			want = append(want, c)
-		}
-		sources[c] = src
 	}
 	mc.rankColumns(want, sources, func(yield func([]any)) {
 		for _, r := range out {
@@ -185,24 +194,11 @@ func (p *Plan) rankKeys(keys []orderKey, srcs []*cursor, cmp *comparer) error {
 			continue
 		}
 		src := p.keySource(k)
-		if src == "" {
-			continue
-		}
-		if _, dup := sources[c]; !dup {
-			want = append(want, c)
-		}
-		sources[c] = src
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	for _, s := range srcs {
-		if err := s.bufferAll(); err != nil {
-			return err
+		if src != "" {
+			want = wantRank(want, sources, c, src)
 		}
 	}
-	cmp.rankColumns(want, sources, bufferedRows(srcs))
-	return nil
+	return cmp.rankBuffered(srcs, want, sources)
 }
 
 // textOf returns a text value as a string.
