@@ -3,26 +3,30 @@ package sharding
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/freshread/freshread/sharding/merge"
 )
 
-// Ranking text for a merge (merge.TextRanker). A PostgreSQL column whose
-// collation is deterministic but not byte order (an ICU or libc locale,
-// declared on the column or the database's default) sorts otherwise than
-// its bytes; the merge then asks one shard to sort the distinct values
-// read from every shard under that collation, and merges by their ranks.
-// That is exact when every shard has the same collation for the column
-// (checked: the same name and schema, or for the database's default the
-// same locale provider and locales) and the same collation library
-// version, which the merge assumes, as a replica of the shard does.
-// Refused (the merge then refuses the ORDER BY as before): MariaDB and
-// MySQL shards, a read that joins another sharded table, a column not
-// found, collations that differ between shards, nondeterministic ones.
+// Ranking text for a merge (merge.TextRanker). A column whose collation
+// is not byte order (a PostgreSQL ICU or libc locale, on the column or the
+// database's default; a MariaDB or MySQL _ci, _ai, UCA or PAD SPACE
+// collation) sorts otherwise than its bytes; the merge then asks one shard
+// to rank the distinct values read from every shard under that collation
+// (a dense rank: values the collation calls equal share one), and merges
+// by the ranks. That is exact when every shard has the same collation for
+// the column (checked: PostgreSQL's by name and schema, or for the
+// database's default its provider and locales; MariaDB's and MySQL's by
+// name, character set and type) and the same collation library version,
+// which the merge assumes, as a replica of the shard does. Refused (the
+// merge then refuses as before): a read that joins another sharded table,
+// a column not found, collations that differ between shards, MariaDB and
+// MySQL CHAR(n) columns and character sets other than utf8.
 
 var _ merge.TextRanker = (*mergeShards)(nil)
 
@@ -33,30 +37,43 @@ func (m *mergeShards) RankText(ctx context.Context, column string, values []stri
 	if m.tg.t == nil || len(m.tg.joined) > 0 {
 		return nil, errors.New("sharding: text ranks only for a read of one table")
 	}
+	sh := s.shards[m.idx[0]]
+	eng := dialect(sh)
 	for _, i := range m.idx {
-		if dialect(s.shards[i]) != "postgres" {
-			return nil, errors.New("sharding: text ranks only on PostgreSQL")
+		if d := dialect(s.shards[i]); d != eng || (d != "postgres" && d != "mysql") {
+			return nil, errors.New("sharding: text ranks only on shards of one engine, PostgreSQL, MariaDB or MySQL")
 		}
 	}
 	coll, err := s.rankCollation(ctx, m.tg.t.Name, column)
 	if err != nil {
 		return nil, err
 	}
-	q := "SELECT v FROM unnest(?::text[]) AS u(v) ORDER BY v"
-	if coll != "" {
-		q += " COLLATE " + coll
+	var q string
+	var arg any
+	if eng == "postgres" {
+		q = "SELECT v, dense_rank() OVER (ORDER BY v" + coll + ") AS r FROM unnest(?::text[]) AS u(v)"
+		arg = textArray(values)
+	} else {
+		js, err := json.Marshal(values)
+		if err != nil {
+			return nil, fmt.Errorf("sharding: rank text: %w", err)
+		}
+		q = "SELECT jt.v, DENSE_RANK() OVER (ORDER BY jt.v) AS r FROM JSON_TABLE(?, '$[*]' COLUMNS (v " + coll + " PATH '$')) AS jt"
+		arg = string(js)
 	}
-	var sorted []string
-	sh := s.shards[m.idx[0]]
-	if err := sh.db.WithContext(ctx).Raw(q, textArray(values)).Scan(&sorted).Error; err != nil {
+	var ranked []struct {
+		V string
+		R int
+	}
+	if err := sh.db.WithContext(ctx).Raw(q, arg).Scan(&ranked).Error; err != nil {
 		return nil, fmt.Errorf("sharding: rank text on shard %q: %w", sh.name, err)
 	}
-	if len(sorted) != len(values) {
-		return nil, fmt.Errorf("sharding: rank text on shard %q: %d values sorted of %d", sh.name, len(sorted), len(values))
+	ranks := make(map[string]int, len(ranked))
+	for _, r := range ranked {
+		ranks[r.V] = r.R
 	}
-	ranks := make(map[string]int, len(sorted))
-	for i, v := range sorted {
-		ranks[v] = i
+	if len(ranks) != len(values) {
+		return nil, fmt.Errorf("sharding: rank text on shard %q: %d values ranked of %d", sh.name, len(ranks), len(values))
 	}
 	return ranks, nil
 }
@@ -77,11 +94,10 @@ func textArray(values []string) string {
 	return b.String()
 }
 
-// rankCollation returns the COLLATE clause's collation (quoted, schema
-// qualified) that column of table sorts by on every shard, "" for the
-// databases' default; an error when the shards differ, the collation is
-// nondeterministic, or the column is not found. Cached like the tables'
-// collations.
+// rankCollation returns how column of table collates on every shard, as
+// RankText's query needs it (readRankCollation); an error when the shards
+// differ or the column is not found or not ranked. Cached like the
+// tables' collations.
 func (s *Sharding) rankCollation(ctx context.Context, table, column string) (string, error) {
 	key := table + "\x00" + column
 	tc := &s.tcoll
@@ -111,47 +127,86 @@ type rankCollation struct {
 }
 
 // readRankCollation asks every shard; cache is false when a shard could
-// not be asked.
+// not be asked. The answer is what RankText puts in its query: for
+// PostgreSQL " COLLATE <collation>" ("" for the database's default), for
+// MariaDB and MySQL the JSON_TABLE column's type and collation.
 func (s *Sharding) readRankCollation(ctx context.Context, table, column string) (coll string, cache bool, _ error) {
-	var first string
+	var first, clause string
 	for i, sh := range s.shards {
-		sdb, err := sh.sqlDB()
+		spec, c, cache, err := rankSpec(ctx, sh, table, column)
 		if err != nil {
-			return "", false, err
-		}
-		var nsp, name, dbColl, dbProvider, dbLocale string
-		var deterministic bool
-		// The database's default: its provider, libc locale and ICU locale
-		// (daticulocale in PostgreSQL 15 and 16, datlocale from 17).
-		err = sdb.QueryRowContext(ctx, `SELECT n.nspname, c.collname, COALESCE((to_jsonb(c)->>'collisdeterministic')::bool, true),
-  d.datcollate, COALESCE(to_jsonb(d)->>'datlocprovider', 'c'), COALESCE(to_jsonb(d)->>'datlocale', to_jsonb(d)->>'daticulocale', '')
-FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation JOIN pg_namespace n ON n.oid = c.collnamespace,
-  pg_database d
-WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped AND d.datname = current_database()`,
-			table, column).Scan(&nsp, &name, &deterministic, &dbColl, &dbProvider, &dbLocale)
-		if err != nil {
-			// A column not found stays not found for the cache's time.
-			return "", errors.Is(err, sql.ErrNoRows), fmt.Errorf("sharding: shard %q: the collation of column %q of %q: %w", sh.name, column, table, err)
-		}
-		if !deterministic {
-			return "", true, fmt.Errorf("sharding: shard %q: column %q of %q has a nondeterministic collation", sh.name, column, table)
-		}
-		spec := quoteIdent(nsp) + "." + quoteIdent(name)
-		if name == "default" && nsp == "pg_catalog" {
-			spec = "default:" + dbProvider + ":" + dbColl + ":" + dbLocale
+			return "", cache, err
 		}
 		switch {
 		case i == 0:
-			first = spec
+			first, clause = spec, c
 		case spec != first:
 			return "", true, fmt.Errorf("sharding: column %q of %q collates with %s on shard %q and %s on shard %q", column, table, spec, sh.name, first, s.shards[0].name)
 		}
 	}
-	if strings.HasPrefix(first, "default:") {
-		return "", true, nil
-	}
-	return first, true, nil
+	return clause, true, nil
 }
+
+// rankSpec reads how column of table collates on sh: spec compares
+// between shards, clause goes into the ranking query.
+func rankSpec(ctx context.Context, sh *shard, table, column string) (spec, clause string, cache bool, _ error) {
+	sdb, err := sh.sqlDB()
+	if err != nil {
+		return "", "", false, err
+	}
+	fail := func(err error) (string, string, bool, error) {
+		// A column not found stays not found for the cache's time.
+		return "", "", errors.Is(err, sql.ErrNoRows), fmt.Errorf("sharding: shard %q: the collation of column %q of %q: %w", sh.name, column, table, err)
+	}
+	if dialect(sh) == "postgres" {
+		var nsp, name, dbColl, dbProvider, dbLocale string
+		// The database's default: its provider, libc locale and ICU locale
+		// (daticulocale in PostgreSQL 15 and 16, datlocale from 17).
+		err = sdb.QueryRowContext(ctx, `SELECT n.nspname, c.collname,
+  d.datcollate, COALESCE(to_jsonb(d)->>'datlocprovider', 'c'), COALESCE(to_jsonb(d)->>'datlocale', to_jsonb(d)->>'daticulocale', '')
+FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation JOIN pg_namespace n ON n.oid = c.collnamespace,
+  pg_database d
+WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped AND d.datname = current_database()`,
+			table, column).Scan(&nsp, &name, &dbColl, &dbProvider, &dbLocale)
+		if err != nil {
+			return fail(err)
+		}
+		if name == "default" && nsp == "pg_catalog" {
+			return "default:" + dbProvider + ":" + dbColl + ":" + dbLocale, "", true, nil
+		}
+		c := " COLLATE " + quoteIdent(nsp) + "." + quoteIdent(name)
+		return c, c, true, nil
+	}
+	schemaName, name := "", table
+	if i := strings.LastIndexByte(table, '.'); i >= 0 {
+		schemaName, name = table[:i], table[i+1:]
+	}
+	var coll, charset, typ string
+	var length sql.NullInt64
+	err = sdb.QueryRowContext(ctx, `SELECT COLLATION_NAME, CHARACTER_SET_NAME, DATA_TYPE, CHARACTER_MAXIMUM_LENGTH FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ? AND COLLATION_NAME IS NOT NULL`, schemaName, name, column).Scan(&coll, &charset, &typ, &length)
+	if err != nil {
+		return fail(err)
+	}
+	typ = strings.ToLower(typ)
+	ident := sqlWord
+	switch {
+	case !strings.HasPrefix(strings.ToLower(charset), "utf8"):
+		return "", "", true, fmt.Errorf("sharding: shard %q: column %q of %q has character set %s (text is ranked in utf8 only)", sh.name, column, table, charset)
+	case typ == "char" || !ident.MatchString(typ) || !ident.MatchString(strings.ToLower(coll)) || !ident.MatchString(strings.ToLower(charset)):
+		return "", "", true, fmt.Errorf("sharding: shard %q: column %q of %q is %s %s, not ranked", sh.name, column, table, typ, coll)
+	case typ == "varchar" && length.Valid:
+		typ = fmt.Sprintf("varchar(%d)", length.Int64)
+	case typ == "varchar":
+		return "", "", true, fmt.Errorf("sharding: shard %q: column %q of %q has no length", sh.name, column, table)
+	}
+	c := typ + " CHARACTER SET " + charset + " COLLATE " + coll
+	return c, c, true, nil
+}
+
+// sqlWord is a type, character set or collation name put in a query as
+// it is.
+var sqlWord = regexp.MustCompile(`^[a-z0-9_]+$`)
 
 // quoteIdent quotes a PostgreSQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -18,7 +18,8 @@ import (
 type TextRanker interface {
 	// RankText returns the rank of every value of values (distinct) in the
 	// order the shards sort column (a column of the read's table, unquoted)
-	// by: equal ranks only for values the shards call equal.
+	// by: equal ranks exactly for the values the shards call equal (a
+	// dense rank).
 	RankText(ctx context.Context, column string, values []string) (map[string]int, error)
 }
 
@@ -53,11 +54,15 @@ func (p *Plan) columnOf(e string) string {
 }
 
 // rankable reports whether column c of cmp sorts by ranks when it can
-// have them: text of a deterministic collation that is not byte order,
-// read from a column (not computed by an expression).
-func (m *comparer) rankable(c int) bool {
+// have them: text whose collation is not byte order, read from a column
+// (not computed by an expression). exact: the collation must also call
+// two values equal only when their bytes are (MIN/MAX and the order of
+// merged groups pick among equal values); ordering rows needs not, since
+// rows whose key values the shards call equal get one rank and go on to
+// the next key.
+func (m *comparer) rankable(c int, exact bool) bool {
 	coll := m.collOf(c)
-	return m.rank != nil && m.kind(c) == kindText && !coll.Order && coll.Equal && (c >= len(m.exprs) || m.exprs[c] == "")
+	return m.rank != nil && m.kind(c) == kindText && !coll.Order && (coll.Equal || !exact) && (c >= len(m.exprs) || m.exprs[c] == "")
 }
 
 // rankColumns ranks, for each column c of cols (its source column
@@ -130,7 +135,7 @@ func (p *Plan) rankAggregates(srcs []*cursor, cmp *comparer) error {
 	sources := map[int]string{}
 	for i, it := range p.items {
 		si := p.src[i]
-		if (it.agg != "min" && it.agg != "max") || !cmp.rankable(si) {
+		if (it.agg != "min" && it.agg != "max") || !cmp.rankable(si, true) {
 			continue
 		}
 		if src := p.columnOf(it.arg); src != "" {
@@ -153,7 +158,7 @@ func (p *Plan) rankGroupOrder(out [][]any, mc *comparer) {
 	sources := map[int]string{}
 	for _, k := range p.order {
 		c := k.col
-		if c < 0 || k.computed || !mc.rankable(c) {
+		if c < 0 || k.computed || !mc.rankable(c, true) {
 			continue
 		}
 		src := ""
@@ -190,7 +195,7 @@ func (p *Plan) rankKeys(keys []orderKey, srcs []*cursor, cmp *comparer) error {
 	sources := map[int]string{}
 	for _, k := range keys {
 		c := k.col
-		if !cmp.rankable(c) {
+		if !cmp.rankable(c, false) {
 			continue
 		}
 		src := p.keySource(k)
