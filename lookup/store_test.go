@@ -3,6 +3,7 @@ package lookup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -32,15 +33,7 @@ func newStoreOn(t testing.TB, rdb redis.UniversalClient, neg time.Duration) *Sto
 	t.Helper()
 	pg := testcluster.PostgresFor(t)
 	dbName := pg.CreateDatabase(t)
-	db, err := gorm.Open(postgres.Open(pg.PrimaryDSN(dbName)), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := openQuiet(t, postgres.Open(pg.PrimaryDSN(dbName)))
 	s := New(Config{DB: db, Redis: rdb, Prefix: "t:" + dbName + ":", NegativeTTL: neg})
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
@@ -234,29 +227,32 @@ func BenchmarkResolveRedisDown(b *testing.B) {
 // for another user refuses the whole call (ErrIDInUse) and writes none.
 func TestPutFreshSaysWhichPairsAreNew(t *testing.T) {
 	s, _ := newStore(t, time.Second)
-	putFreshCases(t, s)
+	if err := putFreshCases(s); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // putFreshCases: a recorded and a new pair (the new one reported), and a
-// pair recorded for another user (ErrIDInUse, nothing written).
-func putFreshCases(t *testing.T, s *Store) {
-	t.Helper()
+// pair recorded for another user (ErrIDInUse, nothing written). It
+// returns the first departure.
+func putFreshCases(s *Store) error {
 	ctx := context.Background()
 	if err := s.Put(ctx, []sharding.Pair{{OrderID: 1, UserID: 10}}); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	fresh, err := s.PutFresh(ctx, []sharding.Pair{{OrderID: 1, UserID: 10}, {OrderID: 2, UserID: 10}})
 	if err != nil || len(fresh) != 1 || fresh[0] != 2 {
-		t.Fatalf("PutFresh of a recorded and a new pair: %v, %v; want [2]", fresh, err)
+		return fmt.Errorf("PutFresh of a recorded and a new pair: %v, %v; want [2]", fresh, err)
 	}
 	fresh, err = s.PutFresh(ctx, []sharding.Pair{{OrderID: 3, UserID: 30}, {OrderID: 1, UserID: 30}})
 	if !errors.Is(err, sharding.ErrIDInUse) || fresh != nil {
-		t.Fatalf("PutFresh of a pair recorded for another user: %v, %v; want ErrIDInUse", fresh, err)
+		return fmt.Errorf("PutFresh of a pair recorded for another user: %v, %v; want ErrIDInUse", fresh, err)
 	}
 	got, err := s.Resolve(ctx, []int64{1, 3})
 	if err != nil || got[1] != 10 || len(got) != 1 {
-		t.Fatalf("after the refused PutFresh: %v, %v; want only order 1, of user 10", got, err)
+		return fmt.Errorf("after the refused PutFresh: %v, %v; want only order 1, of user 10", got, err)
 	}
+	return nil
 }
 
 // Of PutFresh calls racing to record the same pairs, exactly one reports
@@ -265,7 +261,9 @@ func putFreshCases(t *testing.T, s *Store) {
 // several could find a pair missing and report it.
 func TestPutFreshRacersReportEachPairOnce(t *testing.T) {
 	s, _ := newStore(t, time.Second)
-	putFreshRace(t, s)
+	if err := putFreshRace(s); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // The same on MariaDB (one INSERT IGNORE per pair), with the single-call
@@ -276,14 +274,17 @@ func TestPutFreshOnMariaDB(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	putFreshCases(t, s)
-	putFreshRace(t, s)
+	if err := putFreshCases(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := putFreshRace(s); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// putFreshRace: racers PutFresh the same pairs; each pair is reported by
-// exactly one.
-func putFreshRace(t *testing.T, s *Store) {
-	t.Helper()
+// putFreshRace: racers PutFresh the same pairs; each pair must be
+// reported by exactly one. It returns the first departure.
+func putFreshRace(s *Store) error {
 	ctx := context.Background()
 	const racers, rounds, n = 6, 20, 20
 	for round := 0; round < rounds; round++ {
@@ -294,6 +295,7 @@ func putFreshRace(t *testing.T, s *Store) {
 		var (
 			mu     sync.Mutex
 			counts = map[int64]int{}
+			errs   []error
 			wg     sync.WaitGroup
 			start  = make(chan struct{})
 		)
@@ -303,32 +305,42 @@ func putFreshRace(t *testing.T, s *Store) {
 				defer wg.Done()
 				<-start
 				fresh, err := s.PutFresh(ctx, pairs)
+				mu.Lock()
+				defer mu.Unlock()
 				if err != nil {
-					t.Error(err)
+					errs = append(errs, err)
 					return
 				}
-				mu.Lock()
 				for _, id := range fresh {
 					counts[id]++
 				}
-				mu.Unlock()
 			}()
 		}
 		close(start)
 		wg.Wait()
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
 		for _, p := range pairs {
 			if counts[p.OrderID] != 1 {
-				t.Fatalf("round %d: order %d reported written by %d of %d racers, want 1", round, p.OrderID, counts[p.OrderID], racers)
+				return fmt.Errorf("round %d: order %d reported written by %d of %d racers, want 1", round, p.OrderID, counts[p.OrderID], racers)
 			}
 		}
 	}
+	return nil
 }
 
 // mariaDB opens a fresh database on the MariaDB test server.
 func mariaDB(t *testing.T) *gorm.DB {
 	t.Helper()
 	m := testcluster.MariaDBFor(t)
-	db, err := gorm.Open(mysql.Open(m.PrimaryDSN(m.CreateDatabase(t))), &gorm.Config{Logger: logger.Discard})
+	return openQuiet(t, mysql.Open(m.PrimaryDSN(m.CreateDatabase(t))))
+}
+
+// openQuiet opens d without logging, closed when the test ends.
+func openQuiet(t testing.TB, d gorm.Dialector) *gorm.DB {
+	t.Helper()
+	db, err := gorm.Open(d, &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
