@@ -82,7 +82,8 @@ func (tp *twoPhase) init() {
 
 // step is where a test makes a step of a two-phase commit fail
 // (faults.At): "prepare <shard>", "commit <coordinator shard>", "commit
-// prepared <shard>", and a round of the recovery loop ("recovery round").
+// prepared <shard>", a round of the recovery loop ("recovery round") and
+// the pass at install ("recovery at start").
 func (tp *twoPhase) step(name string) error { return faults.At("sharding: " + name) }
 
 // isPostgres reports whether sh runs on PostgreSQL.
@@ -309,6 +310,9 @@ func (s *Sharding) recoverAtStart() {
 	tp.wg.Add(1)
 	go func() {
 		defer tp.wg.Done()
+		if tp.step("recovery at start") != nil {
+			return // a test: this process died before its first pass
+		}
 		ctx, cancel := context.WithTimeout(tp.ctx, time.Minute)
 		defer cancel()
 		left, err := s.RecoverPrepared(ctx)
