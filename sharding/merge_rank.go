@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/freshread/freshread/sharding/merge"
 )
 
@@ -174,7 +176,7 @@ WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND a.attnum > 0 AND NOT a
 		if name == "default" && nsp == "pg_catalog" {
 			return "default:" + dbProvider + ":" + dbColl + ":" + dbLocale, "", true, nil
 		}
-		c := " COLLATE " + quoteIdent(nsp) + "." + quoteIdent(name)
+		c := " COLLATE " + pgx.Identifier{nsp, name}.Sanitize()
 		return c, c, true, nil
 	}
 	schemaName, name := "", table
@@ -207,6 +209,3 @@ WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND 
 // sqlWord is a type, character set or collation name put in a query as
 // it is.
 var sqlWord = regexp.MustCompile(`^[a-z0-9_]+$`)
-
-// quoteIdent quotes a PostgreSQL identifier.
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -15,7 +15,6 @@ import (
 	"database/sql"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/internal/lib/faults"
 	"github.com/freshread/freshread/plugin"
@@ -86,8 +85,9 @@ func (tp *twoPhase) init() {
 // the pass at install ("recovery at start").
 func (tp *twoPhase) step(name string) error { return faults.At("sharding: " + name) }
 
-// isPostgres reports whether sh runs on PostgreSQL.
-func (sh *shard) isPostgres() bool { return sh.db.Dialector.Name() == "postgres" }
+// preparable reports whether sh can hold prepared parts: a PostgreSQL
+// shard that runs statements (not a dry run).
+func preparable(sh *shard) bool { return dialect(sh) == "postgres" && !sh.db.DryRun }
 
 // twoPhaseAllowed reports whether every shard of idx allows prepared
 // transactions. The answer is asked once per shard (a failure to ask is
@@ -96,7 +96,7 @@ func (s *Sharding) twoPhaseAllowed(ctx context.Context, idx []int) bool {
 	tp := &s.tp
 	for _, i := range idx {
 		sh := s.shards[i]
-		if !sh.isPostgres() || sh.db.DryRun {
+		if !preparable(sh) {
 			return false
 		}
 		tp.mu.Lock()
@@ -194,7 +194,7 @@ func (t *lazyTx) endTwoPhase() error {
 	}
 
 	var xid int64
-	if err := queryRow(ctx, coordConn, "SELECT txid_current()", &xid); err != nil {
+	if err := coordConn.QueryRowContext(ctx, "SELECT txid_current()").Scan(&xid); err != nil {
 		return rollbackAll(nil, 1, fmt.Errorf("sharding: read the transaction ID on shard %q: %w", coord.name, err))
 	}
 	var prepared []string
@@ -290,11 +290,6 @@ func (sh *shard) primaryRow(ctx context.Context, query string, args ...any) *sql
 	return db.QueryRowContext(ctx, query, args...)
 }
 
-// queryRow scans one value of query run on conn.
-func queryRow(ctx context.Context, conn gorm.ConnPool, query string, dest any) error {
-	return conn.QueryRowContext(ctx, query).Scan(dest)
-}
-
 // recoverAtStart resolves, once and in the background, the parts that
 // processes before this one left prepared; a failure is logged (the parts
 // wait for the next process that starts, or for RecoverPrepared).
@@ -302,7 +297,7 @@ func (s *Sharding) recoverAtStart() {
 	tp := &s.tp
 	any := false
 	for _, sh := range s.shards {
-		any = any || (sh.isPostgres() && !sh.db.DryRun)
+		any = any || preparable(sh)
 	}
 	if !any {
 		return
@@ -382,7 +377,7 @@ func (s *Sharding) startRecovery() {
 func (s *Sharding) RecoverPrepared(ctx context.Context) (left int, _ error) {
 	var errs []error
 	for _, sh := range s.shards {
-		if !sh.isPostgres() || sh.db.DryRun {
+		if !preparable(sh) {
 			continue
 		}
 		gids, err := sh.preparedParts(ctx)
