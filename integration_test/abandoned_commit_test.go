@@ -28,30 +28,7 @@ func TestAbandonedCommitNeverReadsStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	const lockKey = 731_942 // the advisory lock the trigger waits for
-	for _, q := range []string{
-		`CREATE FUNCTION wait_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
-		 BEGIN
-		   IF NEW.name = 'held' THEN
-		     -- The client's cancel request (pgx sends one when it gives
-		     -- up) does not end the wait: the COMMIT stays with the
-		     -- server, as one the network delivers late does.
-		     LOOP
-		       BEGIN
-		         PERFORM pg_advisory_xact_lock(731942);
-		         EXIT;
-		       EXCEPTION WHEN query_canceled THEN NULL;
-		       END;
-		     END LOOP;
-		   END IF;
-		   RETURN NULL;
-		 END $$`,
-		`CREATE CONSTRAINT TRIGGER held_commit AFTER UPDATE ON items
-		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION wait_for_test()`,
-	} {
-		if err := e.db.Exec(q).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
+	createHeldCommitTrigger(t, e, lockKey)
 	// A has written once (what its first write learns is learnt).
 	if err := a.Create(&Item{ID: 2, Name: "warm"}).Error; err != nil {
 		t.Fatal(err)

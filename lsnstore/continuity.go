@@ -172,11 +172,12 @@ func (r *Redis) Invalidate(ctx context.Context) error {
 //
 // Leases: ARGV[2] is the caller's member, ARGV[3] the milliseconds to
 // renew it for ("0": no renewal), ARGV[4] the latest server time at which
-// the renewal may still extend an existing lease ("0": it may only create
-// one). A renewal that arrives later (a call stuck in the network) is
-// refused, so that a lease never outlives what its holder can bound
-// (RedisReader.leaseBounds). The anchor then expires with the earliest
-// lease.
+// the renewal may still extend the member ("0": the call creates the
+// member, which it alone names, and extends none). A renewal that arrives
+// later (a call stuck in the network) is refused, so that a lease never
+// outlives what its holder can bound (RedisReader.leaseCall), and a
+// member once removed never comes back. The anchor then expires with the
+// earliest lease.
 var anchorScript = redis.NewScript(`
 local a = redis.call('GET', KEYS[1])
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '?'
@@ -190,7 +191,7 @@ local renewed = 0
 if ttl > 0 then
   local held = redis.call('ZSCORE', KEYS[2], ARGV[2])
   local by = tonumber(ARGV[4])
-  if not held or (by > 0 and now <= by) then
+  if (by == 0 and not held) or (by > 0 and held and now <= by) then
     redis.call('ZADD', KEYS[2], now + ttl, ARGV[2])
     leases, renewed = true, 1
   end
@@ -240,7 +241,7 @@ func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	defer call.release()
 	lease := rr.leaseCall(renew, r.maxTimeout)
 	v, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey, r.leasesKey()},
-		hex.EncodeToString(nonce[:]), rr.lease.member, lease.ms, lease.by).Slice()
+		hex.EncodeToString(nonce[:]), lease.member, lease.ms, lease.by).Slice()
 	if err != nil {
 		rr.leaseFailed(lease)
 		return Epoch{}, fmt.Errorf("lsnstore: redis verify: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strconv"
 	"sync"
@@ -64,11 +65,16 @@ var _ Leaser = (*RedisReader)(nil)
 
 // leaseState is a RedisReader's lease, on the monotonic clock.
 type leaseState struct {
-	member string       // this reader's member in the leases set
-	ttl    atomic.Int64 // nanoseconds; 0: no lease
-	held   atomic.Int32 // HoldRenewal's count
+	ttl  atomic.Int64 // nanoseconds; 0: no lease
+	held atomic.Int32 // HoldRenewal's count
 
 	mu sync.Mutex
+	// member is this reader's member in the leases set. A member is
+	// created by exactly one call (created: that call was sent), so a
+	// member the store removed never comes back (leaseCall); creating: a
+	// call that creates one is in flight.
+	member            string
+	created, creating bool
 	// until: the store holds the lease until at least then.
 	until time.Time
 	// gone: the store holds the lease no later than then.
@@ -132,13 +138,20 @@ func (rr *RedisReader) ReleaseLease(ctx context.Context) error {
 	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	if err := releaseLeaseScript.Run(ctx, r.rdb, []string{r.anchorKey, r.leasesKey()}, rr.lease.member).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := releaseLeaseScript.Run(ctx, r.rdb, []string{r.anchorKey, r.leasesKey()}, rr.currentMember()).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("lsnstore: redis release lease: %w", err)
 	}
 	rr.lease.mu.Lock()
 	rr.lease.until = time.Time{}
 	rr.lease.mu.Unlock()
 	return nil
+}
+
+// currentMember is the reader's member in the leases set.
+func (rr *RedisReader) currentMember() string {
+	rr.lease.mu.Lock()
+	defer rr.lease.mu.Unlock()
+	return rr.lease.member
 }
 
 // releaseLeaseScript removes the lease ARGV[1] from the leases set
@@ -173,7 +186,9 @@ func (rr *RedisReader) HoldRenewal(on bool) {
 
 // leaseCall is one anchor script call's lease arguments.
 type leaseCall struct {
+	member string // anchorScript's ARGV[2]
 	ms, by string // anchorScript's ARGV[3] and ARGV[4]
+	create bool   // the call creates member
 	ttl    time.Duration
 	sent   time.Time
 	// late bounds, on this clock, when the call may still extend the
@@ -189,16 +204,36 @@ func leaseSlack(ttl time.Duration) time.Duration { return ttl/100 + 5*time.Milli
 // renewal when renew or when half of the lease is left or less, which
 // may extend the lease only until maxDelay after it was sent (by the
 // server's clock, estimated from the last answer).
+//
+// A renewal sent once the lease may have ended (its until passed, or none
+// was ever known) creates a member of a new name, never the old one
+// again: the store may have removed the old one, and the other processes
+// then ended every primary connection tagged with it (LeaseTagger); were
+// it to come back, a process verifying afterwards would take those
+// connections for a live writer's. One creation is in flight at a time.
 func (rr *RedisReader) leaseCall(renew bool, maxDelay time.Duration) leaseCall {
 	c := leaseCall{ms: "0", by: "0", sent: time.Now()}
 	c.ttl = time.Duration(rr.lease.ttl.Load())
-	if c.ttl == 0 || rr.lease.held.Load() > 0 {
-		return c
-	}
 	ls := &rr.lease
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	c.member = ls.member
+	if c.ttl == 0 || rr.lease.held.Load() > 0 {
+		return c
+	}
 	if !renew && !ls.dueLocked(c.sent, c.ttl) {
+		return c
+	}
+	if ls.until.IsZero() || !c.sent.Before(ls.until) {
+		if ls.creating {
+			return c // the creation under way answers for this one
+		}
+		if ls.created {
+			ls.member, ls.until = leaseMember(), time.Time{}
+		}
+		ls.created, ls.creating = true, true
+		c.member, c.create = ls.member, true
+		c.ms = strconv.FormatInt(c.ttl.Milliseconds(), 10)
 		return c
 	}
 	c.ms = strconv.FormatInt(c.ttl.Milliseconds(), 10)
@@ -213,15 +248,18 @@ func (rr *RedisReader) leaseCall(renew bool, maxDelay time.Duration) leaseCall {
 // leaseFailed records a call whose outcome is unknown: a renewal in it
 // may have reached the store and may extend the lease.
 func (rr *RedisReader) leaseFailed(c leaseCall) {
-	if c.ms == "0" || c.late.IsZero() {
-		// Nothing renewed, or a call that may only create a lease,
-		// which it can do only once the lease is gone (so the anchor
-		// was rewritten after it).
-		return
-	}
 	ls := &rr.lease
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	if c.create {
+		// It may have created its member, which no write of this
+		// process relies on: the member is never tried again.
+		ls.creating = false
+		return
+	}
+	if c.ms == "0" || c.late.IsZero() {
+		return // nothing renewed
+	}
 	if g := c.late.Add(c.ttl + leaseSlack(c.ttl)); g.After(ls.gone) {
 		ls.gone = g
 	}
@@ -235,13 +273,18 @@ func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed bool) 
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.refServer, ls.refSent, ls.refRecv = serverMs, c.sent, recv
+	if c.create {
+		ls.creating = false
+	}
 	if !renewed {
 		// Not due, or refused as late: the lease is what it was.
 		return
 	}
-	ls.until = c.sent.Add(c.ttl - leaseSlack(c.ttl))
 	if g := recv.Add(c.ttl + leaseSlack(c.ttl)); g.After(ls.gone) {
 		ls.gone = g
+	}
+	if c.member == ls.member {
+		ls.until = c.sent.Add(c.ttl - leaseSlack(c.ttl))
 	}
 }
 
@@ -253,4 +296,55 @@ func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed bool) 
 // that failed before its writes are refused. ls.mu is held.
 func (ls *leaseState) dueLocked(now time.Time, ttl time.Duration) bool {
 	return ls.until.Sub(now) <= ttl/2
+}
+
+// LeaseTagger is implemented by readers whose lease names, besides itself,
+// the connections to the primary through which its process writes
+// (docs/design/reliability.md, "A COMMIT that outlives its lease"). A
+// process tags each such connection with LeaseTag (a shared advisory
+// lock on PostgreSQL); before another process takes the primary's
+// position as its floor after a discontinuity, it ends every connection
+// whose tag LiveLeaseTags does not list, so that no write through it can
+// commit after that position.
+type LeaseTagger interface {
+	// LeaseTag is the namespace of the store's leases (the same for
+	// every process of the store) and the tag of this reader's current
+	// member, which changes when a new member is created.
+	LeaseTag() (ns, tag uint32)
+	// LiveLeaseTags returns the tags of every member the leases set
+	// holds now: one round trip.
+	LiveLeaseTags(ctx context.Context) ([]uint32, error)
+}
+
+var _ LeaseTagger = (*RedisReader)(nil)
+
+// leaseTagOf hashes a namespace or a member into a tag (FNV-1a, 32 bits).
+func leaseTagOf(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// LeaseTag implements LeaseTagger.
+func (rr *RedisReader) LeaseTag() (ns, tag uint32) {
+	return leaseTagOf(rr.base), leaseTagOf(rr.currentMember())
+}
+
+// LiveLeaseTags implements LeaseTagger.
+func (rr *RedisReader) LiveLeaseTags(ctx context.Context) ([]uint32, error) {
+	r := rr.Redis
+	if r.err != nil {
+		return nil, r.err
+	}
+	ctx, call := r.withTimeout(ctx)
+	defer call.release()
+	members, err := r.rdb.ZRange(ctx, r.leasesKey(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("lsnstore: redis read the leases: %w", err)
+	}
+	tags := make([]uint32, len(members))
+	for i, m := range members {
+		tags[i] = leaseTagOf(m)
+	}
+	return tags, nil
 }

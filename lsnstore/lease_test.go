@@ -2,8 +2,11 @@ package lsnstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // leased returns a verified reader of store holding a lease of ttl.
@@ -94,20 +97,20 @@ func TestRedisLateRenewalRefused(t *testing.T) {
 	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("lease")})
 	s := leased(t, store, time.Second)
 	ctx := context.Background()
-	before, err := rdb.ZScore(ctx, store.leasesKey(), s.lease.member).Result()
+	before, err := rdb.ZScore(ctx, store.leasesKey(), s.currentMember()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
 	// A renewal whose deadline (server milliseconds) has passed.
-	v, err := anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "00", s.lease.member, "1000", "1").Slice()
+	v, err := anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "00", s.currentMember(), "1000", "1").Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, renewed, err := anchorReply(v); err != nil || renewed {
 		t.Fatalf("a late renewal: renewed=%v, %v", renewed, err)
 	}
-	after, err := rdb.ZScore(ctx, store.leasesKey(), s.lease.member).Result()
+	after, err := rdb.ZScore(ctx, store.leasesKey(), s.currentMember()).Result()
 	if err != nil || after != before {
 		t.Fatalf("a late renewal moved the lease's end from %v to %v (%v)", before, after, err)
 	}
@@ -115,7 +118,7 @@ func TestRedisLateRenewalRefused(t *testing.T) {
 	if err := s.RenewLease(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := rdb.ZScore(ctx, store.leasesKey(), s.lease.member).Result(); after <= before {
+	if after, _ := rdb.ZScore(ctx, store.leasesKey(), s.currentMember()).Result(); after <= before {
 		t.Fatalf("a renewal in time left the lease's end at %v", after)
 	}
 	// The anchor expires with the earliest lease.
@@ -150,4 +153,86 @@ func TestRedisLeaseReleaseAlone(t *testing.T) {
 	for end := time.Now().Add(5 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		wantContinuous(t, second, "every lease released")
 	}
+}
+
+// TestRedisLapsedMemberNeverReturns: once the store removed a lapsed
+// member, nothing brings it back: neither a renewal of it that arrives
+// late (with a deadline not yet passed), nor its holder's next renewal,
+// which creates a member of a new name, with a new tag. The other
+// processes end the connections tagged with a member the store no longer
+// lists (plugin's writer fence); were the member to come back, one
+// verifying afterwards would take them for a live writer's.
+func TestRedisLapsedMemberNeverReturns(t *testing.T) {
+	_, rdb := redisClient(t)
+	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("lease")})
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	lapsing := leased(t, store, ttl)
+	other := leased(t, store, time.Minute)
+	old := lapsing.currentMember()
+	ns, oldTag := lapsing.LeaseTag()
+	if live := liveTags(t, other); !live[oldTag] {
+		t.Fatalf("the live tags %v lack the lease's %d", live, oldTag)
+	}
+	time.Sleep(time.Until(lapsing.LeaseGone()))
+	e, err := other.Verify(ctx)
+	if err != nil || !e.Changed {
+		t.Fatalf("Verify after a lapse: %+v, %v; want Changed", e, err)
+	}
+	if live := liveTags(t, other); live[oldTag] {
+		t.Fatalf("the lapsed member's tag %d is still live: %v", oldTag, live)
+	}
+	// A renewal of the removed member, in time by its deadline.
+	_, serverNow, _, err := anchorReply(mustSlice(t, anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "00", "probe", "0", "0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mustSlice(t, anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "01", old, "1000", fmt.Sprint(serverNow+60_000)))
+	if _, _, renewed, err := anchorReply(v); err != nil || renewed {
+		t.Fatalf("a late renewal of a removed member: renewed=%v, %v", renewed, err)
+	}
+	if err := rdb.ZScore(ctx, store.leasesKey(), old).Err(); err == nil {
+		t.Fatal("a late renewal brought a removed member back")
+	}
+	// Its holder's next renewal creates another member.
+	if err := lapsing.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if lapsing.LeaseUntil().IsZero() || !time.Now().Before(lapsing.LeaseUntil()) {
+		t.Fatal("the renewal after the lapse holds no lease")
+	}
+	if now := lapsing.currentMember(); now == old {
+		t.Fatalf("the renewal after the lapse kept the member %q", old)
+	}
+	ns2, newTag := lapsing.LeaseTag()
+	if ns2 != ns || newTag == oldTag {
+		t.Fatalf("tags after the lapse: (%d, %d), before (%d, %d)", ns2, newTag, ns, oldTag)
+	}
+	if live := liveTags(t, other); !live[newTag] || live[oldTag] {
+		t.Fatalf("the live tags %v: want the new member's %d and not the old one's %d", live, newTag, oldTag)
+	}
+}
+
+// liveTags returns the store's live lease tags, as a set.
+func liveTags(t *testing.T, rr *RedisReader) map[uint32]bool {
+	t.Helper()
+	tags, err := rr.LiveLeaseTags(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := make(map[uint32]bool, len(tags))
+	for _, tag := range tags {
+		set[tag] = true
+	}
+	return set
+}
+
+// mustSlice is a script's reply, or the test's end.
+func mustSlice(t *testing.T, c *redis.Cmd) []any {
+	t.Helper()
+	v, err := c.Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

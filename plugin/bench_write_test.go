@@ -1,7 +1,11 @@
 package plugin_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
@@ -15,7 +19,8 @@ import (
 // BenchmarkWrite measures one UPDATE through the plugin (with the memory
 // store): plain GORM, native positions (the position read after COMMIT; on
 // PostgreSQL in COMMIT's own round trip for transactions, commit_fold.go)
-// and heartbeat positions (one extra write transaction), on PostgreSQL and
+// and heartbeat positions (one extra write transaction), native positions
+// published to Redis (the writer lease; writer tags), on PostgreSQL and
 // MariaDB, as an autocommit statement (SkipDefaultTransaction) and in
 // GORM's default transaction. The difference is the cost of publishing.
 func BenchmarkWrite(b *testing.B) {
@@ -37,7 +42,7 @@ func BenchmarkWrite(b *testing.B) {
 		}},
 	}
 	for _, tg := range targets {
-		for _, mode := range []string{"plain", "native", "heartbeat"} {
+		for _, mode := range []string{"plain", "native", "heartbeat", "redis"} {
 			for _, write := range []string{"autocommit", "tx"} {
 				benchWrite(b, tg.name+"/"+mode+"/"+write, mode, write == "tx", tg.primary)
 			}
@@ -61,8 +66,16 @@ func benchWrite(b *testing.B, name, mode string, inTx bool, open func(b *testing
 		}
 		if mode != "plain" {
 			cfg := plugin.Config{Store: lsnstore.NewMemory(), Replicas: []plugin.Replica{{Name: "r0", Dialector: replica}}}
-			if mode == "heartbeat" {
+			switch mode {
+			case "heartbeat":
 				cfg.Positions = plugin.Heartbeat
+			case "redis":
+				// Native positions in a shared store: the writer lease,
+				// and on PostgreSQL the connections' writer tags.
+				r := testcluster.RedisFor(b)
+				rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
+				defer rdb.Close()
+				cfg.Store = lsnstore.NewRedis(rdb, lsnstore.RedisOptions{Database: fmt.Sprintf("bw_%d", time.Now().UnixNano())})
 			}
 			p := plugin.New(cfg)
 			if err := db.Use(p); err != nil {

@@ -82,16 +82,32 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 	if err != nil {
 		return nil, err
 	}
-	var pid uint32
+	var (
+		pid uint32
+		tag uint32
+	)
 	if err := onPgConn(conn, func(pgc *pgconn.PgConn) error {
 		pid = pgc.PID()
-		_, err := pgc.Exec(ctx, begin).ReadAll()
-		return err
+		// The writer tag, when the connection does not hold it yet, in
+		// the same message (writer_tag.go).
+		q, tg := p.tagQuery(pgc)
+		tag = tg
+		if q == "" {
+			_, err := pgc.Exec(ctx, begin).ReadAll()
+			return err
+		}
+		if _, err := pgc.Exec(ctx, begin+"; "+q).ReadAll(); err != nil {
+			p.forgetTag(pgc)
+			_, _ = pgc.Exec(ctx, "ROLLBACK").ReadAll()
+			return err
+		}
+		p.noteTag(pgc, tg)
+		return nil
 	}); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	t := &trackedTx{conn: conn, ctx: ctx, p: p}
+	t := &trackedTx{conn: conn, ctx: ctx, p: p, tag: tag}
 	if p.primaryPIDs {
 		t.backend = pid
 	}

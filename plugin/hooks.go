@@ -282,6 +282,7 @@ func (p *Plugin) markAutocommit(db *gorm.DB, add writeSet) {
 // publishes even when the statement failed: a failure after the commit
 // (a lost connection, a timeout) may hide a write.
 func (p *Plugin) publishAutocommit(db *gorm.DB) {
+	tagged := p.releaseTagged(db)
 	if conn, pinned := db.Statement.ConnPool.(*sql.Conn); pinned {
 		p.afterPinned(db, conn)
 	}
@@ -298,5 +299,6 @@ func (p *Plugin) publishAutocommit(db *gorm.DB) {
 	if w.empty() {
 		return
 	}
+	w.tagged = tagged
 	p.publish(db.Statement.Context, w)
 }

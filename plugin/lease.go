@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/freshread/freshread/internal/metrics"
 	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/metrics"
 
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -100,7 +101,10 @@ func (p *Plugin) awaitLease(ctx context.Context, w writeSet, committed time.Time
 	if !ok {
 		return false
 	}
-	if !committed.Before(l.LeaseUntil()) {
+	if !w.tagged && !committed.Before(l.LeaseUntil()) {
+		// Through a tagged connection (writer_tag.go), a commit that
+		// returned after the lease's end is covered too: the others
+		// end the connection before they take their floor.
 		return false
 	}
 	p.awaiting.Add(1)
@@ -158,7 +162,11 @@ func (p *Plugin) fenceUnseenCommit(db *gorm.DB) bool {
 			return false // fenced at its COMMIT (fencePinnedCommit)
 		}
 	}
-	if err := p.fenceWrite(db.Statement.Context); err != nil {
+	tagged, err := p.fenceAutocommitTagged(db)
+	if !tagged {
+		err = p.fenceWrite(db.Statement.Context)
+	}
+	if err != nil {
 		db.AddError(err)
 		return true
 	}
@@ -180,7 +188,19 @@ func (p *Plugin) fencePinnedCommit(db *gorm.DB, conn *sql.Conn) bool {
 	if !wrote {
 		return false
 	}
-	if err := p.fenceWrite(db.Statement.Context); err != nil {
+	ctx := db.Statement.Context
+	var err error
+	if p.tags.tagger != nil {
+		err = p.fenceTagged(ctx, p.tagSQLConn(ctx, conn))
+		if err == nil {
+			t.mu.Lock()
+			t.w.tagged = true
+			t.mu.Unlock()
+		}
+	} else {
+		err = p.fenceWrite(ctx)
+	}
+	if err != nil {
 		db.AddError(err)
 		return true
 	}

@@ -26,6 +26,8 @@ import (
 //	                                            ended (ErrStoreUnreachable: Redis unreachable from this process)
 //	freshread_writes_unprotected_total          committed writes neither published, nor announced, nor covered by the lease:
 //	                                            other processes may read them stale (docs/design/reliability.md)
+//	freshread_lapsed_writer_connections_ended_total primary connections of processes whose lease in the store lapsed, ended
+//	                                            before this process took its floor (writer tags, PostgreSQL)
 //	freshread_reads_unknown_tables_total        reads whose tables could not all be named (a join or FROM written as SQL, raw SQL the
 //	                                            classifier cannot name every table of): they waited for the database-wide position
 //	freshread_session_tokens_ignored_total{reason} session tokens, or their position on this database, ignored: bad-signature
@@ -81,6 +83,7 @@ func (c collector) Describe(emit func(*metrics.Desc)) {
 	emit(descUnknown)
 	emit(descFenced)
 	emit(descUnprotected)
+	emit(descLapsedEnded)
 	emit(descRefused)
 	emit(descTokens)
 	emit(descTokenRefused)
@@ -161,6 +164,7 @@ func (c collector) Collect(emit func(metrics.Sample)) {
 	}
 	emit(metrics.Counter(descFenced, float64(p.stats.fencedWrites.Load())))
 	emit(metrics.Counter(descUnprotected, float64(p.stats.unprotectedWrites.Load())))
+	emit(metrics.Counter(descLapsedEnded, float64(p.stats.lapsedConnsEnded.Load())))
 	switch p.evictionRisk.Load() {
 	case evictionYes:
 		emit(metrics.Gauge(descEviction, 1))

@@ -108,6 +108,11 @@ type Plugin struct {
 	// process's (no pooler in between: pooler.go).
 	primaryPIDs bool
 	stmtSQL     stmtSQL
+	// tags: the writer tags of the primary's connections
+	// (writer_tag.go); fence: the other processes' lapsed ones
+	// (writer_fence.go).
+	tags  writerTags
+	fence writerFence
 	// tick is closed and replaced after every poll, waking MaxWait
 	// waiters.
 	tick atomic.Pointer[chan struct{}]
@@ -300,6 +305,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	// (folded_stmt.go); one made by a Session later folds.
 	_, native := eng.(pgEngine)
 	p.foldCommit = native && prepared == nil && foldsCommit(ctx, sqlDB)
+	p.initWriterTags()
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
 		return err
 	}

@@ -104,6 +104,11 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	// The store first (continuity.go): the primary's position read next
 	// is after the verification.
 	epoch, verified := p.verifyStore(ctx)
+	// Before a floor: no lapsed writer's COMMIT may land after it
+	// (writer_fence.go).
+	if verified && epoch.Changed && !p.fenceLapsedWriters(ctx) {
+		verified = false
+	}
 	// Primary first: a replica that (polled afterwards) has replayed the
 	// primary's flush position has everything committed before this point.
 	ins, flush, err := p.engine.primaryPositions(ctx, p.primaryDB)

@@ -75,6 +75,11 @@ type trackedTx struct {
 	// unknown, behind a pooler), which follows a COMMIT of unknown
 	// outcome to its end (abandoned_commit.go).
 	backend uint32
+	// tag is the writer tag the folded transaction's connection holds
+	// (writer_tag.go; 0 with tagging off), tagged whether the fence
+	// passed with it.
+	tag    uint32
+	tagged bool
 
 	mu      sync.Mutex
 	written writeSet
@@ -191,6 +196,7 @@ func (t *trackedTx) commitFolded() error {
 	}
 	err := t.endFolded(commitFolded)
 	w := t.takeWritten()
+	w.tagged = t.tagged
 	switch {
 	case err == nil || errors.Is(err, errPosition):
 		if !w.empty() {
@@ -220,13 +226,30 @@ func (t *trackedTx) fence() error {
 	if !wrote {
 		return nil
 	}
-	err := t.p.fenceWrite(t.ctx)
+	var err error
+	if t.conn != nil && t.p.tags.tagger != nil {
+		err = t.p.fenceTagged(t.ctx, t.retag)
+		t.tagged = err == nil
+	} else {
+		err = t.p.fenceWrite(t.ctx)
+	}
 	if err == nil {
 		return nil
 	}
 	t.takeWritten()
 	_ = t.Rollback()
 	return err
+}
+
+// retag makes the folded transaction's connection hold the current
+// writer tag, in a round trip when the process's lease member changed
+// since BEGIN, and returns it.
+func (t *trackedTx) retag() (uint32, error) {
+	tag, err := t.p.tagSQLConn(context.WithoutCancel(t.ctx), t.conn)()
+	if err == nil {
+		t.tag = tag
+	}
+	return tag, err
 }
 
 // Rollback publishes nothing, and ends the marks of the transaction's
@@ -263,6 +286,10 @@ type writeSet struct {
 	// have written rows through the edges it adds (several statements, a
 	// transaction).
 	schemaAfter bool
+	// tagged: committed through a connection that held this process's
+	// writer tag when its lease was checked (writer_tag.go); set where
+	// the write is committed, never merged.
+	tagged bool
 }
 
 func (w *writeSet) add(tables []string) {

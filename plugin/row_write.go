@@ -54,6 +54,9 @@ func (p *Plugin) recordAutocommitRawWrite(db *gorm.DB, c rawClass) {
 			return
 		}
 	}
+	if p.fenceUnseenCommit(db) {
+		return // refused before it was sent (lease.go)
+	}
 	if plan, ok := p.returningPlan(stmt.Context, c, stmt.Vars); ok && keyableConn(db) {
 		stmt.Settings.Store(returnedKeysKey{stmt}, plan)
 	} else {

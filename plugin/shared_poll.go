@@ -251,8 +251,11 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 		if epoch.Changed {
 			// The loss floor is the primary's position read after the
 			// verification (or after the snapshot whose token it
-			// adopts was read): read here, once.
-			if ins, _, err = p.engine.primaryPositions(ctx, p.primaryDB); err != nil {
+			// adopts was read), and after the lapsed writers'
+			// connections ended (writer_fence.go): read here, once.
+			if !p.fenceLapsedWriters(ctx) {
+				verified = false
+			} else if ins, _, err = p.engine.primaryPositions(ctx, p.primaryDB); err != nil {
 				verified = false
 			}
 		}

@@ -51,6 +51,9 @@ type stats struct {
 	// acknowledged that other processes may read stale (neither
 	// published, nor invalidated, nor covered by the lease).
 	fencedWrites, unprotectedWrites atomic.Uint64
+	// lapsedConnsEnded counts the primary connections of lapsed writers
+	// this process ended (writer_fence.go).
+	lapsedConnsEnded atomic.Uint64
 	// rests counts the poller's rests (rest.go); polls, the polls it
 	// finished (its own, or a follower's of the shared poll).
 	rests, polls atomic.Uint64

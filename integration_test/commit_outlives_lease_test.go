@@ -1,0 +1,253 @@
+package integration_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// TestCommitOutlivingLeaseNeverReadsStale: process A reaches Redis through
+// a relay the test cuts, B directly. A's transaction updates item 1 and
+// sends COMMIT while its lease is fresh; the server holds the COMMIT (a
+// deferred trigger waits for an advisory lock the test holds, as a COMMIT
+// waits for a synchronous standby or arrives late through the network),
+// and A gives up on it. The test then cuts A from Redis until A's lease
+// has lapsed and B has verified the store again, lets the replicas replay
+// everything and pauses them, and only then lets the COMMIT go on.
+// Whatever A was told, B's read of the row must return what the primary
+// holds. Before B ended the lapsed writer's connections ahead of its
+// floor, the COMMIT committed after B's floor, A could not publish it,
+// and B read the row stale from the paused replicas.
+func TestCommitOutlivingLeaseNeverReadsStale(t *testing.T) {
+	// Each way a write commits: GORM's transaction (its COMMIT is given
+	// up on after PublishTimeout), and an autocommit statement, on the
+	// pool or on a pinned connection, whose caller gives up on it.
+	giveUp := func(db *gorm.DB) *gorm.DB {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		t.Cleanup(cancel)
+		return db.WithContext(ctx)
+	}
+	writes := map[string]func(a *gorm.DB) error{
+		"transaction": func(a *gorm.DB) error { return a.Model(&Item{ID: 1}).Update("name", "held").Error },
+		"autocommit": func(a *gorm.DB) error {
+			return giveUp(a).Exec("UPDATE items SET name = 'held' WHERE id = 1").Error
+		},
+		"pinned": func(a *gorm.DB) error {
+			return giveUp(a).Connection(func(c *gorm.DB) error {
+				return c.Exec("UPDATE items SET name = 'held' WHERE id = 1").Error
+			})
+		},
+	}
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) { commitOutlivingLease(t, write) })
+	}
+}
+
+func commitOutlivingLease(t *testing.T, write func(a *gorm.DB) error) {
+	const lease = 1500 * time.Millisecond
+	e, a, pa, b, relay := writerCutPlugins(t, "postgres", lease)
+	seedItem(t, e, b, 1)
+	seedItem(t, e, b, 2)
+	const lockKey = 731_943
+	createHeldCommitTrigger(t, e, lockKey)
+	ctx := context.Background()
+	holder := holdAdvisoryLock(t, e, lockKey)
+
+	done := make(chan error, 1)
+	go func() { done <- write(a) }()
+	if err := waitLockWaiters(e, lockKey, 1, done); err != nil {
+		t.Fatal(err)
+	}
+
+	relay.Partition(true)
+	defer relay.Partition(false)
+	// A's lease lapses; B's next verification finds it and takes its
+	// floor. A commit elsewhere flushes the WAL the held transaction
+	// wrote, so that the replicas can reach that floor.
+	time.Sleep(2*lease + 500*time.Millisecond)
+	flushWAL(t, e)
+	e.waitCaughtUp()
+	e.eventuallyReplica(func() served { return e.readItem(b, 2) }, "B after A's lease lapsed")
+	e.pauseAll()
+	defer e.resumeAll()
+
+	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
+		t.Fatal(err)
+	}
+	var writeErr error
+	select {
+	case writeErr = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's Update did not return 30 s after its COMMIT could go on")
+	}
+	truth := readPrimaryName(t, e, 1)
+	got := e.readItem(b, 1)
+	t.Logf("A's Update: %v; the primary holds %q; B read %q from port %d", writeErr, truth, got.Name, got.Port)
+	if got.Name != truth {
+		t.Fatalf("B read %q while the primary holds %q (A's Update returned %v): STALE READ", got.Name, truth, writeErr)
+	}
+	if truth == "old" {
+		// Not committed: because a process ended the lapsed writer's
+		// connection, not by chance (else the test exercised nothing).
+		ended := 0.0
+		e.mu.Lock()
+		plugs := slices.Clone(e.plugs)
+		e.mu.Unlock()
+		for _, p := range plugs {
+			ended += pluginMetric(t, p, "freshread_lapsed_writer_connections_ended_total")
+		}
+		if ended == 0 {
+			t.Fatalf("the held write never committed (A: %v), yet no process ended a connection of A's: the test exercised nothing", writeErr)
+		}
+	}
+	if writeErr == nil && truth != "held" {
+		t.Fatalf("A acknowledged its Update, but the primary holds %q", truth)
+	}
+	if writeErr == nil {
+		// Acknowledged: then it must have been covered, not merely lucky.
+		if n := pluginMetric(t, pa, "freshread_writes_unprotected_total"); n != 0 {
+			t.Fatalf("freshread_writes_unprotected_total = %v", n)
+		}
+	}
+}
+
+// TestLiveWriterKeepsItsConnections: a process that verifies the store
+// after a discontinuity (here: a new process starting, and the anchor
+// deleted under a running one) ends only the connections of writers whose
+// lease lapsed: a live writer's transaction, open across both, commits.
+func TestLiveWriterKeepsItsConnections(t *testing.T) {
+	store, _ := newRedisStore(t, "live-"+t.Name())
+	e := newEnv(t, withStore(store))
+	a, _ := e.open(withStore(store))
+	b, pb := e.open(withStore(store))
+	seedItem(t, e, b, 1)
+	seedItem(t, e, b, 2)
+	err := a.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Model(&Item{ID: 1}).Update("name", "kept").Error; err != nil {
+			return err
+		}
+		// The open transaction's WAL may sit in a page only a commit
+		// flushes; the replicas must reach the positions read next.
+		flushWAL(t, e)
+		// A new process verifies the store for the first time.
+		c, _ := e.open(withStore(store))
+		e.eventuallyReplica(func() served { return e.readItem(c, 2) }, "a new process")
+		// Every process sees the store change.
+		if err := store.Invalidate(context.Background()); err != nil {
+			return err
+		}
+		before := pluginMetric(t, pb, "freshread_store_discontinuities_total")
+		deadline := time.Now().Add(10 * time.Second)
+		for pluginMetric(t, pb, "freshread_store_discontinuities_total") == before {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("B never saw the anchor deleted")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		flushWAL(t, e)
+		e.eventuallyReplica(func() served { return e.readItem(b, 2) }, "B after the discontinuity")
+		return tx.Model(&Item{ID: 2}).Update("name", "kept").Error
+	})
+	if err != nil {
+		t.Fatalf("a live writer's transaction across two discontinuities: %v", err)
+	}
+	for _, id := range []uint{1, 2} {
+		if got := readPrimaryName(t, e, id); got != "kept" {
+			t.Fatalf("item %d on the primary: %q, want \"kept\"", id, got)
+		}
+	}
+}
+
+// holdAdvisoryLock takes advisory lock key on a connection of the test's
+// own, released when the test ends (or earlier by the caller, on the
+// connection returned).
+func holdAdvisoryLock(t *testing.T, e *env, key int) *sql.Conn {
+	t.Helper()
+	sqlDB, err := e.db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := sqlDB.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(context.Background(), "SELECT pg_advisory_lock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// waitLockWaiters waits until n sessions wait for advisory lock key; an
+// error when write (the write expected to wait) ended first.
+func waitLockWaiters(e *env, key, n int, write <-chan error) error {
+	primary, err := e.db.DB() // the primary's pool, without the plugin
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := primary.QueryRow("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1", key).Scan(&waiting); err != nil {
+			return err
+		}
+		if waiting >= n {
+			return nil
+		}
+		select {
+		case err := <-write:
+			return fmt.Errorf("the write ended (%v) before its COMMIT waited for advisory lock %d", err, key)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d sessions wait for advisory lock %d after 10 s, want %d", waiting, key, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// flushWAL commits a write of another table, which flushes the WAL an
+// open transaction wrote (the WAL writer flushes up to the last commit):
+// the replicas can then replay up to the primary's insert position.
+func flushWAL(t *testing.T, e *env) {
+	t.Helper()
+	if err := e.db.Exec("UPDATE others SET note = note WHERE id = 1").Error; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createHeldCommitTrigger makes every COMMIT of an update of items that
+// sets name to "held" wait for advisory lock key (a deferred constraint
+// trigger). The client's cancel request (pgx sends one when it gives up
+// on the COMMIT) does not end the wait: the COMMIT stays with the server,
+// as one the network delivers late, or one waiting for a synchronous
+// standby, does.
+func createHeldCommitTrigger(t *testing.T, e *env, key int) {
+	t.Helper()
+	for _, q := range []string{
+		fmt.Sprintf(`CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN
+		   IF NEW.name = 'held' THEN
+		     LOOP
+		       BEGIN
+		         PERFORM pg_advisory_xact_lock(%d);
+		         EXIT;
+		       EXCEPTION WHEN query_canceled THEN NULL;
+		       END;
+		     END LOOP;
+		   END IF;
+		   RETURN NULL;
+		 END $$`, key),
+		`CREATE CONSTRAINT TRIGGER held_commit AFTER UPDATE ON items
+		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION hold_commit()`,
+	} {
+		if err := e.db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

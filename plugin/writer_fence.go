@@ -1,0 +1,119 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/internal/metrics"
+	"github.com/freshread/freshread/lsnstore"
+)
+
+// The readers' side of writer tags (writer_tag.go; docs/design/
+// reliability.md, "A COMMIT that outlives its lease"). After a
+// discontinuity, before a process takes the primary's position as its
+// floor, it ends every connection to the primary that holds a writer tag
+// of this store whose lease member the store no longer lists: a process
+// cut off from the store, paused past its lease or gone. A COMMIT such a
+// connection runs has then either committed, below the position read
+// next, or never will; the writer's later writes are refused until it
+// holds a lease again, on connections it tags anew. While such a
+// connection is left, the process does not accept the store: its reads
+// keep going to the primary.
+
+// writerFence is the fence's state.
+type writerFence struct {
+	// denied: ending a connection was refused (logged once); failing: the
+	// last fence failed (logged once per failing spell; poller only).
+	denied  sync.Once
+	failing bool
+}
+
+// lapsedWritersQuery lists the connections of this database, other than
+// the asking one, that hold a tag of namespace $1 (classid: the two-int4
+// form of pg_advisory_lock_shared) not among $2.
+const lapsedWritersQuery = `SELECT l.pid FROM pg_locks l
+WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid::int8 = $1 AND NOT (l.objid::int8 = ANY($2::int8[]))
+  AND l.pid <> pg_backend_pid()`
+
+// fenceLapsedWriters ends the primary connections of lapsed writers
+// (above) and reports whether none was left: the caller may then read
+// the primary's position and take it as its floor. Any failure reports
+// false: the store is not accepted this poll.
+func (p *Plugin) fenceLapsedWriters(ctx context.Context) bool {
+	tg, ok := p.cfg.Store.(lsnstore.LeaseTagger)
+	if !ok || p.engine == nil || p.engine.dialect() != classify.Postgres {
+		return true
+	}
+	pids, err := p.lapsedWriters(ctx, tg)
+	if err != nil {
+		if !p.fence.failing {
+			p.fence.failing = true
+			p.cfg.Logger.WarnContext(ctx, "freshread: cannot look for the primary connections of processes whose lease in the position store lapsed; table reads stay on the primary until it can: err says why", "err", redact(err, p.primarySecrets))
+		}
+		return false
+	}
+	p.fence.failing = false
+	if len(pids) == 0 {
+		return true
+	}
+	ended := 0
+	for _, pid := range pids {
+		if _, err := p.primaryDB.ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+			p.fence.denied.Do(func() {
+				p.cfg.Logger.ErrorContext(ctx, "freshread: cannot end a primary connection of a process whose lease in the position store lapsed; table reads stay on the primary until it ends: grant this process's database role pg_signal_backend, or run every process of the store under one role", "pid", pid, "err", redact(err, p.primarySecrets))
+			})
+			continue
+		}
+		ended++
+	}
+	if ended > 0 {
+		p.stats.lapsedConnsEnded.Add(uint64(ended))
+		p.cfg.Logger.WarnContext(ctx, "freshread: ended primary connections of a process whose lease in the position store lapsed (cut off from Redis, paused or gone), so that no write through them commits after the position this process now waits for", "connections", ended)
+	}
+	return false
+}
+
+// lapsedWriters returns the server processes of the primary connections
+// holding a tag of the store's namespace that the store no longer lists.
+func (p *Plugin) lapsedWriters(ctx context.Context, tg lsnstore.LeaseTagger) ([]int64, error) {
+	live, err := tg.LiveLeaseTags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ns, _ := tg.LeaseTag()
+	var arr strings.Builder
+	arr.WriteByte('{')
+	for i, t := range live {
+		if i > 0 {
+			arr.WriteByte(',')
+		}
+		arr.WriteString(strconv.FormatUint(uint64(t), 10))
+	}
+	arr.WriteByte('}')
+	rows, err := p.primaryDB.QueryContext(ctx, lapsedWritersQuery, int64(ns), arr.String())
+	if err != nil {
+		return nil, fmt.Errorf("plugin: list the connections of lapsed writers: %w", err)
+	}
+	defer rows.Close()
+	var pids []int64
+	for rows.Next() {
+		var pid int64
+		if err := rows.Scan(&pid); err != nil {
+			return nil, fmt.Errorf("plugin: list the connections of lapsed writers: %w", err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("plugin: list the connections of lapsed writers: %w", err)
+	}
+	return pids, nil
+}
+
+// descLapsedEnded is the fence's metric (metrics.go).
+var descLapsedEnded = metrics.NewDesc("freshread_lapsed_writer_connections_ended_total", "Primary connections of processes whose lease in the position store lapsed, ended before this process took its floor.", nil)
