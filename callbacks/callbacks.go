@@ -58,6 +58,7 @@ func RegisterFreshness(db *gorm.DB, f Freshness) error {
 		cb.Query().After("gorm:after_query").Register(Publish, f.PublishAutocommit),
 		cb.Query().After("gorm:query").Before("gorm:preload").Register(Retry, f.RetryOnPrimary),
 		cb.Row().After("gorm:row").Register(Publish, f.PublishAutocommit),
+		cb.Row().After("gorm:row").Register(Retry, f.RetryOnPrimary),
 
 		// First, before gorm:begin_transaction (absent with
 		// SkipDefaultTransaction) begins on the statement's pool.

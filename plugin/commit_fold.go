@@ -78,34 +78,26 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 	if err != nil {
 		return nil, err
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var (
-		pid uint32
-		tag uint32
+		conn *sql.Conn
+		pid  uint32
+		tag  uint32
 	)
-	if err := onPgConn(conn, func(pgc *pgconn.PgConn) error {
-		pid = pgc.PID()
-		// The writer tag, when the connection does not hold it yet, in
-		// the same message (writer_tag.go).
-		q, tg := p.tagQuery(pgc)
-		tag = tg
-		if q == "" {
-			_, err := pgc.Exec(ctx, begin).ReadAll()
-			return err
+	// A BEGIN on a connection found closed is sent again on another (up
+	// to twice, as database/sql retries a bad connection): another process
+	// may have ended this process's connections (writer_fence.go).
+	for attempt := 0; ; attempt++ {
+		if conn, err = db.Conn(ctx); err != nil {
+			return nil, err
 		}
-		if _, err := pgc.Exec(ctx, begin+"; "+q).ReadAll(); err != nil {
-			p.forgetTag(pgc)
-			_, _ = pgc.Exec(ctx, "ROLLBACK").ReadAll()
-			return err
+		var closed bool
+		if pid, tag, closed, err = p.sendBegin(ctx, conn, begin); err == nil {
+			break
 		}
-		p.noteTag(pgc, tg)
-		return nil
-	}); err != nil {
 		conn.Close()
-		return nil, err
+		if !closed || attempt == 2 || ctx.Err() != nil {
+			return nil, err
+		}
 	}
 	t := &trackedTx{conn: conn, ctx: ctx, p: p, tag: tag}
 	if p.primaryPIDs {
@@ -122,6 +114,28 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 		}
 	})
 	return t, nil
+}
+
+// sendBegin sends BEGIN on conn, with the writer tag for the transaction
+// in the same message (writer_tag.go). It returns the server process, the
+// tag taken (0: none) and whether the connection was found closed.
+func (p *Plugin) sendBegin(ctx context.Context, conn *sql.Conn, begin string) (pid, tag uint32, closed bool, err error) {
+	q, tg := p.tagLock(true)
+	err = onPgConn(conn, func(pgc *pgconn.PgConn) error {
+		defer func() { closed = pgc.IsClosed() }()
+		pid = pgc.PID()
+		if q == "" {
+			_, err := pgc.Exec(ctx, begin).ReadAll()
+			return err
+		}
+		if _, err := pgc.Exec(ctx, begin+"; "+q).ReadAll(); err != nil {
+			_, _ = pgc.Exec(ctx, "ROLLBACK").ReadAll()
+			return err
+		}
+		tag = tg
+		return nil
+	})
+	return pid, tag, closed, err
 }
 
 // onPgConn runs f on conn's pgx connection; f's error is returned as it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -30,20 +31,46 @@ func (h hooks) PublishAutocommit(db *gorm.DB) { h.p.publishAutocommit(db) }
 func (h hooks) RetryOnPrimary(db *gorm.DB)    { h.p.retryOnPrimary(db) }
 func (h hooks) RelearnAfterDDL(db *gorm.DB)   { h.p.relearnAfterDDL(db) }
 
-// retryOnPrimary runs a Query statement again on the primary when it failed
-// on a replica with a connection error or a recovery conflict, also when
-// the failure came while the rows streamed (a conflict cancels a running
-// query), which the replica pool cannot see. Reads only: writes never run
-// on a replica pool.
+// retryOnPrimary runs a read (Query and Row chains: Find, Scan, Rows)
+// again on the primary when it failed on a replica with a connection error
+// or a recovery conflict, also, on the Query chain, when the failure came
+// while the rows streamed (a conflict cancels a running query), which the
+// replica pool cannot see. Reads only: writes never run on a replica pool.
+//
+// A read that failed on the primary with a connection error is run again
+// once, on another of its connections: a connection another process ended
+// (writer_fence.go: this process's lease had lapsed) fails the statement
+// that next uses it before it runs.
 func (p *Plugin) retryOnPrimary(db *gorm.DB) {
-	rp, ok := db.Statement.ConnPool.(*replicaPool)
-	if !ok || db.Error == nil || !p.engine.retryable(db.Statement.Context, db.Error) {
+	if db.Error == nil || !p.engine.retryable(db.Statement.Context, db.Error) {
 		return
 	}
-	p.replicaFailed(db.Statement.Context, rp.r, db.Error)
+	switch pool := db.Statement.ConnPool.(type) {
+	case *replicaPool:
+		p.replicaFailed(db.Statement.Context, pool.r, db.Error)
+	case *primaryPool:
+		if pool != p.primary {
+			return
+		}
+		if _, write := db.Statement.Settings.Load(autocommitKey{db.Statement}); write {
+			return
+		}
+	default:
+		return
+	}
+	// gorm:row leaves the *sql.Rows it could not open in Dest, and drops
+	// the "rows" setting that made it open them.
+	_, rows := db.Statement.Dest.(*sql.Rows)
 	db.Error = nil
 	db.RowsAffected = 0
 	db.Statement.ConnPool = db.ConnPool
+	if rows {
+		if row := db.Callback().Row().Get("gorm:row"); row != nil {
+			db.Statement.Settings.Store("rows", true)
+			row(db) // the SQL is built already: the same statement runs again
+		}
+		return
+	}
 	if query := db.Callback().Query().Get("gorm:query"); query != nil {
 		query(db) // the SQL is built already: the same statement runs again
 	}
@@ -282,7 +309,6 @@ func (p *Plugin) markAutocommit(db *gorm.DB, add writeSet) {
 // publishes even when the statement failed: a failure after the commit
 // (a lost connection, a timeout) may hide a write.
 func (p *Plugin) publishAutocommit(db *gorm.DB) {
-	tagged := p.releaseTagged(db)
 	if conn, pinned := db.Statement.ConnPool.(*sql.Conn); pinned {
 		p.afterPinned(db, conn)
 	}
@@ -291,14 +317,24 @@ func (p *Plugin) publishAutocommit(db *gorm.DB) {
 			p.identifyForeignWrite(db, fw.(*foreignWrite))
 		}
 	}
-	v, ok := db.Statement.Settings.LoadAndDelete(autocommitKey{db.Statement})
-	if !ok {
-		return
+	var w writeSet
+	if v, ok := db.Statement.Settings.LoadAndDelete(autocommitKey{db.Statement}); ok {
+		w = v.(writeSet)
 	}
-	w := v.(writeSet)
 	if w.empty() {
+		p.endTagged(db, false) // the tags released, the pinned connection returned
 		return
 	}
-	w.tagged = tagged
-	p.publish(db.Statement.Context, w)
+	// Through a tagged connection, the position is read there, in the
+	// statement that releases the tag (writer_tag.go).
+	committed := time.Now()
+	pos, tagged, err := p.endTagged(db, true)
+	if !tagged {
+		p.publish(db.Statement.Context, w)
+		return
+	}
+	w.tagged = true
+	ctx, cancel := p.publishContext(db.Statement.Context)
+	defer cancel()
+	p.publishAt(ctx, w, pos, err, committed)
 }

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/internal/metrics"
 
 	"github.com/freshread/freshread/lsnstore"
@@ -191,7 +192,11 @@ func (p *Plugin) fencePinnedCommit(db *gorm.DB, conn *sql.Conn) bool {
 	ctx := db.Statement.Context
 	var err error
 	if p.tags.tagger != nil {
-		err = p.fenceTagged(ctx, p.tagSQLConn(ctx, conn))
+		err = p.fenceTagged(ctx, 0, func() (uint32, error) { return p.takeTag(ctx, conn, true) })
+		if sqlerr.PostgresCode(err) == "25P02" {
+			// A failed transaction: its COMMIT rolls back.
+			return false
+		}
 		if err == nil {
 			t.mu.Lock()
 			t.w.tagged = true

@@ -75,9 +75,8 @@ type trackedTx struct {
 	// unknown, behind a pooler), which follows a COMMIT of unknown
 	// outcome to its end (abandoned_commit.go).
 	backend uint32
-	// tag is the writer tag the folded transaction's connection holds
-	// (writer_tag.go; 0 with tagging off), tagged whether the fence
-	// passed with it.
+	// tag is the writer tag the folded transaction holds (writer_tag.go;
+	// 0: none), tagged whether the fence passed with it.
 	tag    uint32
 	tagged bool
 
@@ -97,7 +96,8 @@ var (
 
 func (t *trackedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if t.conn != nil {
-		return t.conn.ExecContext(ctx, query, args...)
+		res, err := t.conn.ExecContext(ctx, query, args...)
+		return res, t.p.lapseError(err, t.tag) // before COMMIT: nothing committed
 	}
 	return t.Tx.ExecContext(ctx, query, args...)
 }
@@ -228,7 +228,7 @@ func (t *trackedTx) fence() error {
 	}
 	var err error
 	if t.conn != nil && t.p.tags.tagger != nil {
-		err = t.p.fenceTagged(t.ctx, t.retag)
+		err = t.p.fenceTagged(t.ctx, t.tag, t.retag)
 		t.tagged = err == nil
 	} else {
 		err = t.p.fenceWrite(t.ctx)
@@ -241,12 +241,12 @@ func (t *trackedTx) fence() error {
 	return err
 }
 
-// retag makes the folded transaction's connection hold the current
-// writer tag, in a round trip when the process's lease member changed
-// since BEGIN, and returns it.
+// retag takes the current writer tag for the folded transaction, in a
+// round trip (the process's lease member changed since BEGIN, or none was
+// known then), and returns it.
 func (t *trackedTx) retag() (uint32, error) {
-	tag, err := t.p.tagSQLConn(context.WithoutCancel(t.ctx), t.conn)()
-	if err == nil {
+	tag, err := t.p.takeTag(context.WithoutCancel(t.ctx), t.conn, true)
+	if err == nil && tag != 0 {
 		t.tag = tag
 	}
 	return tag, err

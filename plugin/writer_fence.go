@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/freshread/freshread/classify"
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/internal/metrics"
 	"github.com/freshread/freshread/lsnstore"
 )
@@ -32,10 +33,12 @@ type writerFence struct {
 	failing bool
 }
 
-// lapsedWritersQuery lists the connections of this database, other than
-// the asking one, that hold a tag of namespace $1 (classid: the two-int4
-// form of pg_advisory_lock_shared) not among $2.
-const lapsedWritersQuery = `SELECT l.pid FROM pg_locks l
+// endLapsedWritersQuery ends, and lists, the connections of this
+// database, other than the asking one, that hold a tag of namespace $1
+// (classid: the two-int4 form of pg_advisory_lock_shared) not among $2.
+// One statement on one connection: a connection of this process's pool
+// that another process ended is never the one that ends the others.
+const endLapsedWritersQuery = `SELECT l.pid, pg_terminate_backend(l.pid) FROM pg_locks l
 WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid::int8 = $1 AND NOT (l.objid::int8 = ANY($2::int8[]))
@@ -50,41 +53,35 @@ func (p *Plugin) fenceLapsedWriters(ctx context.Context) bool {
 	if !ok || p.engine == nil || p.engine.dialect() != classify.Postgres {
 		return true
 	}
-	pids, err := p.lapsedWriters(ctx, tg)
+	found, err := p.endLapsedWriters(ctx, tg)
 	if err != nil {
-		if !p.fence.failing {
+		if sqlerr.PostgresCode(err) == "42501" {
+			// insufficient_privilege
+			p.fence.denied.Do(func() {
+				p.cfg.Logger.ErrorContext(ctx, "freshread: cannot end the primary connections of a process whose lease in the position store lapsed; table reads stay on the primary until they end: grant this process's database role pg_signal_backend, or run every process of the store under one role", "err", redact(err, p.primarySecrets))
+			})
+		} else if !p.fence.failing {
 			p.fence.failing = true
-			p.cfg.Logger.WarnContext(ctx, "freshread: cannot look for the primary connections of processes whose lease in the position store lapsed; table reads stay on the primary until it can: err says why", "err", redact(err, p.primarySecrets))
+			p.cfg.Logger.WarnContext(ctx, "freshread: cannot end the primary connections of processes whose lease in the position store lapsed; table reads stay on the primary until it can: err says why", "err", redact(err, p.primarySecrets))
 		}
 		return false
 	}
 	p.fence.failing = false
-	if len(pids) == 0 {
+	if found == 0 {
 		return true
 	}
-	ended := 0
-	for _, pid := range pids {
-		if _, err := p.primaryDB.ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-			p.fence.denied.Do(func() {
-				p.cfg.Logger.ErrorContext(ctx, "freshread: cannot end a primary connection of a process whose lease in the position store lapsed; table reads stay on the primary until it ends: grant this process's database role pg_signal_backend, or run every process of the store under one role", "pid", pid, "err", redact(err, p.primarySecrets))
-			})
-			continue
-		}
-		ended++
-	}
-	if ended > 0 {
-		p.stats.lapsedConnsEnded.Add(uint64(ended))
-		p.cfg.Logger.WarnContext(ctx, "freshread: ended primary connections of a process whose lease in the position store lapsed (cut off from Redis, paused or gone), so that no write through them commits after the position this process now waits for", "connections", ended)
-	}
-	return false
+	p.stats.lapsedConnsEnded.Add(uint64(found))
+	p.cfg.Logger.WarnContext(ctx, "freshread: ended primary connections of a process whose lease in the position store lapsed (cut off from Redis, paused or gone), so that no write through them commits after the position this process now waits for", "connections", found)
+	return false // the next poll checks that they are gone
 }
 
-// lapsedWriters returns the server processes of the primary connections
-// holding a tag of the store's namespace that the store no longer lists.
-func (p *Plugin) lapsedWriters(ctx context.Context, tg lsnstore.LeaseTagger) ([]int64, error) {
+// endLapsedWriters ends the primary connections holding a tag of the
+// store's namespace that the store no longer lists, and returns how many
+// it found.
+func (p *Plugin) endLapsedWriters(ctx context.Context, tg lsnstore.LeaseTagger) (int, error) {
 	live, err := tg.LiveLeaseTags(ctx)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	ns, _ := tg.LeaseTag()
 	var arr strings.Builder
@@ -96,23 +93,19 @@ func (p *Plugin) lapsedWriters(ctx context.Context, tg lsnstore.LeaseTagger) ([]
 		arr.WriteString(strconv.FormatUint(uint64(t), 10))
 	}
 	arr.WriteByte('}')
-	rows, err := p.primaryDB.QueryContext(ctx, lapsedWritersQuery, int64(ns), arr.String())
+	rows, err := p.primaryDB.QueryContext(ctx, endLapsedWritersQuery, int64(ns), arr.String())
 	if err != nil {
-		return nil, fmt.Errorf("plugin: list the connections of lapsed writers: %w", err)
+		return 0, fmt.Errorf("plugin: end the connections of lapsed writers: %w", err)
 	}
 	defer rows.Close()
-	var pids []int64
+	found := 0
 	for rows.Next() {
-		var pid int64
-		if err := rows.Scan(&pid); err != nil {
-			return nil, fmt.Errorf("plugin: list the connections of lapsed writers: %w", err)
-		}
-		pids = append(pids, pid)
+		found++
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("plugin: list the connections of lapsed writers: %w", err)
+		return 0, fmt.Errorf("plugin: end the connections of lapsed writers: %w", err)
 	}
-	return pids, nil
+	return found, nil
 }
 
 // descLapsedEnded is the fence's metric (metrics.go).

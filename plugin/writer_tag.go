@@ -4,43 +4,49 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"runtime"
-	"sync"
-	"weak"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/lsnstore"
 )
 
 // Writer tags (docs/design/reliability.md, "A COMMIT that outlives its
-// lease"). On PostgreSQL through pgx with no pooler in between, every
-// connection to the primary through which this process commits a write
-// holds a session-level shared advisory lock, (namespace, tag), naming the
-// process's current member in the store's leases set
-// (lsnstore.LeaseTagger). The lock is taken once per connection and
-// member: in the BEGIN message of a folded transaction (no round trip of
-// its own), and by one statement before the first autocommit write on a
-// connection. A write is fenced (fenceWrite) only once its connection
-// holds the current tag, so the tag was taken before the lease it was
-// fenced under ended. Another process that finds a lease lapsed ends
-// every connection holding a tag the store no longer lists before it
-// takes the primary's position as its floor (writer_fence.go): a COMMIT
-// through it has then either committed below that position or never
-// will.
+// lease"). On PostgreSQL through pgx with no pooler in between, a
+// connection to the primary holds, while it commits a write of this
+// process, a shared advisory lock (namespace, tag) naming the process's
+// current member in the store's leases set (lsnstore.LeaseTagger):
+//
+//   - a transaction the plugin begins takes it for the transaction
+//     (pg_advisory_xact_lock_shared) in its BEGIN's message: no round trip
+//     of its own; the COMMIT or ROLLBACK releases it;
+//   - an autocommit write takes it for the session in a round trip before
+//     the statement, and releases it after the statement in the same
+//     statement that reads the position to publish;
+//   - a transaction run by raw SQL on a pinned connection takes it for
+//     the transaction in a round trip before its COMMIT.
+//
+// A write is fenced (fenceWrite) only once its connection holds the tag
+// of the member whose lease the fence checks, so the lock was granted
+// before the lease it was fenced under ended. Another process that finds
+// a lease lapsed ends every connection holding a tag the store no longer
+// lists before it takes the primary's position as its floor
+// (writer_fence.go): a COMMIT through it has then either committed below
+// that position or never will. Connections that only read hold no tag
+// and are never ended.
 
 // writerTags is the plugin's tagging state.
 type writerTags struct {
 	tagger lsnstore.LeaseTagger // nil: connections are not tagged
-	// held maps a primary connection (weakly) to the tag it holds.
-	held sync.Map // weak.Pointer[pgconn.PgConn] -> uint32
 }
 
 // initWriterTags turns tagging on when the store's leases tag writers and
 // the primary's connections are pgx's, reach their server processes
-// directly (a pooler in transaction mode would give the lock to whichever
-// server connection ran it) and fold their commits.
+// directly (a pooler in transaction mode would give a session lock to a
+// server connection other clients share) and fold their commits.
 func (p *Plugin) initWriterTags() {
 	if !p.foldCommit || !p.primaryPIDs {
 		return
@@ -53,55 +59,43 @@ func (p *Plugin) initWriterTags() {
 	}
 }
 
-// tagQuery returns the statement that makes pgc hold the current tag, and
-// that tag; "" when pgc holds it already (or tagging is off).
-func (p *Plugin) tagQuery(pgc *pgconn.PgConn) (string, uint32) {
+// tagLock returns the statement that takes the current tag, for the
+// transaction (xact) or the session, and the tag; "" (and 0) when
+// tagging is off or no member of this process is surely in the store (the
+// first poll, a new member being created, a lease that may have ended: a
+// process verifying then would end the connection; the fence takes the
+// tag once the lease is known again).
+func (p *Plugin) tagLock(xact bool) (string, uint32) {
 	tg := p.tags.tagger
 	if tg == nil {
 		return "", 0
 	}
-	if l, _ := p.leaser(); l.LeaseUntil().IsZero() {
-		// No member known to be in the store yet (the first poll, or a
-		// new member being created): a process verifying now would end
-		// the connection. The commit's fence tags it.
+	if l, _ := p.leaser(); !time.Now().Before(l.LeaseUntil()) {
+		// Ended, or about to: the store may have removed the member
+		// already, and the others end its connections.
 		return "", 0
 	}
 	ns, tag := tg.LeaseTag()
-	old, ok := p.tags.held.Load(weak.Make(pgc))
-	if ok && old.(uint32) == tag {
-		return "", tag
+	fn := "pg_advisory_lock_shared"
+	if xact {
+		fn = "pg_advisory_xact_lock_shared"
 	}
-	q := fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", int32(ns), int32(tag))
-	if ok {
-		q = fmt.Sprintf("SELECT pg_advisory_unlock_shared(%d, %d), pg_advisory_lock_shared(%d, %d)", int32(ns), int32(old.(uint32)), int32(ns), int32(tag))
-	}
-	return q, tag
+	return fmt.Sprintf("SELECT %s(%d, %d)", fn, int32(ns), int32(tag)), tag
 }
 
-// noteTag records that pgc holds tag.
-func (p *Plugin) noteTag(pgc *pgconn.PgConn, tag uint32) {
-	k := weak.Make(pgc)
-	if _, loaded := p.tags.held.Swap(k, tag); !loaded {
-		runtime.AddCleanup(pgc, func(k weak.Pointer[pgconn.PgConn]) { p.tags.held.Delete(k) }, k)
-	}
-}
-
-// forgetTag records that pgc's tag is unknown (a statement that took it
-// failed).
-func (p *Plugin) forgetTag(pgc *pgconn.PgConn) { p.tags.held.Delete(weak.Make(pgc)) }
-
-// tagConn makes pgc hold the current tag, in a round trip when it does
-// not yet, and returns the tag.
-func (p *Plugin) tagConn(ctx context.Context, pgc *pgconn.PgConn) (uint32, error) {
-	q, tag := p.tagQuery(pgc)
+// takeTag takes the current tag on conn (xact: for its transaction) in a
+// round trip, and returns it (0: none taken).
+func (p *Plugin) takeTag(ctx context.Context, conn *sql.Conn, xact bool) (uint32, error) {
+	q, tag := p.tagLock(xact)
 	if q == "" {
-		return tag, nil
+		return 0, nil
 	}
-	if _, err := pgc.Exec(ctx, q).ReadAll(); err != nil {
-		p.forgetTag(pgc)
+	if err := onPgConn(conn, func(pgc *pgconn.PgConn) error {
+		_, err := pgc.Exec(ctx, q).ReadAll()
+		return err
+	}); err != nil {
 		return 0, fmt.Errorf("plugin: tag the primary connection with this process's lease: %w", err)
 	}
-	p.noteTag(pgc, tag)
 	return tag, nil
 }
 
@@ -111,41 +105,57 @@ func (p *Plugin) currentTag() uint32 {
 	return tag
 }
 
-// fenceTagged is fenceWrite for a write through a tagged connection: tag
-// makes the connection hold the current tag (and returns it); the fence
-// passes only when the connection holds the tag of the member whose lease
-// it checked. A new member created meanwhile (the lease had lapsed) is
-// tagged once more.
-func (p *Plugin) fenceTagged(ctx context.Context, tag func() (uint32, error)) error {
-	for range 2 {
-		held, err := tag()
-		if err != nil {
-			return err
+// fenceTagged is fenceWrite for a write through a tagged connection: held
+// is the tag the connection holds (0: none), take takes the current one.
+// The fence passes only when the connection holds the tag of the member
+// whose lease it checked; a new member created meanwhile (the lease had
+// lapsed) is taken once more.
+func (p *Plugin) fenceTagged(ctx context.Context, held uint32, take func() (uint32, error)) error {
+	for range 3 {
+		if held == 0 || held != p.currentTag() {
+			tag, err := take()
+			if err != nil {
+				if sqlerr.PostgresCode(err) == "57P01" {
+					// Ended by another process (writer_fence.go):
+					// before the commit, so nothing committed.
+					return fmt.Errorf("%w (another process ended this connection to the primary: this process's lease in the store had lapsed); retry when the store is reachable: %w", ErrStoreUnreachable, err)
+				}
+				return err
+			}
+			held = tag
 		}
 		if err := p.fenceWrite(ctx); err != nil {
 			return err
 		}
-		if held == p.currentTag() {
+		if held != 0 && held == p.currentTag() {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w (this process's lease in the store was replaced twice while a write was being fenced); retry when the store is reachable", ErrStoreUnreachable)
+	return fmt.Errorf("%w (this process's lease in the store was replaced while a write was being fenced); retry when the store is reachable", ErrStoreUnreachable)
 }
 
-// taggedKey marks, in Statement.Settings, an autocommit write sent
-// through a tagged connection.
+// taggedKey keys, in Statement.Settings, the taggedWrite of an autocommit
+// write.
 type taggedKey struct{ stmt *gorm.Statement }
 
+// taggedWrite is an autocommit write's tag: the connection that holds it
+// for the session, the tags taken there (released after the statement),
+// and the connection pinned from the pool for the statement (nil: the
+// caller's own, db.Connection), which the statement returns.
+type taggedWrite struct {
+	conn   *sql.Conn
+	tags   []uint32
+	pinned *taggedConn
+}
+
 // taggedConn is the pool of an autocommit write sent from the primary's
-// pool while tagging is on: a connection of that pool, tagged, pinned for
-// the statement (and the statements GORM runs inside it, such as its
-// associations'); the statement that pinned it returns it
-// (releaseTagged). A transaction begun on it is begun on the pool, as
+// pool while tagging is on: a connection of that pool, pinned for the
+// statement (and the statements GORM runs inside it, such as its
+// associations'). A transaction begun on it is begun on the pool, as
 // before.
 type taggedConn struct {
-	conn  *sql.Conn
-	pool  *primaryPool
-	owner *gorm.Statement
+	conn *sql.Conn
+	pool *primaryPool
 }
 
 var (
@@ -175,72 +185,145 @@ func (c *taggedConn) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.Con
 
 func (c *taggedConn) GetDBConn() (*sql.DB, error) { return c.pool.db, nil }
 
-// taggedWrite is what Statement.Settings holds under taggedKey: the
-// pinned connection the statement returns when it ends (nil when an
-// enclosing statement pinned it).
-type taggedWrite struct{ pinned *taggedConn }
-
-// fenceAutocommitTagged fences an autocommit write on a tagged
-// connection: the primary's pool's (pinned for the statement), a
-// connection already pinned so, or one the caller pinned
-// (db.Connection). It reports whether it handled the write's fence
-// (false: tagging is off, or the pool is another), and the fence's error.
+// fenceAutocommitTagged fences an autocommit write through a tagged
+// connection: one of the primary's pool pinned for the statement, or one
+// the caller pinned (db.Connection). It reports whether it handled the
+// write's fence (false: tagging is off, or the pool is another, such as a
+// connection an enclosing statement pinned, whose tag holds), and the
+// fence's error.
 func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 	if p.tags.tagger == nil {
 		return false, nil
 	}
 	stmt := db.Statement
 	ctx := stmt.Context
-	var (
-		conn   *sql.Conn
-		pinned *taggedConn
-	)
+	tw := &taggedWrite{}
 	switch c := stmt.ConnPool.(type) {
 	case *primaryPool:
-		sc, err := c.db.Conn(ctx)
-		if err != nil {
-			return true, err
-		}
-		pinned = &taggedConn{conn: sc, pool: c, owner: stmt}
-		stmt.ConnPool, conn = pinned, sc
-	case *taggedConn:
-		conn = c.conn
+		return true, p.fencePinnedTagged(db, c)
 	case *sql.Conn:
-		conn = c
+		tw.conn = c
+	case *taggedConn:
+		if _, ok := stmt.Settings.Load(taggedKey{stmt}); ok {
+			return false, nil
+		}
+		// A statement inside one that pinned the connection (an
+		// association): it holds the tag until the outer one ends.
+		return true, p.fenceWrite(ctx)
 	default:
 		return false, nil
 	}
-	stmt.Settings.Store(taggedKey{stmt}, taggedWrite{pinned: pinned})
-	return true, p.fenceTagged(ctx, p.tagSQLConn(ctx, conn))
+	stmt.Settings.Store(taggedKey{stmt}, tw)
+	return true, p.fenceTagged(ctx, 0, func() (uint32, error) {
+		tag, err := p.takeTag(ctx, tw.conn, false)
+		if tag != 0 {
+			tw.tags = append(tw.tags, tag)
+		}
+		return tag, err
+	})
 }
 
-// tagSQLConn returns fenceTagged's tag function for conn, a connection of
-// the primary's pool.
-func (p *Plugin) tagSQLConn(ctx context.Context, conn *sql.Conn) func() (uint32, error) {
-	return func() (uint32, error) {
-		var tag uint32
-		err := onPgConn(conn, func(pgc *pgconn.PgConn) error {
-			var err error
-			tag, err = p.tagConn(ctx, pgc)
+// fencePinnedTagged is fenceAutocommitTagged for a write sent from the
+// primary's pool: it pins a connection for the statement. A connection
+// found ended by another process when the tag is taken (it ended the
+// connections of this process's lapsed lease as one went back to the
+// pool) is dropped for another, up to twice: the write was not sent.
+func (p *Plugin) fencePinnedTagged(db *gorm.DB, pool *primaryPool) error {
+	stmt := db.Statement
+	ctx := stmt.Context
+	for attempt := 0; ; attempt++ {
+		sc, err := pool.db.Conn(ctx)
+		if err != nil {
 			return err
+		}
+		tw := &taggedWrite{conn: sc, pinned: &taggedConn{conn: sc, pool: pool}}
+		stmt.ConnPool = tw.pinned
+		stmt.Settings.Store(taggedKey{stmt}, tw)
+		err = p.fenceTagged(ctx, 0, func() (uint32, error) {
+			tag, err := p.takeTag(ctx, sc, false)
+			if tag != 0 {
+				tw.tags = append(tw.tags, tag)
+			}
+			return tag, err
 		})
-		return tag, err
+		if err == nil || sqlerr.PostgresCode(err) != "57P01" || attempt == 2 || ctx.Err() != nil {
+			return err
+		}
+		p.endTagged(db, false) // returns the ended connection
 	}
 }
 
-// releaseTagged returns the connection the statement pinned for its
-// autocommit write, and reports whether the write went through a tagged
-// connection.
-func (p *Plugin) releaseTagged(db *gorm.DB) bool {
+// endTagged releases an autocommit write's tags and returns the
+// connection it pinned; with read, in the same statement it reads the
+// primary's position, after the statement's commit, to publish the write
+// with. It reports whether the write went through a tagged connection
+// (false: read nothing).
+func (p *Plugin) endTagged(db *gorm.DB, read bool) (pos lsnstore.Position, tagged bool, err error) {
 	v, ok := db.Statement.Settings.LoadAndDelete(taggedKey{db.Statement})
 	if !ok {
-		return false
+		return lsnstore.Position{}, false, nil
 	}
-	if c := v.(taggedWrite).pinned; c != nil {
-		if db.Statement.ConnPool == gorm.ConnPool(c) {
-			db.Statement.ConnPool = c.pool
+	tw := v.(*taggedWrite)
+	if tw.pinned != nil {
+		defer func() {
+			if db.Statement.ConnPool == gorm.ConnPool(tw.pinned) {
+				db.Statement.ConnPool = tw.pinned.pool
+			}
+			_ = tw.conn.Close()
+		}()
+	}
+	if len(tw.tags) == 0 && !read {
+		return lsnstore.Position{}, len(tw.tags) > 0, nil
+	}
+	ns, _ := p.tags.tagger.LeaseTag()
+	cols := make([]string, 0, len(tw.tags)+1)
+	for _, tag := range tw.tags {
+		cols = append(cols, fmt.Sprintf("pg_advisory_unlock_shared(%d, %d)", int32(ns), int32(tag)))
+	}
+	if read {
+		cols = append(cols, "pg_current_wal_insert_lsn()::text")
+	}
+	ctx, cancel := p.publishContext(db.Statement.Context)
+	defer cancel()
+	var text string
+	err = onPgConn(tw.conn, func(pgc *pgconn.PgConn) error {
+		res, err := pgc.Exec(ctx, "SELECT "+strings.Join(cols, ", ")).ReadAll()
+		if err != nil {
+			return err
 		}
-		_ = c.conn.Close()
+		if read {
+			if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != len(cols) {
+				return fmt.Errorf("%w: no row", errPosition)
+			}
+			text = string(res[0].Rows[0][len(cols)-1])
+		}
+		return nil
+	})
+	if !read {
+		return lsnstore.Position{}, len(tw.tags) > 0, nil
 	}
-	return true
+	if err != nil {
+		return lsnstore.Position{}, len(tw.tags) > 0, err
+	}
+	l, err := lsnstore.ParseLSN(text)
+	if err != nil {
+		return lsnstore.Position{}, len(tw.tags) > 0, err
+	}
+	return lsnstore.PositionOf(l), len(tw.tags) > 0, nil
+}
+
+// lapseError is err, from a statement of a transaction that holds tag
+// (0: none) before its COMMIT, as a refused write (ErrStoreUnreachable)
+// when it says that another process ended the connection (SQLSTATE 57P01)
+// and the tag's lease may have lapsed (another member since, or its lease
+// not known to hold): the other process ended it for that
+// (writer_fence.go), and nothing of the transaction committed.
+func (p *Plugin) lapseError(err error, tag uint32) error {
+	if err == nil || tag == 0 || p.tags.tagger == nil || sqlerr.PostgresCode(err) != "57P01" {
+		return err
+	}
+	if l, _ := p.leaser(); tag == p.currentTag() && time.Now().Before(l.LeaseUntil()) {
+		return err
+	}
+	return fmt.Errorf("%w (another process ended this connection to the primary because this process's lease in the store lapsed; the transaction did not commit); retry when the store is reachable: %w", ErrStoreUnreachable, err)
 }

@@ -49,6 +49,7 @@ type history struct {
 	SessionWrites []SessionWrite
 	Reads         []Read
 	Errs          []time.Time
+	Ended         []time.Time
 	FirstErrors   []string
 	Refused       []Refusal
 	Unknown       []Write
@@ -112,6 +113,7 @@ func startChildren(t testing.TB, c Cluster, st Store, cut cuts, dbName string, c
 			rec.sessionWrites = append(rec.sessionWrites, h.SessionWrites...)
 			rec.reads = append(rec.reads, h.Reads...)
 			rec.errs = append(rec.errs, h.Errs...)
+			rec.ended = append(rec.ended, h.Ended...)
 			rec.refused = append(rec.refused, h.Refused...)
 			rec.unknown = append(rec.unknown, h.Unknown...)
 			rec.fenced += h.Fenced
@@ -152,7 +154,7 @@ func RunChild(t *testing.T) {
 	wait()
 	fenced, unprotected := leaseCounters([]*plugin.Plugin{p})
 	b, err := json.Marshal(history{Writes: rec.writes, SessionWrites: rec.sessionWrites, Reads: rec.reads,
-		Errs: rec.errs, FirstErrors: rec.firstErrors, Refused: rec.refused, Unknown: rec.unknown,
+		Errs: rec.errs, Ended: rec.ended, FirstErrors: rec.firstErrors, Refused: rec.refused, Unknown: rec.unknown,
 		Fenced: fenced, Unprotected: unprotected})
 	if err != nil {
 		t.Fatal(err)

@@ -323,6 +323,7 @@ func RunRolling(t testing.TB, c Cluster, st Store, rc RollingConfig) RollingRepo
 		rec.sessionWrites = append(rec.sessionWrites, h.SessionWrites...)
 		treads = append(treads, tagReads(h.Reads, p.slot)...)
 		rec.errs = append(rec.errs, h.Errs...)
+		rec.errs = append(rec.errs, h.Ended...) // no store cut in a rolling upgrade: errors
 		rec.refused = append(rec.refused, h.Refused...)
 		rec.unknown = append(rec.unknown, h.Unknown...)
 		rec.firstErrors = append(rec.firstErrors, h.FirstErrors...)
@@ -406,7 +407,7 @@ func RunRolling(t testing.TB, c Cluster, st Store, rc RollingConfig) RollingRepo
 	rr := RollingReport{Pauses: n, Incarnation: started}
 	rr.Report = Report{Engine: c.Engine(), Store: st.kind(), Duration: phases[len(phases)-1].End.Sub(phases[0].Start),
 		Writes: len(rec.writes) + len(rec.sessionWrites), Reads: len(treads), Faults: map[string]*FaultStats{},
-		FirstErrors: rec.firstErrors, Errors: len(rec.errs), Refused: len(rec.refused), Unknown: len(rec.unknown)}
+		FirstErrors: rec.firstErrors, Errors: len(rec.errs) + len(rec.ended), Refused: len(rec.refused), Unknown: len(rec.unknown)}
 	reads := untag(treads)
 	for _, r := range reads {
 		if r.Table {

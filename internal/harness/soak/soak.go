@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/lsnstore"
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/registry"
@@ -142,9 +143,15 @@ type Report struct {
 	Stale           []Violation
 	Errors          int // errors returned to callers while the primary was up
 	ErrorsPrimaryOK int // errors while a PrimaryDown fault was on (allowed)
-	ReplicaReads    int
-	Faults          map[string]*FaultStats
-	FirstErrors     []string
+	// EndedByFence is the errors of statements whose connection another
+	// process ended while, or just after, the process was cut from Redis
+	// (allowed: its lease lapsed, and the others' writer fence ends the
+	// connections of a lapsed lease; a write among them is of unknown
+	// outcome). Such an error at any other time is among Errors.
+	EndedByFence int
+	ReplicaReads int
+	Faults       map[string]*FaultStats
+	FirstErrors  []string
 	// TableReads is the reads of a row made by reading the whole table
 	// (among Reads).
 	TableReads int
@@ -194,8 +201,8 @@ func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak %s, store %s, %v: %d writes, %d reads (%d by table), %d stale, %d errors (+%d while the primary was down), replica share %.1f%%\n",
 		r.Engine, r.Store, r.Duration.Round(time.Second), r.Writes, r.Reads, r.TableReads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
-	fmt.Fprintf(&b, "  writes refused (ErrStoreUnreachable) %d: %d found committed, %d not verified; writes of unknown outcome %d; plugins' counters: %d fenced, %d unprotected\n",
-		r.Refused, len(r.RefusedCommitted), r.RefusedUnverified, r.Unknown, r.Fenced, r.Unprotected)
+	fmt.Fprintf(&b, "  writes refused (ErrStoreUnreachable) %d: %d found committed, %d not verified; writes of unknown outcome %d; plugins' counters: %d fenced, %d unprotected; statements on connections the writer fence ended (cut process) %d\n",
+		r.Refused, len(r.RefusedCommitted), r.RefusedUnverified, r.Unknown, r.Fenced, r.Unprotected, r.EndedByFence)
 	fmt.Fprintf(&b, "  linearizability, each read against its row's writes: %v; whole rows (atomic, information): %d linearizable, %d not, %d undecided\n",
 		r.Linear, r.AtomicOK, r.AtomicIllegal, r.AtomicUnknown)
 	for _, v := range r.Linear.Violations {
@@ -256,12 +263,15 @@ type recorder struct {
 	sessionWrites []SessionWrite
 	reads         []Read
 	errs          []time.Time
-	firstErrors   []string
-	directWrites  []Write
-	directReads   []Read
-	refused       []Refusal
-	unknown       []Write // writes that failed otherwise: outcome unknown
-	plugins       []*plugin.Plugin
+	// ended: errors because another process ended the connection (SQLSTATE
+	// 57P01: the plugins' writer fence ends a lapsed lease's connections).
+	ended        []time.Time
+	firstErrors  []string
+	directWrites []Write
+	directReads  []Read
+	refused      []Refusal
+	unknown      []Write // writes that failed otherwise: outcome unknown
+	plugins      []*plugin.Plugin
 	// fenced and unprotected: the plugins' counters (leaseCounters) of
 	// the soak processes of their own.
 	fenced, unprotected int
@@ -269,7 +279,11 @@ type recorder struct {
 
 func (r *recorder) err(err error) {
 	r.mu.Lock()
-	r.errs = append(r.errs, time.Now())
+	if sqlerr.PostgresCode(err) == "57P01" {
+		r.ended = append(r.ended, time.Now())
+	} else {
+		r.errs = append(r.errs, time.Now())
+	}
 	if len(r.firstErrors) < 5 {
 		r.firstErrors = append(r.firstErrors, err.Error())
 	}
@@ -431,6 +445,16 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 			rep.Errors++
 		}
 	}
+	for _, at := range rec.ended {
+		switch {
+		case inStoreCut(windows, at):
+			rep.EndedByFence++
+		case inPrimaryDown(windows, at):
+			rep.ErrorsPrimaryOK++
+		default:
+			rep.Errors++
+		}
+	}
 	sort.Slice(rec.reads, func(i, j int) bool { return rec.reads[i].Started.Before(rec.reads[j].Started) })
 	for i, w := range windows {
 		fs := rep.Faults[w.name]
@@ -488,6 +512,19 @@ func slowest(reads []Read, from, to time.Time) time.Duration {
 		worst = max(worst, reads[i].Took)
 	}
 	return worst
+}
+
+// inStoreCut reports whether at falls in a cut between a process and
+// Redis (redis-partition-one) or the 3 s after it (the others end the cut
+// process's connections once its lease lapsed, up to a poll after the
+// cut healed).
+func inStoreCut(ws []faultWindow, at time.Time) bool {
+	for _, w := range ws {
+		if w.name == "redis-partition-one" && !at.Before(w.start) && at.Before(w.end.Add(3*time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // inPrimaryDown reports whether at falls in a PrimaryDown fault or the 3 s

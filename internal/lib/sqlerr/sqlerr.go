@@ -27,3 +27,13 @@ func Refused(err error) bool {
 	}
 	return errors.Is(err, gorm.ErrDuplicatedKey) || errors.Is(err, gorm.ErrForeignKeyViolated)
 }
+
+// PostgresCode is the SQLSTATE of a PostgreSQL error in err's chain, ""
+// when there is none.
+func PostgresCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
