@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/plugin/dbresolver"
+
+	"github.com/freshread/freshread/plugin"
 )
 
 // TestCommitOutlivingLeaseNeverReadsStale: process A reaches Redis through
@@ -249,5 +252,78 @@ func createHeldCommitTrigger(t *testing.T, e *env, key int) {
 		if err := e.db.Exec(q).Error; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestPrimaryReadRetriedOnEndedConnection: a read on the primary whose
+// pooled connection another process ended (as the writer fence ends a
+// lapsed process's connections, or an administrator does) runs again on
+// another connection, through GORM's Query chain (First) and its Row
+// chain (Scan, Rows), instead of failing. The connections are ended just
+// before the reads, so that pgx's own check of a connection idle for a
+// second does not catch them first.
+func TestPrimaryReadRetriedOnEndedConnection(t *testing.T) {
+	e := newEnv(t)
+	seedItem(t, e, e.db, 1)
+	// A process whose poller does not use the pool meanwhile (its
+	// queries would meet the ended connections first).
+	a, _ := e.open(withConfig(func(c *plugin.Config) { c.PollInterval = time.Hour }))
+	reads := map[string]func(db *gorm.DB) (string, error){
+		"first": func(db *gorm.DB) (string, error) {
+			var it Item
+			err := db.First(&it, 1).Error
+			return it.Name, err
+		},
+		"scan": func(db *gorm.DB) (string, error) {
+			var name string
+			err := db.Table("items").Select("name").Where("id = ?", 1).Scan(&name).Error
+			return name, err
+		},
+		"rows": func(db *gorm.DB) (string, error) {
+			rows, err := db.Table("items").Select("name").Where("id = ?", 1).Rows()
+			if err != nil {
+				return "", err
+			}
+			defer rows.Close()
+			var name string
+			for rows.Next() {
+				if err := rows.Scan(&name); err != nil {
+					return "", err
+				}
+			}
+			return name, rows.Err()
+		},
+	}
+	for name, read := range reads {
+		t.Run(name, func(t *testing.T) {
+			onPrimary := a.Clauses(dbresolver.Write)
+			// Warm the pool: several idle connections to the primary.
+			for range 4 {
+				if _, err := read(onPrimary); err != nil {
+					t.Fatal(err)
+				}
+			}
+			killer, err := sql.Open("pgx", e.pg.PrimaryDSN(e.dbName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer killer.Close()
+			var ended int
+			if err := killer.QueryRow(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&ended); err != nil {
+				t.Fatal(err)
+			}
+			if ended == 0 {
+				t.Fatal("no connection to end: the test exercises nothing")
+			}
+			time.Sleep(50 * time.Millisecond) // the servers' FATAL messages arrive
+			got, err := read(onPrimary)
+			if err != nil {
+				t.Fatalf("a read on the primary after %d of its connections were ended: %v", ended, err)
+			}
+			if got != "old" {
+				t.Fatalf("the read returned %q, want \"old\"", got)
+			}
+		})
 	}
 }

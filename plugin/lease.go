@@ -11,7 +11,6 @@ import (
 
 	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/internal/metrics"
-
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -29,8 +28,11 @@ import (
 // position store (Config.WriterLease) was left and a renewal just then
 // failed (fenceMargin, fenceWrite): the process had not reached the store
 // for 0.3 to 0.8 of its lease. Committed, the write could be read stale
-// by the processes that still reach the store. Nothing was committed; the
-// write may be retried once the store is reachable.
+// by the processes that still reach the store. On PostgreSQL it is also
+// returned by a statement of a transaction whose connection another
+// process ended because this process's lease had lapsed (writer_fence.go).
+// Nothing was committed; the write may be retried once the store is
+// reachable.
 var ErrStoreUnreachable = errors.New("plugin: the position store is unreachable from this process; the write was not committed")
 
 // IsStoreUnreachable reports whether err is a write refused because the
