@@ -57,8 +57,8 @@ func RegisterFreshness(db *gorm.DB, f Freshness) error {
 		cb.Row().Before("*").Register(Route, f.RouteRead),
 		cb.Query().After("gorm:after_query").Register(Publish, f.PublishAutocommit),
 		cb.Query().After("gorm:query").Before("gorm:preload").Register(Retry, f.RetryOnPrimary),
-		cb.Row().After("gorm:row").Register(Publish, f.PublishAutocommit),
 		cb.Row().After("gorm:row").Register(Retry, f.RetryOnPrimary),
+		cb.Row().After(Retry).Register(Publish, f.PublishAutocommit),
 
 		// First, before gorm:begin_transaction (absent with
 		// SkipDefaultTransaction) begins on the statement's pool.

@@ -7,7 +7,7 @@
 // # The freshness plugin on one *gorm.DB
 //
 //	Query:  freshread:route ─ gorm:query ─ freshread:retry_on_primary ─ gorm:preload ─ gorm:after_query ─ freshread:publish_autocommit
-//	Row:    freshread:route ─ gorm:row ─ freshread:publish_autocommit
+//	Row:    freshread:route ─ gorm:row ─ freshread:retry_on_primary ─ freshread:publish_autocommit
 //	Create: freshread:write_on_primary ─ gorm:begin_transaction ─ freshread:mark_write ─ gorm:before_create … gorm:create ─ freshread:mark_write_keys … gorm:commit_or_rollback_transaction ─ freshread:publish_autocommit
 //	Update, Delete: as Create
 //	Raw:    freshread:write_on_primary ─ freshread:mark_write ─ gorm:raw ─ freshread:publish_autocommit ─ freshread:relearn_after_ddl
@@ -29,7 +29,9 @@
 //     Create inserted, the keys an Update's or Delete's WHERE pins), or
 //     that it proved none (unless plugin.Config.TablePositions).
 //   - retry_on_primary runs a read again on the primary when a replica
-//     failed it (Statement.ConnPool back to the primary).
+//     failed it (Statement.ConnPool back to the primary), and once more
+//     on the primary when a connection of the primary failed it (another
+//     process ended it).
 //   - publish_autocommit (last) publishes what an autocommit statement
 //     wrote, now that it has committed.
 //   - relearn_after_ddl relearns the dependency graph after a schema change

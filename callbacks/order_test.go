@@ -127,7 +127,7 @@ func TestOrderFreshnessAlone(t *testing.T) {
 	checkOrders(t, "freshness alone", runAll(t, db, tr, "notes"), map[Chain][]string{
 		Create: {Primary, Mark, MarkKey + "(sql)", Publish + "(sql)"},
 		Query:  {Route, Retry + "(sql)", Publish + "(sql)"},
-		Row:    {Route + "(sql)", Publish + "(sql)"}, // raw SQL: built before the chain
+		Row:    {Route + "(sql)", Retry + "(sql)", Publish + "(sql)"}, // raw SQL: built before the chain
 		Update: {Primary, Mark, MarkKey + "(sql)", Publish + "(sql)"},
 		Delete: {Primary, Mark, MarkKey + "(sql)", Publish + "(sql)"},
 		Raw:    {Primary + "(sql)", Mark + "(sql)", Publish + "(sql)", Relearn + "(sql)"},
@@ -151,7 +151,7 @@ func TestOrderOnOneStatement(t *testing.T) {
 	checkOrders(t, "sharded table", runAll(t, db, tr, "orders"), map[Chain][]string{
 		Create: {ShardRoute + "/create", Primary + "(parked)", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
 		Query:  {ShardRoute + "/query", Route + "(parked)", Retry + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
-		Row:    {ShardRoute + "/row(sql)", Route + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
+		Row:    {ShardRoute + "/row(sql)", Route + "(parked)", Retry + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
 		Update: {ShardRoute + "/update", Primary + "(parked)", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
 		Delete: {ShardRoute + "/delete", Primary + "(parked)", Mark + "(parked)", MarkKey + "(parked)", Publish + "(parked)", ShardFinish + "(parked)"},
 		Raw:    {ShardRoute + "/raw(sql)", Primary + "(parked)", Mark + "(parked)", Publish + "(parked)", Relearn + "(parked)", ShardFinish + "(parked)"},
@@ -159,7 +159,7 @@ func TestOrderOnOneStatement(t *testing.T) {
 	checkOrders(t, "unsharded table", runAll(t, db, tr, "notes"), map[Chain][]string{
 		Create: {ShardRoute + "/create", Primary, Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
 		Query:  {ShardRoute + "/query", Route, Retry + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
-		Row:    {ShardRoute + "/row(sql)", Route + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
+		Row:    {ShardRoute + "/row(sql)", Route + "(sql)", Retry + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
 		Update: {ShardRoute + "/update", Primary, Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
 		Delete: {ShardRoute + "/delete", Primary, Mark, MarkKey + "(sql)", Publish + "(sql)", ShardFinish + "(sql)"},
 		Raw:    {ShardRoute + "/raw(sql)", Primary + "(sql)", Mark + "(sql)", Publish + "(sql)", Relearn + "(sql)", ShardFinish + "(sql)"},
