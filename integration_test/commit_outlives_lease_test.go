@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 	"gorm.io/plugin/dbresolver"
 
@@ -120,11 +121,17 @@ func commitOutlivingLease(t *testing.T, write func(a *gorm.DB) error) {
 }
 
 // TestLiveWriterKeepsItsConnections: a process that verifies the store
-// after a discontinuity (here: a new process starting, and the anchor
-// deleted under a running one) ends only the connections of writers whose
-// lease lapsed: a live writer's transaction, open across both, commits.
+// after a discontinuity (here: a new process starting, the anchor deleted
+// under a running one, and the store losing its data, leases included, as
+// after FLUSHALL or a restart) ends only the connections of writers whose
+// lease lapsed: a live writer's transaction, open across all three,
+// commits. A lease lost with the data is not a lapse: its process
+// publishes its writes as ever.
 func TestLiveWriterKeepsItsConnections(t *testing.T) {
-	store, _ := newRedisStore(t, "live-"+t.Name())
+	database := "live-" + t.Name()
+	store, r := newRedisStore(t, database)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer rdb.Close()
 	e := newEnv(t, withStore(store))
 	a, _ := e.open(withStore(store))
 	b, pb := e.open(withStore(store))
@@ -140,20 +147,24 @@ func TestLiveWriterKeepsItsConnections(t *testing.T) {
 		// A new process verifies the store for the first time.
 		c, _ := e.open(withStore(store))
 		e.eventuallyReplica(func() served { return e.readItem(c, 2) }, "a new process")
-		// Every process sees the store change.
-		if err := store.Invalidate(context.Background()); err != nil {
-			return err
-		}
-		before := pluginMetric(t, pb, "freshread_store_discontinuities_total")
-		deadline := time.Now().Add(10 * time.Second)
-		for pluginMetric(t, pb, "freshread_store_discontinuities_total") == before {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("B never saw the anchor deleted")
+		// Every process sees the store change: the anchor deleted, then
+		// the store's keys lost (the leases among them).
+		base := "freshread:{" + database + "}-"
+		for _, lose := range [][]string{{base + "anchor"}, {base + "anchor", base + "leases", base + "leases-lapsed"}} {
+			before := pluginMetric(t, pb, "freshread_store_discontinuities_total")
+			if err := rdb.Del(context.Background(), lose...).Err(); err != nil {
+				return err
 			}
-			time.Sleep(10 * time.Millisecond)
+			deadline := time.Now().Add(10 * time.Second)
+			for pluginMetric(t, pb, "freshread_store_discontinuities_total") == before {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("B never saw %v deleted", lose)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			flushWAL(t, e)
+			e.eventuallyReplica(func() served { return e.readItem(b, 2) }, fmt.Sprintf("B after %v deleted", lose))
 		}
-		flushWAL(t, e)
-		e.eventuallyReplica(func() served { return e.readItem(b, 2) }, "B after the discontinuity")
 		return tx.Model(&Item{ID: 2}).Update("name", "kept").Error
 	})
 	if err != nil {

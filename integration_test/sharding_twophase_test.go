@@ -108,21 +108,27 @@ func TestShardingTwoPhaseCommit(t *testing.T) {
 // commits it (recovery at install), and the rows read through it are the
 // new ones.
 func TestShardingTwoPhaseRecoveredByNextProcess(t *testing.T) {
-	e := newShEnv(t)
-	a, b, _, _ := keyChangeUsers(t, e)
-	e.mustCreate(&ShOrder{ID: 9700, UserID: a, Status: "old"}, &ShOrder{ID: 9800, UserID: b, Status: "old"})
 	dead := errors.New("the process died here")
-	// The first process's own pass at install may run late on a loaded
-	// machine, after the write: it is held off too, until the next
-	// process starts.
-	var started atomic.Bool
+	// The first process's own pass at install runs in the background and
+	// may run late on a loaded machine, after the write: it is held off
+	// from the start (a check made before the write could still let it
+	// list the part after), until the next process starts. The process
+	// dies after the decision only once the rows are seeded.
+	var armed, started atomic.Bool
 	restore := faults.Set(func(s string) error {
-		if strings.HasPrefix(s, "sharding: commit prepared ") || s == "sharding: recovery round" || s == "sharding: recovery at start" && !started.Load() {
+		switch {
+		case s == "sharding: recovery at start" && !started.Load():
+			return dead
+		case armed.Load() && (strings.HasPrefix(s, "sharding: commit prepared ") || s == "sharding: recovery round"):
 			return dead
 		}
 		return nil
 	})
 	defer restore()
+	e := newShEnv(t)
+	a, b, _, _ := keyChangeUsers(t, e)
+	e.mustCreate(&ShOrder{ID: 9700, UserID: a, Status: "old"}, &ShOrder{ID: 9800, UserID: b, Status: "old"})
+	armed.Store(true)
 	err := e.db.Model(&ShOrder{}).Where("user_id IN ?", []int64{a, b}).Update("status", "new").Error
 	if !errors.Is(err, sharding.ErrCommitPending) {
 		t.Fatalf("err %v, want ErrCommitPending", err)

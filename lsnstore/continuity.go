@@ -176,15 +176,30 @@ func (r *Redis) Invalidate(ctx context.Context) error {
 // member, which it alone names, and extends none). A renewal that arrives
 // later (a call stuck in the network) is refused, so that a lease never
 // outlives what its holder can bound (RedisReader.leaseCall), and a
-// member once removed never comes back. The anchor then expires with the
-// earliest lease.
+// member once removed never comes back; an extension of a member the set
+// does not hold answers -1, so that its holder creates another. The
+// anchor then expires with the earliest lease. A member removed for
+// having lapsed is recorded in the lapsed set (KEYS[3]) for ARGV[5]
+// milliseconds (lapsedRetention), for the plugins' writer fence; one
+// lost with the store's data is not.
 var anchorScript = redis.NewScript(`
 local a = redis.call('GET', KEYS[1])
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '?'
 local ev = string.match(redis.call('INFO', 'stats'), 'evicted_keys:(%d+)') or '?'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lapsed = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+local lapsed = 0
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if first[2] and tonumber(first[2]) < now then
+  local all = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    if tonumber(all[i + 1]) >= now then break end
+    redis.call('ZADD', KEYS[3], now, all[i])
+  end
+  lapsed = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (now - tonumber(ARGV[5])))
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+end
 local leases = lapsed > 0
 local ttl = tonumber(ARGV[3])
 local renewed = 0
@@ -194,6 +209,8 @@ if ttl > 0 then
   if (by == 0 and not held) or (by > 0 and held and now <= by) then
     redis.call('ZADD', KEYS[2], now + ttl, ARGV[2])
     leases, renewed = true, 1
+  elseif by > 0 and not held then
+    renewed = -1
   end
 end
 local keep = false
@@ -240,8 +257,8 @@ func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
 	lease := rr.leaseCall(renew, r.maxTimeout)
-	v, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey, r.leasesKey()},
-		hex.EncodeToString(nonce[:]), lease.member, lease.ms, lease.by).Slice()
+	v, err := anchorScript.Run(ctx, r.rdb, []string{r.anchorKey, r.leasesKey(), r.lapsedKey()},
+		hex.EncodeToString(nonce[:]), lease.member, lease.ms, lease.by, lapsedRetention.Milliseconds()).Slice()
 	if err != nil {
 		rr.leaseFailed(lease)
 		return Epoch{}, fmt.Errorf("lsnstore: redis verify: %w", err)
@@ -257,17 +274,18 @@ func (rr *RedisReader) verify(ctx context.Context, renew bool) (Epoch, error) {
 	return Epoch{Token: tok, Changed: acc == nil || *acc != tok, suspect: suspect}, nil
 }
 
-// anchorReply reads anchorScript's reply.
-func anchorReply(v []any) (tok string, now int64, renewed bool, err error) {
+// anchorReply reads anchorScript's reply; renewed is 1 (renewed), 0 (not
+// asked, not due, or refused as late) or -1 (the member to extend is gone).
+func anchorReply(v []any) (tok string, now int64, renewed int64, err error) {
 	if len(v) == 3 {
 		tok, _ = v[0].(string)
 		ns, _ := v[1].(string)
 		n, _ := v[2].(int64)
 		if now, err = strconv.ParseInt(ns, 10, 64); err == nil && tok != "" {
-			return tok, now, n == 1, nil
+			return tok, now, n, nil
 		}
 	}
-	return "", 0, false, fmt.Errorf("lsnstore: redis verify: unexpected reply %v", v)
+	return "", 0, 0, fmt.Errorf("lsnstore: redis verify: unexpected reply %v", v)
 }
 
 // Accept implements Verifier.

@@ -30,6 +30,9 @@
 //	P{D}-replay_lsn-<replica>       replay position of one replica
 //	P{D}-replicas                   hash replica -> replay position, of the latest publication
 //	P{D}-format                     the formats and releases of the processes using the store (format.go)
+//	P{D}-anchor                     the store's identity, checked by every read; expires with the earliest lease (continuity.go)
+//	P{D}-leases                     sorted set of the writer leases, member -> end (lease.go)
+//	P{D}-leases-lapsed              sorted set of the members removed for having lapsed, kept an hour (lease.go)
 //	P{D}-ddl_gen                    schema generation: advanced by every schema change that can add a dependency between tables (schema.go)
 //	P{D}-ddl_pending                sorted set of the schema changes under way (schema.go)
 //

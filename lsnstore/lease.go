@@ -100,6 +100,17 @@ func leaseMember() string {
 // server's milliseconds), in the anchor's slot.
 func (r *Redis) leasesKey() string { return r.base + "leases" }
 
+// lapsedKey is the sorted set of the members removed for having lapsed
+// (member -> when, in the server's milliseconds), kept lapsedRetention, in
+// the anchor's slot.
+func (r *Redis) lapsedKey() string { return r.base + "leases-lapsed" }
+
+// lapsedRetention is how long a lapsed member stays in the lapsed set: the
+// plugins end the connections tagged with it at their next verification
+// (every poll), so an hour is far longer than needed; the set holds one
+// short string per lapse.
+const lapsedRetention = time.Hour
+
 // SetLease implements Leaser.
 func (rr *RedisReader) SetLease(ttl time.Duration) { rr.lease.ttl.Store(int64(max(ttl, 0))) }
 
@@ -266,8 +277,8 @@ func (rr *RedisReader) leaseFailed(c leaseCall) {
 }
 
 // leaseAnswered records an answered call: the server's time, and the
-// lease it renewed.
-func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed bool) {
+// lease it renewed (anchorReply's code).
+func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed int64) {
 	recv := time.Now()
 	ls := &rr.lease
 	ls.mu.Lock()
@@ -276,7 +287,13 @@ func (rr *RedisReader) leaseAnswered(c leaseCall, serverMs int64, renewed bool) 
 	if c.create {
 		ls.creating = false
 	}
-	if !renewed {
+	if renewed == -1 && c.member == ls.member {
+		// The member is gone (lapsed, or lost with the store's data):
+		// no lease is held; the next call creates another member.
+		ls.until = time.Time{}
+		return
+	}
+	if renewed != 1 {
 		// Not due, or refused as late: the lease is what it was.
 		return
 	}
@@ -299,21 +316,22 @@ func (ls *leaseState) dueLocked(now time.Time, ttl time.Duration) bool {
 }
 
 // LeaseTagger is implemented by readers whose lease names, besides itself,
-// the connections to the primary through which its process writes
+// the connections to the primary through which its process commits writes
 // (docs/design/reliability.md, "A COMMIT that outlives its lease"). A
-// process tags each such connection with LeaseTag (a shared advisory
-// lock on PostgreSQL); before another process takes the primary's
-// position as its floor after a discontinuity, it ends every connection
-// whose tag LiveLeaseTags does not list, so that no write through it can
-// commit after that position.
+// process tags such a connection with LeaseTag (a shared advisory lock on
+// PostgreSQL) while it commits; before another process takes the
+// primary's position as its floor after a discontinuity, it ends every
+// connection whose tag LapsedLeaseTags lists, so that no write through it
+// can commit after that position.
 type LeaseTagger interface {
 	// LeaseTag is the namespace of the store's leases (the same for
 	// every process of the store) and the tag of this reader's current
 	// member, which changes when a new member is created.
 	LeaseTag() (ns, tag uint32)
-	// LiveLeaseTags returns the tags of every member the leases set
-	// holds now: one round trip.
-	LiveLeaseTags(ctx context.Context) ([]uint32, error)
+	// LapsedLeaseTags returns the tags of the members the store removed
+	// for having lapsed in the last hour (not those lost with its data):
+	// one round trip.
+	LapsedLeaseTags(ctx context.Context) ([]uint32, error)
 }
 
 var _ LeaseTagger = (*RedisReader)(nil)
@@ -330,17 +348,17 @@ func (rr *RedisReader) LeaseTag() (ns, tag uint32) {
 	return leaseTagOf(rr.base), leaseTagOf(rr.currentMember())
 }
 
-// LiveLeaseTags implements LeaseTagger.
-func (rr *RedisReader) LiveLeaseTags(ctx context.Context) ([]uint32, error) {
+// LapsedLeaseTags implements LeaseTagger.
+func (rr *RedisReader) LapsedLeaseTags(ctx context.Context) ([]uint32, error) {
 	r := rr.Redis
 	if r.err != nil {
 		return nil, r.err
 	}
 	ctx, call := r.withTimeout(ctx)
 	defer call.release()
-	members, err := r.rdb.ZRange(ctx, r.leasesKey(), 0, -1).Result()
+	members, err := r.rdb.ZRange(ctx, r.lapsedKey(), 0, -1).Result()
 	if err != nil {
-		return nil, fmt.Errorf("lsnstore: redis read the leases: %w", err)
+		return nil, fmt.Errorf("lsnstore: redis read the lapsed leases: %w", err)
 	}
 	tags := make([]uint32, len(members))
 	for i, m := range members {

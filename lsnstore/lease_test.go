@@ -103,11 +103,11 @@ func TestRedisLateRenewalRefused(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	// A renewal whose deadline (server milliseconds) has passed.
-	v, err := anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "00", s.currentMember(), "1000", "1").Slice()
+	v, err := anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey(), store.lapsedKey()}, "00", s.currentMember(), "1000", "1", "3600000").Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, renewed, err := anchorReply(v); err != nil || renewed {
+	if _, _, renewed, err := anchorReply(v); err != nil || renewed == 1 {
 		t.Fatalf("a late renewal: renewed=%v, %v", renewed, err)
 	}
 	after, err := rdb.ZScore(ctx, store.leasesKey(), s.currentMember()).Result()
@@ -156,12 +156,14 @@ func TestRedisLeaseReleaseAlone(t *testing.T) {
 }
 
 // TestRedisLapsedMemberNeverReturns: once the store removed a lapsed
-// member, nothing brings it back: neither a renewal of it that arrives
-// late (with a deadline not yet passed), nor its holder's next renewal,
-// which creates a member of a new name, with a new tag. The other
-// processes end the connections tagged with a member the store no longer
-// lists (plugin's writer fence); were the member to come back, one
-// verifying afterwards would take them for a live writer's.
+// member, it lists it as lapsed (its tag among LapsedLeaseTags), and
+// nothing brings it back: neither a renewal of it that arrives late (with
+// a deadline not yet passed), nor its holder's next renewal, which creates
+// a member of a new name, with a new tag. The other processes end the
+// connections tagged with a lapsed member (plugin's writer fence); were
+// the member to come back, its process would tag connections that those
+// processes end. A member lost with the store's data is not listed as
+// lapsed, and its holder learns at its next renewal that it holds none.
 func TestRedisLapsedMemberNeverReturns(t *testing.T) {
 	_, rdb := redisClient(t)
 	store := newTestRedis(rdb, RedisOptions{Database: uniqueDB("lease")})
@@ -171,25 +173,26 @@ func TestRedisLapsedMemberNeverReturns(t *testing.T) {
 	other := leased(t, store, time.Minute)
 	old := lapsing.currentMember()
 	ns, oldTag := lapsing.LeaseTag()
-	if live := liveTags(t, other); !live[oldTag] {
-		t.Fatalf("the live tags %v lack the lease's %d", live, oldTag)
+	if lapsed := lapsedTags(t, other); len(lapsed) != 0 {
+		t.Fatalf("lapsed tags %v before any lease lapsed", lapsed)
 	}
 	time.Sleep(time.Until(lapsing.LeaseGone()))
 	e, err := other.Verify(ctx)
 	if err != nil || !e.Changed {
 		t.Fatalf("Verify after a lapse: %+v, %v; want Changed", e, err)
 	}
-	if live := liveTags(t, other); live[oldTag] {
-		t.Fatalf("the lapsed member's tag %d is still live: %v", oldTag, live)
+	if lapsed := lapsedTags(t, other); !lapsed[oldTag] {
+		t.Fatalf("the lapsed member's tag %d is not listed as lapsed: %v", oldTag, lapsed)
 	}
 	// A renewal of the removed member, in time by its deadline.
-	_, serverNow, _, err := anchorReply(mustSlice(t, anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "00", "probe", "0", "0")))
+	keys := []string{store.anchorKey, store.leasesKey(), store.lapsedKey()}
+	_, serverNow, _, err := anchorReply(mustSlice(t, anchorScript.Run(ctx, rdb, keys, "00", "probe", "0", "0", "3600000")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := mustSlice(t, anchorScript.Run(ctx, rdb, []string{store.anchorKey, store.leasesKey()}, "01", old, "1000", fmt.Sprint(serverNow+60_000)))
-	if _, _, renewed, err := anchorReply(v); err != nil || renewed {
-		t.Fatalf("a late renewal of a removed member: renewed=%v, %v", renewed, err)
+	v := mustSlice(t, anchorScript.Run(ctx, rdb, keys, "01", old, "1000", fmt.Sprint(serverNow+60_000), "3600000"))
+	if _, _, renewed, err := anchorReply(v); err != nil || renewed != -1 {
+		t.Fatalf("a late renewal of a removed member: renewed=%v, %v; want -1", renewed, err)
 	}
 	if err := rdb.ZScore(ctx, store.leasesKey(), old).Err(); err == nil {
 		t.Fatal("a late renewal brought a removed member back")
@@ -208,15 +211,33 @@ func TestRedisLapsedMemberNeverReturns(t *testing.T) {
 	if ns2 != ns || newTag == oldTag {
 		t.Fatalf("tags after the lapse: (%d, %d), before (%d, %d)", ns2, newTag, ns, oldTag)
 	}
-	if live := liveTags(t, other); !live[newTag] || live[oldTag] {
-		t.Fatalf("the live tags %v: want the new member's %d and not the old one's %d", live, newTag, oldTag)
+	if lapsed := lapsedTags(t, other); lapsed[newTag] {
+		t.Fatalf("the new member's tag %d is listed as lapsed", newTag)
+	}
+
+	// The leases lost with the data (FLUSHALL, a restart): not lapsed.
+	if err := rdb.Del(ctx, store.leasesKey(), store.lapsedKey(), store.anchorKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A renewal now (asked for, not due) learns the member is gone.
+	if err := other.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !other.LeaseUntil().IsZero() {
+		t.Fatal("a reader whose member was lost with the data still counts on its lease")
+	}
+	if err := other.RenewLease(ctx); err != nil || other.LeaseUntil().IsZero() {
+		t.Fatalf("the next renewal holds no lease (%v)", err)
+	}
+	if lapsed := lapsedTags(t, other); len(lapsed) != 0 {
+		t.Fatalf("members lost with the data listed as lapsed: %v", lapsed)
 	}
 }
 
-// liveTags returns the store's live lease tags, as a set.
-func liveTags(t *testing.T, rr *RedisReader) map[uint32]bool {
+// lapsedTags returns the store's lapsed lease tags, as a set.
+func lapsedTags(t *testing.T, rr *RedisReader) map[uint32]bool {
 	t.Helper()
-	tags, err := rr.LiveLeaseTags(context.Background())
+	tags, err := rr.LapsedLeaseTags(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,10 @@ import (
 // reliability.md, "A COMMIT that outlives its lease"). After a
 // discontinuity, before a process takes the primary's position as its
 // floor, it ends every connection to the primary that holds a writer tag
-// of this store whose lease member the store no longer lists: a process
-// cut off from the store, paused past its lease or gone. A COMMIT such a
+// of this store whose lease member the store removed for having lapsed
+// (lsnstore.LeaseTagger): a process cut off from the store, paused past
+// its lease or gone; not a member lost with the store's data, whose
+// process publishes its writes as ever. A COMMIT such a
 // connection runs has then either committed, below the position read
 // next, or never will; the writer's later writes are refused until it
 // holds a lease again, on connections it tags anew. While such a
@@ -35,13 +37,13 @@ type writerFence struct {
 
 // endLapsedWritersQuery ends, and lists, the connections of this
 // database, other than the asking one, that hold a tag of namespace $1
-// (classid: the two-int4 form of pg_advisory_lock_shared) not among $2.
+// (classid: the two-int4 form of pg_advisory_lock_shared) among $2.
 // One statement on one connection: a connection of this process's pool
 // that another process ended is never the one that ends the others.
 const endLapsedWritersQuery = `SELECT l.pid, pg_terminate_backend(l.pid) FROM pg_locks l
 WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.classid::int8 = $1 AND NOT (l.objid::int8 = ANY($2::int8[]))
+  AND l.classid::int8 = $1 AND l.objid::int8 = ANY($2::int8[])
   AND l.pid <> pg_backend_pid()`
 
 // fenceLapsedWriters ends the primary connections of lapsed writers
@@ -75,18 +77,18 @@ func (p *Plugin) fenceLapsedWriters(ctx context.Context) bool {
 	return false // the next poll checks that they are gone
 }
 
-// endLapsedWriters ends the primary connections holding a tag of the
-// store's namespace that the store no longer lists, and returns how many
-// it found.
+// endLapsedWriters ends the primary connections holding a tag the store
+// lists as lapsed, and returns how many it found: no query when none
+// lapsed.
 func (p *Plugin) endLapsedWriters(ctx context.Context, tg lsnstore.LeaseTagger) (int, error) {
-	live, err := tg.LiveLeaseTags(ctx)
-	if err != nil {
+	lapsed, err := tg.LapsedLeaseTags(ctx)
+	if err != nil || len(lapsed) == 0 {
 		return 0, err
 	}
 	ns, _ := tg.LeaseTag()
 	var arr strings.Builder
 	arr.WriteByte('{')
-	for i, t := range live {
+	for i, t := range lapsed {
 		if i > 0 {
 			arr.WriteByte(',')
 		}

@@ -29,9 +29,9 @@ import (
 //
 // A write is fenced (fenceWrite) only once its connection holds the tag
 // of the member whose lease the fence checks, so the lock was granted
-// before the lease it was fenced under ended. Another process that finds
-// a lease lapsed ends every connection holding a tag the store no longer
-// lists before it takes the primary's position as its floor
+// before the lease it was fenced under ended. Another process ends every
+// connection holding the tag of a member the store removed for having
+// lapsed before it takes the primary's position as its floor
 // (writer_fence.go): a COMMIT through it has then either committed below
 // that position or never will. Connections that only read hold no tag
 // and are never ended.
