@@ -87,8 +87,8 @@ func benchWrite(b *testing.B, name, mode string, inTx bool, open func(b *testing
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; b.Loop(); i++ {
-			if err := w.Model(&benchItem{ID: 1}).Update("version", i).Error; err != nil {
-				b.Fatal(err)
+			if res := w.Model(&benchItem{ID: 1}).Update("version", i); res.Error != nil || res.RowsAffected != 1 {
+				b.Fatalf("update %d: %v, %d rows affected, want 1", i, res.Error, res.RowsAffected)
 			}
 		}
 	})

@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,11 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"database/sql"
-
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/freshread/freshread/internal/lib/faults"
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/plugin"
 	"github.com/freshread/freshread/sharding/merge"
 )
@@ -263,19 +261,10 @@ func (t *lazyTx) endTwoPhase() error {
 // commit, and only an aborted one makes it roll back.
 func commitPrepared(ctx context.Context, sh *shard, g string) error {
 	err := sh.db.WithContext(ctx).Exec("COMMIT PREPARED " + quoteLiteral(g)).Error
-	if err != nil && pgCode(err) == "42704" { // undefined_object: no such prepared transaction
+	if err != nil && sqlerr.PostgresCode(err) == "42704" { // undefined_object: no such prepared transaction
 		return nil
 	}
 	return err
-}
-
-// pgCode returns the SQLSTATE of a PostgreSQL error ("" for others).
-func pgCode(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
 }
 
 // primaryRow runs query on the shard's primary pool directly: prepared
@@ -450,7 +439,7 @@ func (s *Sharding) resolvePart(ctx context.Context, sh *shard, g string) (done b
 		return true, nil
 	case "aborted":
 		err := sh.db.WithContext(ctx).Exec("ROLLBACK PREPARED " + quoteLiteral(g)).Error
-		if err != nil && pgCode(err) != "42704" {
+		if err != nil && sqlerr.PostgresCode(err) != "42704" {
 			return false, fmt.Errorf("sharding: roll back prepared part %s on shard %q: %w", g, sh.name, err)
 		}
 		s.logger().Info("sharding: recovery rolled back a prepared part of a write over several shards", "shard", sh.name, "gid", g)
