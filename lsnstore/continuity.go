@@ -82,6 +82,7 @@ var (
 // continuity (Verifier). Every other method is the store's.
 type RedisReader struct {
 	*Redis
+	nsTag    uint32                 // the leases' namespace tag (LeaseTag)
 	accepted atomic.Pointer[string] // the accepted token; nil: none yet
 	// acceptedS is the client's suspect count (clientWatch) when the
 	// accepted Verify started.
@@ -102,6 +103,8 @@ type RedisReader struct {
 func (r *Redis) NewReader() Verifier {
 	rr := &RedisReader{Redis: r}
 	rr.lease.member = leaseMember()
+	rr.lease.memberTag = leaseTagOf(rr.lease.member)
+	rr.nsTag = leaseTagOf(r.base)
 	rr.guardEvictions.Store(true)
 	if r.err == nil {
 		rr.watch = watchClient(r.rdb)

@@ -74,6 +74,7 @@ type leaseState struct {
 	// member the store removed never comes back (leaseCall); creating: a
 	// call that creates one is in flight.
 	member            string
+	memberTag         uint32 // leaseTagOf(member)
 	created, creating bool
 	// until: the store holds the lease until at least then.
 	until time.Time
@@ -241,6 +242,7 @@ func (rr *RedisReader) leaseCall(renew bool, maxDelay time.Duration) leaseCall {
 		}
 		if ls.created {
 			ls.member, ls.until = leaseMember(), time.Time{}
+			ls.memberTag = leaseTagOf(ls.member)
 		}
 		ls.created, ls.creating = true, true
 		c.member, c.create = ls.member, true
@@ -345,7 +347,9 @@ func leaseTagOf(s string) uint32 {
 
 // LeaseTag implements LeaseTagger.
 func (rr *RedisReader) LeaseTag() (ns, tag uint32) {
-	return leaseTagOf(rr.base), leaseTagOf(rr.currentMember())
+	rr.lease.mu.Lock()
+	defer rr.lease.mu.Unlock()
+	return rr.nsTag, rr.lease.memberTag
 }
 
 // LapsedLeaseTags implements LeaseTagger.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,7 +39,8 @@ import (
 
 // writerTags is the plugin's tagging state.
 type writerTags struct {
-	tagger lsnstore.LeaseTagger // nil: connections are not tagged
+	tagger  lsnstore.LeaseTagger // nil: connections are not tagged
+	queries atomic.Pointer[tagQueries]
 }
 
 // initWriterTags turns tagging on when the store's leases tag writers and
@@ -74,11 +76,26 @@ func (p *Plugin) tagLock(xact bool) (string, uint32) {
 		return "", 0
 	}
 	ns, tag := tg.LeaseTag()
-	fn := "pg_advisory_lock_shared"
-	if xact {
-		fn = "pg_advisory_xact_lock_shared"
+	q := p.tags.queries.Load()
+	if q == nil || q.tag != tag {
+		// Built once per member, not per transaction.
+		q = &tagQueries{
+			tag:     tag,
+			session: fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", int32(ns), int32(tag)),
+			xact:    fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d, %d)", int32(ns), int32(tag)),
+		}
+		p.tags.queries.Store(q)
 	}
-	return fmt.Sprintf("SELECT %s(%d, %d)", fn, int32(ns), int32(tag)), tag
+	if xact {
+		return q.xact, tag
+	}
+	return q.session, tag
+}
+
+// tagQueries are the statements that take one tag.
+type tagQueries struct {
+	tag           uint32
+	session, xact string
 }
 
 // takeTag takes the current tag on conn (xact: for its transaction) in a

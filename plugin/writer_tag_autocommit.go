@@ -99,13 +99,19 @@ func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 		return false, nil
 	}
 	stmt.Settings.Store(taggedKey{stmt}, tw)
-	return true, p.fenceTagged(ctx, 0, func() (uint32, error) {
+	return true, p.fenceTagged(ctx, 0, tw.take(ctx, p))
+}
+
+// take returns fenceTagged's function that takes the current tag for
+// the session on the write's connection, remembering it for endTagged.
+func (tw *taggedWrite) take(ctx context.Context, p *Plugin) func() (uint32, error) {
+	return func() (uint32, error) {
 		tag, err := p.takeTag(ctx, tw.conn, false)
 		if tag != 0 {
 			tw.tags = append(tw.tags, tag)
 		}
 		return tag, err
-	})
+	}
 }
 
 // fencePinnedTagged is fenceAutocommitTagged for a write sent from the
@@ -124,13 +130,7 @@ func (p *Plugin) fencePinnedTagged(db *gorm.DB, pool *primaryPool) error {
 		tw := &taggedWrite{conn: sc, pinned: &taggedConn{conn: sc, pool: pool}}
 		stmt.ConnPool = tw.pinned
 		stmt.Settings.Store(taggedKey{stmt}, tw)
-		err = p.fenceTagged(ctx, 0, func() (uint32, error) {
-			tag, err := p.takeTag(ctx, sc, false)
-			if tag != 0 {
-				tw.tags = append(tw.tags, tag)
-			}
-			return tag, err
-		})
+		err = p.fenceTagged(ctx, 0, tw.take(ctx, p))
 		if err == nil || sqlerr.PostgresCode(err) != "57P01" || attempt == 2 || ctx.Err() != nil {
 			return err
 		}
