@@ -64,6 +64,12 @@ type Fault struct {
 	Inject      func(ctx context.Context) error
 	Heal        func(ctx context.Context) error
 	PrimaryDown bool
+	// LosesLeases marks a fault that may lose lease renewals the store
+	// acknowledged (a failover to a replica that missed them): until a
+	// writer's lease as the store then holds it has lapsed and been
+	// fenced, the others' writer fence may end that writer's connections
+	// although its own view of the lease still holds.
+	LosesLeases bool
 	// Note, when set, is a line about the injections for the report.
 	Note func() string
 }
@@ -145,7 +151,8 @@ type Report struct {
 	ErrorsPrimaryOK int // errors while a PrimaryDown fault was on (allowed)
 	// EndedByFence is the errors of statements whose connection another
 	// process ended while, or just after, the process was cut from Redis
-	// (allowed: its lease lapsed, and the others' writer fence ends the
+	// or the store lost acknowledged lease renewals (allowed: its lease
+	// lapsed in the store, and the others' writer fence ends the
 	// connections of a lapsed lease; a write among them is of unknown
 	// outcome). Such an error at any other time is among Errors.
 	EndedByFence int
@@ -201,7 +208,7 @@ func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak %s, store %s, %v: %d writes, %d reads (%d by table), %d stale, %d errors (+%d while the primary was down), replica share %.1f%%\n",
 		r.Engine, r.Store, r.Duration.Round(time.Second), r.Writes, r.Reads, r.TableReads, len(r.Stale), r.Errors, r.ErrorsPrimaryOK, 100*r.ReplicaShare())
-	fmt.Fprintf(&b, "  writes refused (ErrStoreUnreachable) %d: %d found committed, %d not verified; writes of unknown outcome %d; plugins' counters: %d fenced, %d unprotected; statements on connections the writer fence ended (cut process) %d\n",
+	fmt.Fprintf(&b, "  writes refused (ErrStoreUnreachable) %d: %d found committed, %d not verified; writes of unknown outcome %d; plugins' counters: %d fenced, %d unprotected; statements on connections the writer fence ended (cut process, lost lease renewals) %d\n",
 		r.Refused, len(r.RefusedCommitted), r.RefusedUnverified, r.Unknown, r.Fenced, r.Unprotected, r.EndedByFence)
 	fmt.Fprintf(&b, "  linearizability, each read against its row's writes: %v; whole rows (atomic, information): %d linearizable, %d not, %d undecided\n",
 		r.Linear, r.AtomicOK, r.AtomicIllegal, r.AtomicUnknown)
@@ -295,6 +302,7 @@ type faultWindow struct {
 	name        string
 	start, end  time.Time
 	primaryDown bool
+	losesLeases bool
 }
 
 // Run runs a soak on c with the store on st and returns its report.
@@ -393,7 +401,7 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 			lasts = f.Lasts()
 		}
 		time.Sleep(max(cfg.FaultEvery-lasts, cfg.FaultEvery-cfg.FaultFor))
-		w := faultWindow{name: f.Name, start: time.Now(), primaryDown: f.PrimaryDown}
+		w := faultWindow{name: f.Name, start: time.Now(), primaryDown: f.PrimaryDown, losesLeases: f.LosesLeases}
 		if err := f.Inject(ctx); err != nil {
 			t.Errorf("fault %s: inject: %v", f.Name, err)
 		}
@@ -447,7 +455,7 @@ func Run(t testing.TB, c Cluster, st Store, cfg Config) Report {
 	}
 	for _, at := range rec.ended {
 		switch {
-		case inStoreCut(windows, at):
+		case inFenceWindow(windows, at):
 			rep.EndedByFence++
 		case inPrimaryDown(windows, at):
 			rep.ErrorsPrimaryOK++
@@ -514,13 +522,25 @@ func slowest(reads []Read, from, to time.Time) time.Duration {
 	return worst
 }
 
-// inStoreCut reports whether at falls in a cut between a process and
-// Redis (redis-partition-one) or the 3 s after it (the others end the cut
-// process's connections once its lease lapsed, up to a poll after the
-// cut healed).
-func inStoreCut(ws []faultWindow, at time.Time) bool {
+// inFenceWindow reports whether at falls where the plugins' writer fence
+// may end a writer's connections: a cut between a process and Redis
+// (redis-partition-one) or the 3 s after it (the others end the cut
+// process's connections once its lease lapsed, up to a poll after the cut
+// healed), or a fault that loses acknowledged lease renewals
+// (Fault.LosesLeases) and the writer lease plus 3 s after it (the store's
+// copy of a lease can end up to a lease before the writer's own view).
+func inFenceWindow(ws []faultWindow, at time.Time) bool {
 	for _, w := range ws {
-		if w.name == "redis-partition-one" && !at.Before(w.start) && at.Before(w.end.Add(3*time.Second)) {
+		after := time.Duration(0)
+		switch {
+		case w.name == "redis-partition-one":
+			after = 3 * time.Second
+		case w.losesLeases:
+			after = soakLease + 3*time.Second
+		default:
+			continue
+		}
+		if !at.Before(w.start) && at.Before(w.end.Add(after)) {
 			return true
 		}
 	}

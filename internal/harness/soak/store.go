@@ -77,7 +77,7 @@ func sentinelFaults(s *testcluster.RedisSentinel) []Fault {
 		return f(c)
 	}
 	return []Fault{
-		{Name: "sentinel-failover",
+		{Name: "sentinel-failover", LosesLeases: true,
 			Inject: func(ctx context.Context) error {
 				ctx, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
