@@ -29,32 +29,55 @@ import (
 // and B read the row stale from the paused replicas.
 func TestCommitOutlivingLeaseNeverReadsStale(t *testing.T) {
 	// Each way a write commits: GORM's transaction (its COMMIT is given
-	// up on after PublishTimeout), and an autocommit statement, on the
-	// pool or on a pinned connection, whose caller gives up on it.
+	// up on after PublishTimeout), an autocommit statement, on the pool or
+	// on a pinned connection, whose caller gives up on it, and a
+	// transaction GORM begins on a pinned connection (a *sql.Tx); the
+	// first two with a prepared-statement pool made at Open too (GORM's
+	// PrepareStmt: its transactions are *sql.Tx, their COMMIT unfolded).
 	giveUp := func(db *gorm.DB) *gorm.DB {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		t.Cleanup(cancel)
 		return db.WithContext(ctx)
 	}
-	writes := map[string]func(a *gorm.DB) error{
-		"transaction": func(a *gorm.DB) error { return a.Model(&Item{ID: 1}).Update("name", "held").Error },
-		"autocommit": func(a *gorm.DB) error {
-			return giveUp(a).Exec("UPDATE items SET name = 'held' WHERE id = 1").Error
-		},
-		"pinned": func(a *gorm.DB) error {
+	update := func(a *gorm.DB) error { return a.Model(&Item{ID: 1}).Update("name", "held").Error }
+	autocommit := func(a *gorm.DB) error {
+		return giveUp(a).Exec("UPDATE items SET name = 'held' WHERE id = 1").Error
+	}
+	writes := map[string]struct {
+		write    func(a *gorm.DB) error
+		prepared bool
+	}{
+		"transaction": {write: update},
+		"autocommit":  {write: autocommit},
+		"pinned": {write: func(a *gorm.DB) error {
 			return giveUp(a).Connection(func(c *gorm.DB) error {
 				return c.Exec("UPDATE items SET name = 'held' WHERE id = 1").Error
 			})
-		},
+		}},
+		"pinned-transaction": {write: func(a *gorm.DB) error {
+			return giveUp(a).Connection(func(c *gorm.DB) error {
+				return c.Transaction(func(tx *gorm.DB) error {
+					return tx.Exec("UPDATE items SET name = 'held' WHERE id = 1").Error
+				})
+			})
+		}},
+		"prepared-transaction": {write: update, prepared: true},
+		"prepared-autocommit":  {write: autocommit, prepared: true},
 	}
-	for name, write := range writes {
-		t.Run(name, func(t *testing.T) { commitOutlivingLease(t, write) })
+	for name, w := range writes {
+		t.Run(name, func(t *testing.T) {
+			var opts []envOpt
+			if w.prepared {
+				opts = append(opts, withPrepareStmt())
+			}
+			commitOutlivingLease(t, w.write, opts...)
+		})
 	}
 }
 
-func commitOutlivingLease(t *testing.T, write func(a *gorm.DB) error) {
+func commitOutlivingLease(t *testing.T, write func(a *gorm.DB) error, aOpts ...envOpt) {
 	const lease = 1500 * time.Millisecond
-	e, a, pa, b, relay := writerCutPlugins(t, "postgres", lease)
+	e, a, pa, b, relay := writerCutPlugins(t, "postgres", lease, aOpts...)
 	seedItem(t, e, b, 1)
 	seedItem(t, e, b, 2)
 	const lockKey = 731_943

@@ -51,7 +51,8 @@ func TestPreparedSessionWritePaths(t *testing.T) {
 // the cache made at Open (gorm.Config.PrepareStmt, before db.Use) or by a
 // Session after it, a Session inside a transaction, nested transactions,
 // statements cached by one transaction and run by the next, and a
-// statement run in a transaction that already failed. Each checks the
+// statement run in a transaction that already failed; with Redis as the
+// store too, where writes are tagged. Each checks the
 // data on the primary and that a read after the commit, with every replica
 // paused, is fresh.
 func TestPreparedStmtCombinations(t *testing.T) {
@@ -65,6 +66,9 @@ func TestPreparedStmtCombinations(t *testing.T) {
 		{"postgres/session", func(t *testing.T) *env { return newEnv(t) }, func(e *env) *gorm.DB { return preparedSession(e.db) }},
 		{"postgres/config", func(t *testing.T) *env { return newEnv(t, withPrepareStmt()) }, func(e *env) *gorm.DB { return e.db }},
 		{"postgres/config+session", func(t *testing.T) *env { return newEnv(t, withPrepareStmt()) }, func(e *env) *gorm.DB { return preparedSession(e.db) }},
+		// With Redis, writes are tagged (writer tags): the cache made at
+		// Open keeps *sql.Tx transactions and pins autocommit writes.
+		{"postgres/config+redis", func(t *testing.T) *env { return newEnv(t, withPrepareStmt(), withRedis(t)) }, func(e *env) *gorm.DB { return e.db }},
 		{"mariadb/session", func(t *testing.T) *env { return newMariaEnv(t) }, func(e *env) *gorm.DB { return preparedSession(e.db) }},
 		{"mariadb/config", func(t *testing.T) *env { return newMariaEnv(t, withPrepareStmt()) }, func(e *env) *gorm.DB { return e.db }},
 	}

@@ -59,7 +59,7 @@ func writerCutEnv(t *testing.T, engine string, lease time.Duration) (*env, *gorm
 }
 
 // writerCutPlugins is writerCutEnv, with A's plugin.
-func writerCutPlugins(t *testing.T, engine string, lease time.Duration) (*env, *gorm.DB, *plugin.Plugin, *gorm.DB, *testcluster.Relay) {
+func writerCutPlugins(t *testing.T, engine string, lease time.Duration, aOpts ...envOpt) (*env, *gorm.DB, *plugin.Plugin, *gorm.DB, *testcluster.Relay) {
 	t.Helper()
 	direct, r := newRedisStore(t, "cut-"+t.Name())
 	cutStore, relay := storeThroughRelay(t, r, "cut-"+t.Name())
@@ -68,7 +68,7 @@ func writerCutPlugins(t *testing.T, engine string, lease time.Duration) (*env, *
 		c.PublishTimeout = 300 * time.Millisecond
 	})
 	e := newEngineEnv(t, engine, withStore(direct), leased)
-	a, pa := e.open(withStore(cutStore), leased)
+	a, pa := e.open(append([]envOpt{withStore(cutStore), leased}, aOpts...)...)
 	b, _ := e.open(withStore(direct), leased)
 	return e, a, pa, b, relay
 }

@@ -104,6 +104,10 @@ type Plugin struct {
 	// prepared on the primary, for their prepared statements
 	// (folded_stmt.go).
 	foldCommit bool
+	// pgxPrimary: the primary's connections are pgx's with native
+	// positions (a prepared pool made at Open keeps foldCommit off but
+	// still tags its writes: writer_tag.go).
+	pgxPrimary bool
 	// primaryPIDs: a pgx connection's PID to the primary is its server
 	// process's (no pooler in between: pooler.go).
 	primaryPIDs bool
@@ -304,7 +308,8 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	// statements prepared before the plugin could remember their SQL
 	// (folded_stmt.go); one made by a Session later folds.
 	_, native := eng.(pgEngine)
-	p.foldCommit = native && prepared == nil && foldsCommit(ctx, sqlDB)
+	p.pgxPrimary = native && foldsCommit(ctx, sqlDB)
+	p.foldCommit = p.pgxPrimary && prepared == nil
 	p.initWriterTags()
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
 		return err

@@ -99,7 +99,8 @@ func (t *trackedTx) ExecContext(ctx context.Context, query string, args ...any) 
 		res, err := t.conn.ExecContext(ctx, query, args...)
 		return res, t.p.lapseError(err, t.tag) // before COMMIT: nothing committed
 	}
-	return t.Tx.ExecContext(ctx, query, args...)
+	res, err := t.Tx.ExecContext(ctx, query, args...)
+	return res, t.p.lapseError(err, t.tag)
 }
 
 func (t *trackedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
@@ -179,6 +180,7 @@ func (t *trackedTx) Commit() error {
 		return err
 	}
 	if w := t.takeWritten(); !w.empty() {
+		w.tagged = t.tagged
 		t.p.publish(t.ctx, w)
 	}
 	return nil
@@ -227,7 +229,7 @@ func (t *trackedTx) fence() error {
 		return nil
 	}
 	var err error
-	if t.conn != nil && t.p.tags.tagger != nil {
+	if t.p.tags.tagger != nil {
 		err = t.p.fenceTagged(t.ctx, t.tag, t.retag)
 		t.tagged = err == nil
 	} else {
@@ -241,11 +243,19 @@ func (t *trackedTx) fence() error {
 	return err
 }
 
-// retag takes the current writer tag for the folded transaction, in a
-// round trip (the process's lease member changed since BEGIN, or none was
-// known then), and returns it.
+// retag takes the current writer tag for the transaction, in a round trip
+// (a folded transaction: the process's lease member changed since BEGIN,
+// or none was known then; a *sql.Tx, which a prepared pool made at Open
+// keeps, takes it here, before its COMMIT), and returns it.
 func (t *trackedTx) retag() (uint32, error) {
-	tag, err := t.p.takeTag(context.WithoutCancel(t.ctx), t.conn, true)
+	ctx := context.WithoutCancel(t.ctx)
+	var tag uint32
+	var err error
+	if t.conn != nil {
+		tag, err = t.p.takeTag(ctx, t.conn, true)
+	} else {
+		tag, err = t.p.takeTagTx(ctx, t.Tx)
+	}
 	if err == nil && tag != 0 {
 		t.tag = tag
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -25,8 +28,13 @@ import (
 //   - an autocommit write takes it for the session in a round trip before
 //     the statement, and releases it after the statement in the same
 //     statement that reads the position to publish;
-//   - a transaction run by raw SQL on a pinned connection takes it for
-//     the transaction in a round trip before its COMMIT.
+//   - a transaction run by raw SQL on a pinned connection, and one the
+//     plugin begins as a *sql.Tx (a prepared pool made at Open: no folded
+//     BEGIN), takes it for the transaction in a round trip before its
+//     COMMIT;
+//   - a transaction GORM begins on a pinned connection (a *sql.Tx whose
+//     COMMIT the plugin does not see) takes it for the transaction in a
+//     round trip before its first write (again when the member changed).
 //
 // A write is fenced (fenceWrite) only once its connection holds the tag
 // of the member whose lease the fence checks, so the lock was granted
@@ -41,14 +49,38 @@ import (
 type writerTags struct {
 	tagger  lsnstore.LeaseTagger // nil: connections are not tagged
 	queries atomic.Pointer[tagQueries]
+	sqlTx   sqlTxTags
+}
+
+// sqlTxTags remembers the tag each open *sql.Tx took last (transactions
+// GORM began on a pinned connection), forgotten when the *sql.Tx is
+// collected.
+type sqlTxTags struct {
+	m sync.Map // weak.Pointer[sql.Tx] -> uint32
+}
+
+// held is the tag tx took last (0: none).
+func (s *sqlTxTags) held(tx *sql.Tx) uint32 {
+	if v, ok := s.m.Load(weak.Make(tx)); ok {
+		return v.(uint32)
+	}
+	return 0
+}
+
+// remember records that tx took tag.
+func (s *sqlTxTags) remember(tx *sql.Tx, tag uint32) {
+	k := weak.Make(tx)
+	if _, loaded := s.m.Swap(k, tag); !loaded {
+		runtime.AddCleanup(tx, func(k weak.Pointer[sql.Tx]) { s.m.Delete(k) }, k)
+	}
 }
 
 // initWriterTags turns tagging on when the store's leases tag writers and
-// the primary's connections are pgx's, reach their server processes
-// directly (a pooler in transaction mode would give a session lock to a
-// server connection other clients share) and fold their commits.
+// the primary's connections are pgx's with native positions and reach
+// their server processes directly (a pooler in transaction mode would give
+// a session lock to a server connection other clients share).
 func (p *Plugin) initWriterTags() {
-	if !p.foldCommit || !p.primaryPIDs {
+	if !p.pgxPrimary || !p.primaryPIDs {
 		return
 	}
 	if _, ok := p.leaser(); !ok {
@@ -109,6 +141,21 @@ func (p *Plugin) takeTag(ctx context.Context, conn *sql.Conn, xact bool) (uint32
 		_, err := pgc.Exec(ctx, q).ReadAll()
 		return err
 	}); err != nil {
+		return 0, fmt.Errorf("plugin: tag the primary connection with this process's lease: %w", err)
+	}
+	return tag, nil
+}
+
+// takeTagTx takes the current tag on tx's connection for the
+// transaction, in a round trip, and returns it (0: none taken): a
+// transaction the plugin began as a *sql.Tx (a prepared pool made at
+// Open), or one GORM began on a pinned connection.
+func (p *Plugin) takeTagTx(ctx context.Context, tx *sql.Tx) (uint32, error) {
+	q, tag := p.tagLock(true)
+	if q == "" {
+		return 0, nil
+	}
+	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return 0, fmt.Errorf("plugin: tag the primary connection with this process's lease: %w", err)
 	}
 	return tag, nil

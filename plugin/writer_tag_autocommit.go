@@ -41,6 +41,9 @@ type taggedWrite struct {
 type taggedConn struct {
 	conn *sql.Conn
 	pool *primaryPool
+	// orig is the statement's pool before it was pinned (the primary's
+	// pool, or GORM's prepared-statement pool over it), given back after.
+	orig gorm.ConnPool
 }
 
 var (
@@ -86,6 +89,24 @@ func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 	switch c := stmt.ConnPool.(type) {
 	case *primaryPool:
 		return true, p.fencePinnedTagged(db, c)
+	case *gorm.PreparedStmtDB:
+		// A prepared pool made at Open: the statement runs on the
+		// pinned connection, unprepared by GORM (pgx caches it there).
+		pp, ok := c.ConnPool.(*primaryPool)
+		if !ok {
+			return false, nil
+		}
+		return true, p.fencePinnedTagged(db, pp)
+	case *sql.Tx:
+		// A transaction GORM began on a pinned connection: each write
+		// takes the tag for the transaction, once per member.
+		return true, p.fenceTagged(ctx, p.tags.sqlTx.held(c), func() (uint32, error) {
+			tag, err := p.takeTagTx(ctx, c)
+			if tag != 0 {
+				p.tags.sqlTx.remember(c, tag)
+			}
+			return tag, err
+		})
 	case *sql.Conn:
 		tw.conn = c
 	case *taggedConn:
@@ -122,12 +143,13 @@ func (tw *taggedWrite) take(ctx context.Context, p *Plugin) func() (uint32, erro
 func (p *Plugin) fencePinnedTagged(db *gorm.DB, pool *primaryPool) error {
 	stmt := db.Statement
 	ctx := stmt.Context
+	orig := stmt.ConnPool
 	for attempt := 0; ; attempt++ {
 		sc, err := pool.db.Conn(ctx)
 		if err != nil {
 			return err
 		}
-		tw := &taggedWrite{conn: sc, pinned: &taggedConn{conn: sc, pool: pool}}
+		tw := &taggedWrite{conn: sc, pinned: &taggedConn{conn: sc, pool: pool, orig: orig}}
 		stmt.ConnPool = tw.pinned
 		stmt.Settings.Store(taggedKey{stmt}, tw)
 		err = p.fenceTagged(ctx, 0, tw.take(ctx, p))
@@ -152,7 +174,7 @@ func (p *Plugin) endTagged(db *gorm.DB, read bool) (pos lsnstore.Position, tagge
 	if tw.pinned != nil {
 		defer func() {
 			if db.Statement.ConnPool == gorm.ConnPool(tw.pinned) {
-				db.Statement.ConnPool = tw.pinned.pool
+				db.Statement.ConnPool = tw.pinned.orig
 			}
 			_ = tw.conn.Close()
 		}()
