@@ -117,8 +117,12 @@ func readPrimaryName(t *testing.T, e *env, id uint) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	q := "SELECT name FROM items WHERE id = $1"
+	if e.pg == nil {
+		q = "SELECT name FROM items WHERE id = ?"
+	}
 	var name string
-	if err := sqlDB.QueryRowContext(context.Background(), "SELECT name FROM items WHERE id = $1", id).Scan(&name); err != nil {
+	if err := sqlDB.QueryRowContext(context.Background(), q, id).Scan(&name); err != nil {
 		t.Fatal(err)
 	}
 	return name

@@ -35,6 +35,13 @@ func TestCommitOutlivingLeaseNeverReadsStale(t *testing.T) {
 	// first two with a prepared-statement pool made at Open too (GORM's
 	// PrepareStmt: its transactions are *sql.Tx, their COMMIT unfolded).
 	giveUp := func(db *gorm.DB) *gorm.DB {
+		if db.Dialector.Name() == "mysql" {
+			// MariaDB ends a statement whose client closed the
+			// connection while its commit waits (the MySQL driver closes
+			// it when the context ends): the write waits instead, and
+			// returns after its commit, late.
+			return db
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		t.Cleanup(cancel)
 		return db.WithContext(ctx)
@@ -64,30 +71,100 @@ func TestCommitOutlivingLeaseNeverReadsStale(t *testing.T) {
 		"prepared-transaction": {write: update, prepared: true},
 		"prepared-autocommit":  {write: autocommit, prepared: true},
 	}
-	for name, w := range writes {
-		t.Run(name, func(t *testing.T) {
-			var opts []envOpt
-			if w.prepared {
-				opts = append(opts, withPrepareStmt())
+	for _, engine := range []string{"postgres", "mariadb"} {
+		t.Run(engine, func(t *testing.T) {
+			for name, w := range writes {
+				t.Run(name, func(t *testing.T) {
+					var opts []envOpt
+					if w.prepared {
+						opts = append(opts, withPrepareStmt())
+					}
+					commitOutlivingLease(t, engine, w.write, opts...)
+				})
 			}
-			commitOutlivingLease(t, w.write, opts...)
 		})
 	}
 }
 
-func commitOutlivingLease(t *testing.T, write func(a *gorm.DB) error, aOpts ...envOpt) {
+// commitHold holds the COMMITs of a test's writes in the server until
+// released: on PostgreSQL the COMMIT of an update of items that sets name
+// to "held" (a deferred trigger waiting for an advisory lock), on MariaDB
+// every COMMIT (BACKUP STAGE BLOCK_COMMIT on a connection of the test's).
+type commitHold struct {
+	// wait waits until n COMMITs are held; an error when write ended
+	// first.
+	wait    func(n int, write <-chan error) error
+	release func() error
+}
+
+func holdCommits(t *testing.T, e *env) commitHold {
+	t.Helper()
+	ctx := context.Background()
+	if e.pg != nil {
+		const lockKey = 731_943
+		createHeldCommitTrigger(t, e, lockKey)
+		holder := holdAdvisoryLock(t, e, lockKey)
+		return commitHold{
+			wait: func(n int, write <-chan error) error { return waitLockWaiters(e, lockKey, n, write) },
+			release: func() error {
+				_, err := holder.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", lockKey)
+				return err
+			},
+		}
+	}
+	sqlDB, err := e.db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	for _, stage := range []string{"START", "FLUSH", "BLOCK_DDL", "BLOCK_COMMIT"} {
+		if _, err := conn.ExecContext(ctx, "BACKUP STAGE "+stage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return commitHold{
+		wait: func(n int, write <-chan error) error {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var waiting int
+				if err := sqlDB.QueryRow("SELECT count(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE 'Waiting for backup lock%'").Scan(&waiting); err != nil {
+					return err
+				}
+				if waiting >= n {
+					return nil
+				}
+				select {
+				case err := <-write:
+					return fmt.Errorf("the write ended (%v) before its COMMIT waited for the backup lock", err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%d sessions wait for the backup lock after 10 s, want %d", waiting, n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		},
+		release: func() error {
+			_, err := conn.ExecContext(ctx, "BACKUP STAGE END")
+			return err
+		},
+	}
+}
+
+func commitOutlivingLease(t *testing.T, engine string, write func(a *gorm.DB) error, aOpts ...envOpt) {
 	const lease = 1500 * time.Millisecond
-	e, a, pa, b, relay := writerCutPlugins(t, "postgres", lease, aOpts...)
+	e, a, pa, b, relay := writerCutPlugins(t, engine, lease, aOpts...)
 	seedItem(t, e, b, 1)
 	seedItem(t, e, b, 2)
-	const lockKey = 731_943
-	createHeldCommitTrigger(t, e, lockKey)
-	ctx := context.Background()
-	holder := holdAdvisoryLock(t, e, lockKey)
+	hold := holdCommits(t, e)
 
 	done := make(chan error, 1)
 	go func() { done <- write(a) }()
-	if err := waitLockWaiters(e, lockKey, 1, done); err != nil {
+	if err := hold.wait(1, done); err != nil {
 		t.Fatal(err)
 	}
 
@@ -97,13 +174,15 @@ func commitOutlivingLease(t *testing.T, write func(a *gorm.DB) error, aOpts ...e
 	// floor. A commit elsewhere flushes the WAL the held transaction
 	// wrote, so that the replicas can reach that floor.
 	time.Sleep(2*lease + 500*time.Millisecond)
-	flushWAL(t, e)
+	if e.pg != nil {
+		flushWAL(t, e)
+	}
 	e.waitCaughtUp()
 	e.eventuallyReplica(func() served { return e.readItem(b, 2) }, "B after A's lease lapsed")
 	e.pauseAll()
 	defer e.resumeAll()
 
-	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
+	if err := hold.release(); err != nil {
 		t.Fatal(err)
 	}
 	var writeErr error

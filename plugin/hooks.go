@@ -327,6 +327,12 @@ func (p *Plugin) publishAutocommit(db *gorm.DB) {
 	}
 	// Through a tagged connection, the position is read there, in the
 	// statement that releases the tag (writer_tag.go).
+	if p.tags.maria {
+		// The connection keeps its tag (writer_tag_mariadb.go).
+		_, w.tagged, _ = p.endTagged(db, false)
+		p.publish(db.Statement.Context, w)
+		return
+	}
 	committed := time.Now()
 	pos, tagged, err := p.endTagged(db, true)
 	if !tagged {

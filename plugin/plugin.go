@@ -310,7 +310,8 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	_, native := eng.(pgEngine)
 	p.pgxPrimary = native && foldsCommit(ctx, sqlDB)
 	p.foldCommit = p.pgxPrimary && prepared == nil
-	p.initWriterTags()
+	_, maria := eng.(*mariaEngine)
+	p.initWriterTags(maria)
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
 		return err
 	}

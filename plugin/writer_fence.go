@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ type writerFence struct {
 	// last fence failed (logged once per failing spell; poller only).
 	denied  sync.Once
 	failing bool
+	// blind: the MariaDB fence cannot list other users' connections
+	// (logged once).
+	blind sync.Once
 }
 
 // endLapsedWritersQuery ends, and lists, the connections of this
@@ -52,15 +56,29 @@ WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
 // false: the store is not accepted this poll.
 func (p *Plugin) fenceLapsedWriters(ctx context.Context) bool {
 	tg, ok := p.cfg.Store.(lsnstore.LeaseTagger)
-	if !ok || p.engine == nil || p.engine.dialect() != classify.Postgres {
+	if !ok || p.engine == nil {
 		return true
 	}
-	found, err := p.endLapsedWriters(ctx, tg)
+	_, maria := p.engine.(*mariaEngine)
+	if !maria && p.engine.dialect() != classify.Postgres {
+		return true
+	}
+	var found int
+	var err error
+	if maria {
+		found, err = p.endLapsedMariaWriters(ctx, tg)
+	} else {
+		found, err = p.endLapsedWriters(ctx, tg)
+	}
 	if err != nil {
 		if sqlerr.PostgresCode(err) == "42501" {
 			// insufficient_privilege
 			p.fence.denied.Do(func() {
 				p.cfg.Logger.ErrorContext(ctx, "freshread: cannot end the primary connections of a process whose lease in the position store lapsed; table reads stay on the primary until they end: grant this process's database role pg_signal_backend, or run every process of the store under one role", "err", redact(err, p.primarySecrets))
+			})
+		} else if errors.Is(err, errKillDenied) {
+			p.fence.denied.Do(func() {
+				p.cfg.Logger.ErrorContext(ctx, "freshread: cannot end the primary connections of a process whose lease in the position store lapsed; table reads stay on the primary until they end: GRANT CONNECTION ADMIN ON *.* (SUPER before MariaDB 10.5) to this process's user, or run every process of the store under one user", "err", redact(err, p.primarySecrets))
 			})
 		} else if !p.fence.failing {
 			p.fence.failing = true

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -50,6 +49,9 @@ type writerTags struct {
 	tagger  lsnstore.LeaseTagger // nil: connections are not tagged
 	queries atomic.Pointer[tagQueries]
 	sqlTx   sqlTxTags
+	// maria: the tags are MariaDB user locks named after the connection,
+	// which keeps them until the member changes (writer_tag_mariadb.go).
+	maria bool
 }
 
 // sqlTxTags remembers the tag each open *sql.Tx took last (transactions
@@ -76,11 +78,12 @@ func (s *sqlTxTags) remember(tx *sql.Tx, tag uint32) {
 }
 
 // initWriterTags turns tagging on when the store's leases tag writers and
-// the primary's connections are pgx's with native positions and reach
-// their server processes directly (a pooler in transaction mode would give
-// a session lock to a server connection other clients share).
-func (p *Plugin) initWriterTags() {
-	if !p.pgxPrimary || !p.primaryPIDs {
+// the primary is PostgreSQL through pgx with native positions and its
+// connections reach their server processes directly (a pooler in
+// transaction mode would give a session lock to a server connection other
+// clients share), or MariaDB with native positions (maria).
+func (p *Plugin) initWriterTags(maria bool) {
+	if !maria && (!p.pgxPrimary || !p.primaryPIDs) {
 		return
 	}
 	if _, ok := p.leaser(); !ok {
@@ -88,6 +91,7 @@ func (p *Plugin) initWriterTags() {
 	}
 	if t, ok := p.cfg.Store.(lsnstore.LeaseTagger); ok {
 		p.tags.tagger = t
+		p.tags.maria = maria
 	}
 }
 
@@ -111,11 +115,19 @@ func (p *Plugin) tagLock(xact bool) (string, uint32) {
 	q := p.tags.queries.Load()
 	if q == nil || q.tag != tag {
 		// Built once per member, not per transaction.
-		q = &tagQueries{
-			tag:     tag,
-			session: fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", int32(ns), int32(tag)),
-			xact:    fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d, %d)", int32(ns), int32(tag)),
+		nq := &tagQueries{tag: tag}
+		if p.tags.maria {
+			prev := uint32(0)
+			if q != nil {
+				prev = q.tag
+			}
+			nq.session = mariaTagQuery(ns, tag, prev)
+			nq.xact = nq.session
+		} else {
+			nq.session = fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", int32(ns), int32(tag))
+			nq.xact = fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d, %d)", int32(ns), int32(tag))
 		}
+		q = nq
 		p.tags.queries.Store(q)
 	}
 	if xact {
@@ -137,6 +149,9 @@ func (p *Plugin) takeTag(ctx context.Context, conn *sql.Conn, xact bool) (uint32
 	if q == "" {
 		return 0, nil
 	}
+	if p.tags.maria {
+		return tag, mariaTake(conn.QueryRowContext(ctx, q))
+	}
 	if err := onPgConn(conn, func(pgc *pgconn.PgConn) error {
 		_, err := pgc.Exec(ctx, q).ReadAll()
 		return err
@@ -154,6 +169,9 @@ func (p *Plugin) takeTagTx(ctx context.Context, tx *sql.Tx) (uint32, error) {
 	q, tag := p.tagLock(true)
 	if q == "" {
 		return 0, nil
+	}
+	if p.tags.maria {
+		return tag, mariaTake(tx.QueryRowContext(ctx, q))
 	}
 	if _, err := tx.ExecContext(ctx, q); err != nil {
 		return 0, fmt.Errorf("plugin: tag the primary connection with this process's lease: %w", err)
@@ -177,7 +195,7 @@ func (p *Plugin) fenceTagged(ctx context.Context, held uint32, take func() (uint
 		if held == 0 || held != p.currentTag() {
 			tag, err := take()
 			if err != nil {
-				if sqlerr.PostgresCode(err) == "57P01" {
+				if endedByOther(err) {
 					// Ended by another process (writer_fence.go):
 					// before the commit, so nothing committed.
 					return fmt.Errorf("%w (another process ended this connection to the primary: this process's lease in the store had lapsed); retry when the store is reachable: %w", ErrStoreUnreachable, err)
@@ -203,7 +221,7 @@ func (p *Plugin) fenceTagged(ctx context.Context, held uint32, take func() (uint
 // not known to hold): the other process ended it for that
 // (writer_fence.go), and nothing of the transaction committed.
 func (p *Plugin) lapseError(err error, tag uint32) error {
-	if err == nil || tag == 0 || p.tags.tagger == nil || sqlerr.PostgresCode(err) != "57P01" {
+	if err == nil || tag == 0 || p.tags.tagger == nil || !endedByOther(err) {
 		return err
 	}
 	if l, _ := p.leaser(); tag == p.currentTag() && time.Now().Before(l.LeaseUntil()) {

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
-	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -153,7 +152,7 @@ func (p *Plugin) fencePinnedTagged(db *gorm.DB, pool *primaryPool) error {
 		stmt.ConnPool = tw.pinned
 		stmt.Settings.Store(taggedKey{stmt}, tw)
 		err = p.fenceTagged(ctx, 0, tw.take(ctx, p))
-		if err == nil || sqlerr.PostgresCode(err) != "57P01" || attempt == 2 || ctx.Err() != nil {
+		if err == nil || !endedByOther(err) || attempt == 2 || ctx.Err() != nil {
 			return err
 		}
 		p.endTagged(db, false) // returns the ended connection
@@ -164,7 +163,7 @@ func (p *Plugin) fencePinnedTagged(db *gorm.DB, pool *primaryPool) error {
 // connection it pinned; with read, in the same statement it reads the
 // primary's position, after the statement's commit, to publish the write
 // with. It reports whether the write went through a tagged connection
-// (false: read nothing).
+// (false: read nothing). On MariaDB it releases and reads nothing.
 func (p *Plugin) endTagged(db *gorm.DB, read bool) (pos lsnstore.Position, tagged bool, err error) {
 	v, ok := db.Statement.Settings.LoadAndDelete(taggedKey{db.Statement})
 	if !ok {
@@ -179,7 +178,9 @@ func (p *Plugin) endTagged(db *gorm.DB, read bool) (pos lsnstore.Position, tagge
 			_ = tw.conn.Close()
 		}()
 	}
-	if len(tw.tags) == 0 && !read {
+	if (len(tw.tags) == 0 && !read) || p.tags.maria {
+		// MariaDB: the connection keeps its tag (writer_tag_mariadb.go),
+		// and the position is read as without tags.
 		return lsnstore.Position{}, len(tw.tags) > 0, nil
 	}
 	ns, _ := p.tags.tagger.LeaseTag()

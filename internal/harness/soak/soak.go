@@ -270,8 +270,9 @@ type recorder struct {
 	sessionWrites []SessionWrite
 	reads         []Read
 	errs          []time.Time
-	// ended: errors because another process ended the connection (SQLSTATE
-	// 57P01: the plugins' writer fence ends a lapsed lease's connections).
+	// ended: errors because another process ended the connection
+	// (sqlerr.EndedByOther: the plugins' writer fence ends a lapsed
+	// lease's connections).
 	ended        []time.Time
 	firstErrors  []string
 	directWrites []Write
@@ -286,7 +287,7 @@ type recorder struct {
 
 func (r *recorder) err(err error) {
 	r.mu.Lock()
-	if sqlerr.PostgresCode(err) == "57P01" {
+	if sqlerr.EndedByOther(err) {
 		r.ended = append(r.ended, time.Now())
 	} else {
 		r.errs = append(r.errs, time.Now())

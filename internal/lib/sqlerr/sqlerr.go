@@ -2,6 +2,7 @@ package sqlerr
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
@@ -36,4 +37,22 @@ func PostgresCode(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// EndedByOther reports whether err says that another session ended the
+// connection: PostgreSQL's 57P01 (pg_terminate_backend, or a fast
+// shutdown), MariaDB's and MySQL's ER_CONNECTION_KILLED (1927, KILL
+// CONNECTION), or the MySQL driver's broken connection, which is what a
+// KILL of an idle connection leaves.
+func EndedByOther(err error) bool {
+	if err == nil {
+		return false
+	}
+	if PostgresCode(err) == "57P01" {
+		return true
+	}
+	if n, ok := engines.MySQLErrorNumber(err); ok {
+		return n == 1927
+	}
+	return errors.Is(err, driver.ErrBadConn) || (engines.MySQL != nil && engines.MySQL.InvalidConn(err))
 }
