@@ -2,8 +2,8 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
