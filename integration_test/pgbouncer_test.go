@@ -59,18 +59,24 @@ func TestPgBouncerFresh(t *testing.T) {
 	cases := []struct {
 		name, mode, exec string
 		prepareStmt      bool
+		redis            bool // Redis as the store: writer tags (transactions only in transaction mode)
 	}{
-		{"transaction/simple_protocol", testcluster.PoolTransaction, "simple_protocol", false},
-		{"transaction/cache_describe", testcluster.PoolTransaction, "cache_describe", false},
-		{"transaction/exec", testcluster.PoolTransaction, "exec", false},
-		{"session/default", testcluster.PoolSession, "", false},
-		{"session/PrepareStmt", testcluster.PoolSession, "", true},
+		{"transaction/simple_protocol", testcluster.PoolTransaction, "simple_protocol", false, false},
+		{"transaction/simple_protocol/redis", testcluster.PoolTransaction, "simple_protocol", false, true},
+		{"session/default/redis", testcluster.PoolSession, "", false, true},
+		{"transaction/cache_describe", testcluster.PoolTransaction, "cache_describe", false, false},
+		{"transaction/exec", testcluster.PoolTransaction, "exec", false, false},
+		{"session/default", testcluster.PoolSession, "", false, false},
+		{"session/PrepareStmt", testcluster.PoolSession, "", true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var opts []envOpt
 			if tc.prepareStmt {
 				opts = append(opts, withPrepareStmt())
+			}
+			if tc.redis {
+				opts = append(opts, withRedis(t))
 			}
 			e := newBouncedEnv(t, tc.mode, tc.exec, opts...)
 			freshThroughPooler(t, e)

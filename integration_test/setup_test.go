@@ -138,8 +138,12 @@ func newMariaEnv(t *testing.T, opts ...envOpt) *env {
 // newEngineEnv is newEnv ("postgres") or newMariaEnv ("mariadb").
 func newEngineEnv(t *testing.T, engine string, opts ...envOpt) *env {
 	t.Helper()
-	if engine == "mariadb" {
+	switch engine {
+	case "mariadb":
 		return newMariaEnv(t, opts...)
+	case "postgres-pgbouncer":
+		// The primary and replicas behind PgBouncer in transaction mode.
+		return newBouncedEnv(t, testcluster.PoolTransaction, "simple_protocol", opts...)
 	}
 	return newEnv(t, opts...)
 }

@@ -111,6 +111,10 @@ type Plugin struct {
 	// primaryPIDs: a pgx connection's PID to the primary is its server
 	// process's (no pooler in between: pooler.go).
 	primaryPIDs bool
+	// primaryTxPooled: a pooler in front of the primary may move a client
+	// connection between server connections between transactions (or its
+	// mode is unknown): session locks cannot stand for a connection.
+	primaryTxPooled bool
 	stmtSQL     stmtSQL
 	// tags: the writer tags of the primary's connections
 	// (writer_tag.go); fence: the other processes' lapsed ones
@@ -271,13 +275,14 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	isPG := db.Dialector.Name() == "postgres"
 	if isPG {
 		// A pooler in transaction mode (pooler.go).
-		behind, err := p.checkPooler(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt)
+		behind, txPooled, err := p.checkPooler(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt)
 		if err != nil {
 			return err
 		}
 		// The PID of a primary connection names its server process
 		// (abandoned_commit.go) unless a pooler made its own.
 		p.primaryPIDs = !behind
+		p.primaryTxPooled = txPooled
 	}
 	eng, err := engineFor(ctx, db.Dialector.Name(), sqlDB)
 	if err != nil {

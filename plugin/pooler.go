@@ -51,37 +51,43 @@ var ErrPooler = errors.New("plugin: refused behind a connection pooler in transa
 // prepareStmt: the *gorm.DB prepares statements (gorm.Config.PrepareStmt).
 // Connections it cannot make or probe are left to the checks that follow.
 // It reports whether something in front of the server made its own
-// process IDs (behind: a connection's PID is not its server process's).
-func (p *Plugin) checkPooler(ctx context.Context, what string, db *sql.DB, prepareStmt bool) (behind bool, err error) {
+// process IDs (behind: a connection's PID is not its server process's),
+// and whether a client connection may change server connections between
+// transactions (txPooled: a pooler in transaction mode, or one whose mode
+// could not be probed).
+func (p *Plugin) checkPooler(ctx context.Context, what string, db *sql.DB, prepareStmt bool) (behind, txPooled bool, err error) {
 	cfg, behind := pgPoolerConfig(ctx, db)
 	if !behind {
-		return false, nil
+		return false, false, nil
 	}
-	return true, p.checkPooled(ctx, what, cfg, prepareStmt)
+	txPooled, err = p.checkPooled(ctx, what, cfg, prepareStmt)
+	return true, txPooled, err
 }
 
 // checkPooled checks a server a pooler stands in front of (cfg: a
-// connection's configuration).
-func (p *Plugin) checkPooled(ctx context.Context, what string, cfg *pgx.ConnConfig, prepareStmt bool) error {
+// connection's configuration), and reports whether the pooler may move a
+// client connection between server connections between transactions
+// (true also when its mode could not be probed).
+func (p *Plugin) checkPooled(ctx context.Context, what string, cfg *pgx.ConnConfig, prepareStmt bool) (bool, error) {
 	txPooling, namedKept, err := probeTxPooling(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, errStatementPooling) {
-			return fmt.Errorf("%w: %s: %v: use pool_mode = transaction or session", ErrPooler, what, err)
+			return true, fmt.Errorf("%w: %s: %v: use pool_mode = transaction or session", ErrPooler, what, err)
 		}
 		p.cfg.Logger.Warn("freshread: a connection pooler is in front of the server, and its pool mode could not be probed", "server", what, "err", err)
-		return nil
+		return true, nil
 	}
 	if !txPooling || namedKept {
-		return nil
+		return txPooling, nil
 	}
 	switch mode := cfg.DefaultQueryExecMode; mode {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec:
-		return fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and pgx's query exec mode %q needs them (or one server connection for two round trips): open it with default_query_exec_mode=simple_protocol (or exec, or cache_describe) in the DSN, or postgres.Config{PreferSimpleProtocol: true}; or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what, mode)
+		return true, fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and pgx's query exec mode %q needs them (or one server connection for two round trips): open it with default_query_exec_mode=simple_protocol (or exec, or cache_describe) in the DSN, or postgres.Config{PreferSimpleProtocol: true}; or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what, mode)
 	}
 	if prepareStmt {
-		return fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and gorm.Config.PrepareStmt prepares them by name: turn PrepareStmt off, or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what)
+		return true, fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and gorm.Config.PrepareStmt prepares them by name: turn PrepareStmt off, or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what)
 	}
-	return nil
+	return true, nil
 }
 
 // pgPoolerConfig reports whether a pgx connection of db has a process ID

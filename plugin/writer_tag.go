@@ -52,6 +52,11 @@ type writerTags struct {
 	// maria: the tags are MariaDB user locks named after the connection,
 	// which keeps them until the member changes (writer_tag_mariadb.go).
 	maria bool
+	// xactOnly: a pooler in transaction mode is in front of the primary
+	// (or one of unknown mode): only transactions take tags, for the
+	// transaction; a session lock would stay with a server connection that
+	// other clients go on to use, so autocommit writes go untagged.
+	xactOnly bool
 }
 
 // sqlTxTags remembers the tag each open *sql.Tx took last (transactions
@@ -78,12 +83,11 @@ func (s *sqlTxTags) remember(tx *sql.Tx, tag uint32) {
 }
 
 // initWriterTags turns tagging on when the store's leases tag writers and
-// the primary is PostgreSQL through pgx with native positions and its
-// connections reach their server processes directly (a pooler in
-// transaction mode would give a session lock to a server connection other
-// clients share), or MariaDB with native positions (maria).
+// the primary is PostgreSQL through pgx with native positions, or MariaDB
+// with native positions (maria). Behind a pooler in transaction mode, or
+// of a mode not known, only transactions are tagged (xactOnly).
 func (p *Plugin) initWriterTags(maria bool) {
-	if !maria && (!p.pgxPrimary || !p.primaryPIDs) {
+	if !maria && !p.pgxPrimary {
 		return
 	}
 	if _, ok := p.leaser(); !ok {
@@ -92,6 +96,7 @@ func (p *Plugin) initWriterTags(maria bool) {
 	if t, ok := p.cfg.Store.(lsnstore.LeaseTagger); ok {
 		p.tags.tagger = t
 		p.tags.maria = maria
+		p.tags.xactOnly = !maria && !p.primaryPIDs && p.primaryTxPooled
 	}
 }
 

@@ -85,6 +85,9 @@ func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 	stmt := db.Statement
 	ctx := stmt.Context
 	tw := &taggedWrite{}
+	if _, inTx := stmt.ConnPool.(*sql.Tx); p.tags.xactOnly && !inTx {
+		return false, nil // a session lock would outlive the statement's server connection
+	}
 	switch c := stmt.ConnPool.(type) {
 	case *primaryPool:
 		return true, p.fencePinnedTagged(db, c)
