@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"gorm.io/gorm"
 
@@ -35,6 +36,9 @@ var (
 func (pp *primaryPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.ConnPool, error) {
 	if pp.p.foldCommit {
 		return pp.p.beginFolded(ctx, pp.db, opts)
+	}
+	if pp.p.tags.maria {
+		return pp.p.beginMaria(ctx, pp.db, opts)
 	}
 	tx, err := pp.db.BeginTx(ctx, opts)
 	if err != nil {
@@ -79,6 +83,10 @@ type trackedTx struct {
 	// 0: none), tagged whether the fence passed with it.
 	tag    uint32
 	tagged bool
+	// owned (MariaDB with tags): the connection the *sql.Tx was begun
+	// on, returned when it ends; connKey names its driver connection.
+	owned   *sql.Conn
+	connKey weak.Pointer[byte]
 
 	mu      sync.Mutex
 	written writeSet
@@ -173,7 +181,9 @@ func (t *trackedTx) Commit() error {
 	if t.conn != nil {
 		return t.commitFolded()
 	}
-	if err := t.Tx.Commit(); err != nil {
+	err := t.Tx.Commit()
+	t.release()
+	if err != nil {
 		if w := t.takeWritten(); !w.empty() && commitOutcomeUnknown(err) {
 			t.p.unpublished(t.ctx, w, time.Now())
 		}
@@ -251,9 +261,12 @@ func (t *trackedTx) retag() (uint32, error) {
 	ctx := context.WithoutCancel(t.ctx)
 	var tag uint32
 	var err error
-	if t.conn != nil {
+	switch {
+	case t.conn != nil:
 		tag, err = t.p.takeTag(ctx, t.conn, true)
-	} else {
+	case t.owned != nil:
+		tag, err = t.p.takeMariaTag(ctx, t.connKey, t.Tx.QueryRowContext)
+	default:
 		tag, err = t.p.takeTagTx(ctx, t.Tx)
 	}
 	if err == nil && tag != 0 {
@@ -269,7 +282,16 @@ func (t *trackedTx) Rollback() error {
 	if t.conn != nil {
 		return t.endFolded(rollbackFolded)
 	}
-	return t.Tx.Rollback()
+	err := t.Tx.Rollback()
+	t.release()
+	return err
+}
+
+// release returns the connection a MariaDB transaction was begun on.
+func (t *trackedTx) release() {
+	if t.owned != nil {
+		_ = t.owned.Close()
+	}
 }
 
 func (t *trackedTx) GetDBConn() (*sql.DB, error) { return t.p.primaryDB, nil }

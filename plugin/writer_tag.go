@@ -51,7 +51,8 @@ type writerTags struct {
 	sqlTx   sqlTxTags
 	// maria: the tags are MariaDB user locks named after the connection,
 	// which keeps them until the member changes (writer_tag_mariadb.go).
-	maria bool
+	maria  bool
+	mconns mariaConnTags
 	// xactOnly: a pooler in transaction mode is in front of the primary
 	// (or one of unknown mode): only transactions take tags, for the
 	// transaction; a session lock would stay with a server connection that
@@ -155,7 +156,7 @@ func (p *Plugin) takeTag(ctx context.Context, conn *sql.Conn, xact bool) (uint32
 		return 0, nil
 	}
 	if p.tags.maria {
-		return tag, mariaTake(conn.QueryRowContext(ctx, q))
+		return p.takeMariaTag(ctx, connKey(conn), conn.QueryRowContext)
 	}
 	if err := onPgConn(conn, func(pgc *pgconn.PgConn) error {
 		_, err := pgc.Exec(ctx, q).ReadAll()

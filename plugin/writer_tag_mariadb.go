@@ -1,8 +1,13 @@
 package plugin
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"weak"
 
 	"github.com/freshread/freshread/internal/lib/sqlerr"
 )
@@ -23,6 +28,67 @@ import (
 // next member's tag releases the previous one's in the same statement.
 // An idle connection holding a lapsed tag is ended too: its pool opens
 // another.
+
+// mariaConnTags remembers, per driver connection, the tag it holds, so
+// that a connection that holds the current member's tag takes nothing
+// again: no round trip after a connection's first write under a member.
+// Forgotten when the driver connection is collected. A program that
+// releases the connection's user locks itself (RELEASE_ALL_LOCKS) between
+// a write and its commit removes its tag unseen, as
+// pg_advisory_unlock_all does on PostgreSQL (docs/design/reliability.md).
+type mariaConnTags struct {
+	m sync.Map // weak.Pointer[byte] (the driver connection) -> uint32
+}
+
+// connKey is the key of conn's driver connection (zero: none known).
+func connKey(conn *sql.Conn) weak.Pointer[byte] {
+	var key weak.Pointer[byte]
+	_ = conn.Raw(func(dc any) error {
+		if v := reflect.ValueOf(dc); v.Kind() == reflect.Pointer && !v.IsNil() {
+			key = weak.Make((*byte)(v.UnsafePointer()))
+		}
+		return nil
+	})
+	return key
+}
+
+func (m *mariaConnTags) held(key weak.Pointer[byte]) uint32 {
+	if key.Value() == nil {
+		return 0
+	}
+	if v, ok := m.m.Load(key); ok {
+		return v.(uint32)
+	}
+	return 0
+}
+
+func (m *mariaConnTags) remember(key weak.Pointer[byte], tag uint32) {
+	ptr := key.Value()
+	if ptr == nil {
+		return
+	}
+	if _, loaded := m.m.Swap(key, tag); !loaded {
+		runtime.AddCleanup(ptr, func(k weak.Pointer[byte]) { m.m.Delete(k) }, key)
+	}
+}
+
+// takeMariaTag takes the current tag on the driver connection key names
+// (zero: unknown) through query (its connection, or a transaction on it),
+// unless it holds it already, and returns it (0: none taken).
+func (p *Plugin) takeMariaTag(ctx context.Context, key weak.Pointer[byte], query func(ctx context.Context, q string, args ...any) *sql.Row) (uint32, error) {
+	q, tag := p.tagLock(false)
+	if q == "" {
+		return 0, nil
+	}
+	if p.tags.mconns.held(key) == tag {
+		return tag, nil
+	}
+	if err := mariaTake(query(ctx, q)); err != nil {
+		return 0, err
+	}
+	p.tags.mconns.remember(key, tag)
+	return tag, nil
+}
 
 // mariaTagName is the SQL expression of the tag lock's name on the
 // connection that runs it.
@@ -59,3 +125,20 @@ func mariaTake(row *sql.Row) error {
 // endedByOther reports whether err says that another session ended the
 // connection (sqlerr.EndedByOther).
 func endedByOther(err error) bool { return sqlerr.EndedByOther(err) }
+
+// beginMaria begins a transaction on a connection of db pinned for it, so
+// that its tag is taken once per driver connection and member
+// (mariaConnTags); the connection goes back when the transaction ends.
+func (p *Plugin) beginMaria(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*trackedTx, error) {
+	sc, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := connKey(sc)
+	tx, err := sc.BeginTx(ctx, opts)
+	if err != nil {
+		_ = sc.Close()
+		return nil, err
+	}
+	return &trackedTx{Tx: tx, ctx: ctx, p: p, owned: sc, connKey: key}, nil
+}
