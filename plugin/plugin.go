@@ -115,7 +115,7 @@ type Plugin struct {
 	// connection between server connections between transactions (or its
 	// mode is unknown): session locks cannot stand for a connection.
 	primaryTxPooled bool
-	stmtSQL     stmtSQL
+	stmtSQL         stmtSQL
 	// tags: the writer tags of the primary's connections
 	// (writer_tag.go); fence: the other processes' lapsed ones
 	// (writer_fence.go).
