@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
+	"github.com/freshread/freshread/plugin"
 )
 
 // TestAbandonedCommitNeverArrives: A's COMMIT is held by the network (the
@@ -57,19 +58,31 @@ func TestAbandonedCommitNeverArrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backendAlive := func() (alive bool, port int) {
-		err := direct.QueryRow("SELECT client_port FROM pg_stat_activity WHERE pid = $1", pid).Scan(&port)
+	backendAlive := func() (alive bool, port int, err error) {
+		err = direct.QueryRow("SELECT client_port FROM pg_stat_activity WHERE pid = $1", pid).Scan(&port)
 		if errors.Is(err, sql.ErrNoRows) {
-			return false, 0
+			return false, 0, nil
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return true, port
+		return err == nil, port, err
 	}
-	alive, port := backendAlive()
-	if !alive || !relay.HoldConn(port, true) {
-		t.Fatalf("A's transaction's connection (server process %d, client port %d) is not one of the relay's", pid, port)
+	if err := abandonedCommitNeverArrives(e, a, pa, b, relay, tx, backendAlive); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// abandonedCommitNeverArrives holds the connection of A's transaction tx
+// (alive: whether its server process or thread is still there, and its
+// client port) in relay, has A give up on its COMMIT, and checks that A
+// ends the transaction and publishes the write, and that the COMMIT the
+// network delivers after that commits nothing: item 1 stays "old" for A,
+// for B and on the primary. The first failure is returned.
+func abandonedCommitNeverArrives(e *env, a *gorm.DB, pa *plugin.Plugin, b *gorm.DB, relay *testcluster.Relay, tx *gorm.DB, alive func() (bool, int, error)) error {
+	ok, port, err := alive()
+	if err != nil {
+		return err
+	}
+	if !ok || !relay.HoldConn(port, true) {
+		return fmt.Errorf("A's transaction's connection (client port %d) is not one of the relay's", port)
 	}
 	held := true
 	defer func() {
@@ -78,7 +91,7 @@ func TestAbandonedCommitNeverArrives(t *testing.T) {
 		}
 	}()
 	if err := tx.Commit().Error; err == nil {
-		t.Fatal("A's COMMIT succeeded while the network held it")
+		return errors.New("A's COMMIT succeeded while the network held it")
 	}
 	// Nothing has committed; A's reads and B's see the old row.
 	for _, db := range []struct {
@@ -86,25 +99,29 @@ func TestAbandonedCommitNeverArrives(t *testing.T) {
 		read func() served
 	}{{"A", func() served { return e.readItem(a, 1) }}, {"B", func() served { return e.readItem(b, 1) }}} {
 		if got := db.read(); got.Name != "old" {
-			t.Fatalf("%s read %+v while the COMMIT was held, want \"old\"", db.name, got)
+			return fmt.Errorf("%s read %+v while the COMMIT was held, want \"old\"", db.name, got)
 		}
 	}
 
-	// A's poller ends the transaction (the server process) after
-	// abandonedIdleLimit, then publishes the write.
+	// A's poller ends the transaction after abandonedIdleLimit, then
+	// publishes the write.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if alive, _ := backendAlive(); !alive {
+		ok, _, err := alive()
+		if err != nil {
+			return err
+		}
+		if !ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the transaction whose COMMIT never arrived was never ended: A holds its write for as long as the network holds the COMMIT")
+			return errors.New("the transaction whose COMMIT never arrived was never ended: A holds its write for as long as the network holds the COMMIT")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for i := 0; pluginMetric(t, pa, "freshread_unpublished_writes") != 0; i++ {
+	for pluginMetric(e.t, pa, "freshread_unpublished_writes") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("A never published the write once its transaction had ended")
+			return errors.New("A never published the write once its transaction had ended")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -115,17 +132,18 @@ func TestAbandonedCommitNeverArrives(t *testing.T) {
 	relay.HoldConn(port, false)
 	held = false
 	time.Sleep(300 * time.Millisecond)
-	if got := readPrimaryName(t, e, 1); got != "old" {
-		t.Fatalf("the COMMIT delivered after A published committed (the row is %q): other processes may have read it stale", got)
+	if got := readPrimaryName(e.t, e, 1); got != "old" {
+		return fmt.Errorf("the COMMIT delivered after A published committed (the row is %q): other processes may have read it stale", got)
 	}
 	for i := range 5 {
 		if got := e.readItem(b, 1); got.Name != "old" {
-			t.Fatalf("B's read %d: %+v, want \"old\"", i, got)
+			return fmt.Errorf("B's read %d: %+v, want \"old\"", i, got)
 		}
 		if got := e.readItem(a, 1); got.Name != "old" {
-			t.Fatalf("A's read %d: %+v, want \"old\"", i, got)
+			return fmt.Errorf("A's read %d: %+v, want \"old\"", i, got)
 		}
 	}
+	return nil
 }
 
 // primaryViaRelay is a relay in front of the PostgreSQL primary (closed

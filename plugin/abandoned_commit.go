@@ -51,7 +51,12 @@ const abandonedIdleLimit = 5 * time.Second
 // sent to server process backend, has an unknown outcome, and tells the
 // other processes.
 func (p *Plugin) abandonedCommit(ctx context.Context, w writeSet, backend uint32, at time.Time) {
-	id := abandonedPrefix + strconv.FormatUint(uint64(backend), 10)
+	p.holdAbandoned(ctx, w, abandonedPrefix+strconv.FormatUint(uint64(backend), 10), at)
+}
+
+// holdAbandoned holds w under id until the poller finds its transaction
+// ended (releaseEndedForeign), and tells the other processes.
+func (p *Plugin) holdAbandoned(ctx context.Context, w writeSet, id string, at time.Time) {
 	fw := &foreignWrite{w: w, since: at}
 	fw.id.Store(&id)
 	p.pending.hold(fw)

@@ -108,6 +108,8 @@ func (p *Plugin) releaseEndedForeign(ctx context.Context) {
 		ended, err := false, error(nil)
 		if backend, ok := strings.CutPrefix(*id, abandonedPrefix); ok {
 			ended, err = p.abandonedEnded(ctx, fw, backend, now)
+		} else if thread, ok := strings.CutPrefix(*id, abandonedThreadPrefix); ok {
+			ended, err = p.abandonedThreadEnded(ctx, fw, thread, now)
 		} else {
 			ended, err = tw.txEnded(ctx, p.primaryDB, *id)
 		}

@@ -115,7 +115,12 @@ type Plugin struct {
 	// connection between server connections between transactions (or its
 	// mode is unknown): session locks cannot stand for a connection.
 	primaryTxPooled bool
-	stmtSQL         stmtSQL
+	// mariaNative: MariaDB with native positions; its transactions run
+	// on a connection pinned for them, whose server thread's ID (mthreads)
+	// follows a COMMIT of unknown outcome (abandoned_commit_mariadb.go).
+	mariaNative bool
+	mthreads    connValues[uint64]
+	stmtSQL     stmtSQL
 	// tags: the writer tags of the primary's connections
 	// (writer_tag.go); fence: the other processes' lapsed ones
 	// (writer_fence.go).
@@ -316,6 +321,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	p.pgxPrimary = native && foldsCommit(ctx, sqlDB)
 	p.foldCommit = p.pgxPrimary && prepared == nil
 	_, maria := eng.(*mariaEngine)
+	p.mariaNative = maria
 	p.initWriterTags(maria)
 	if p.cluster, err = eng.identify(ctx, sqlDB); err != nil {
 		return err

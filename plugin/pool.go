@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,7 @@ func (pp *primaryPool) BeginTx(ctx context.Context, opts *sql.TxOptions) (gorm.C
 	if pp.p.foldCommit {
 		return pp.p.beginFolded(ctx, pp.db, opts)
 	}
-	if pp.p.tags.maria {
+	if pp.p.mariaNative {
 		return pp.p.beginMaria(ctx, pp.db, opts)
 	}
 	tx, err := pp.db.BeginTx(ctx, opts)
@@ -83,10 +84,12 @@ type trackedTx struct {
 	// 0: none), tagged whether the fence passed with it.
 	tag    uint32
 	tagged bool
-	// owned (MariaDB with tags): the connection the *sql.Tx was begun
-	// on, returned when it ends; connKey names its driver connection.
+	// owned (MariaDB): the connection the *sql.Tx was begun on, returned
+	// when it ends; connKey names its driver connection, thread its
+	// server thread (0: unknown; abandoned_commit_mariadb.go).
 	owned   *sql.Conn
 	connKey weak.Pointer[byte]
+	thread  uint64
 
 	mu      sync.Mutex
 	written writeSet
@@ -185,7 +188,11 @@ func (t *trackedTx) Commit() error {
 	t.release()
 	if err != nil {
 		if w := t.takeWritten(); !w.empty() && commitOutcomeUnknown(err) {
-			t.p.unpublished(t.ctx, w, time.Now())
+			if t.thread != 0 {
+				t.p.holdAbandoned(t.ctx, w, abandonedThreadPrefix+strconv.FormatUint(t.thread, 10), time.Now())
+			} else {
+				t.p.unpublished(t.ctx, w, time.Now())
+			}
 		}
 		return err
 	}

@@ -52,7 +52,7 @@ type writerTags struct {
 	// maria: the tags are MariaDB user locks named after the connection,
 	// which keeps them until the member changes (writer_tag_mariadb.go).
 	maria  bool
-	mconns mariaConnTags
+	mconns connValues[uint32]
 	// xactOnly: a pooler in transaction mode is in front of the primary
 	// (or one of unknown mode): only transactions take tags, for the
 	// transaction; a session lock would stay with a server connection that

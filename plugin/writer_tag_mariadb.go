@@ -29,15 +29,16 @@ import (
 // An idle connection holding a lapsed tag is ended too: its pool opens
 // another.
 
-// mariaConnTags remembers, per driver connection, the tag it holds, so
-// that a connection that holds the current member's tag takes nothing
-// again: no round trip after a connection's first write under a member.
-// Forgotten when the driver connection is collected. A program that
-// releases the connection's user locks itself (RELEASE_ALL_LOCKS) between
-// a write and its commit removes its tag unseen, as
-// pg_advisory_unlock_all does on PostgreSQL (docs/design/reliability.md).
-type mariaConnTags struct {
-	m sync.Map // weak.Pointer[byte] (the driver connection) -> uint32
+// connValues remembers a value per driver connection (mconns: the tag it
+// holds, so that a connection that holds the current member's tag takes
+// nothing again, no round trip after a connection's first write under a
+// member; mthreads: its server thread's ID). Forgotten when the driver
+// connection is collected. A program that releases the connection's user
+// locks itself (RELEASE_ALL_LOCKS) between a write and its commit removes
+// its tag unseen, as pg_advisory_unlock_all does on PostgreSQL
+// (docs/design/reliability.md).
+type connValues[V comparable] struct {
+	m sync.Map // weak.Pointer[byte] (the driver connection) -> V
 }
 
 // connKey is the key of conn's driver connection (zero: none known).
@@ -52,22 +53,24 @@ func connKey(conn *sql.Conn) weak.Pointer[byte] {
 	return key
 }
 
-func (m *mariaConnTags) held(key weak.Pointer[byte]) uint32 {
+// held is the value remembered for the connection key names (zero: none).
+func (m *connValues[V]) held(key weak.Pointer[byte]) V {
+	var zero V
 	if key.Value() == nil {
-		return 0
+		return zero
 	}
 	if v, ok := m.m.Load(key); ok {
-		return v.(uint32)
+		return v.(V)
 	}
-	return 0
+	return zero
 }
 
-func (m *mariaConnTags) remember(key weak.Pointer[byte], tag uint32) {
+func (m *connValues[V]) remember(key weak.Pointer[byte], v V) {
 	ptr := key.Value()
 	if ptr == nil {
 		return
 	}
-	if _, loaded := m.m.Swap(key, tag); !loaded {
+	if _, loaded := m.m.Swap(key, v); !loaded {
 		runtime.AddCleanup(ptr, func(k weak.Pointer[byte]) { m.m.Delete(k) }, key)
 	}
 }
@@ -127,18 +130,21 @@ func mariaTake(row *sql.Row) error {
 func endedByOther(err error) bool { return sqlerr.EndedByOther(err) }
 
 // beginMaria begins a transaction on a connection of db pinned for it, so
-// that its tag is taken once per driver connection and member
-// (mariaConnTags); the connection goes back when the transaction ends.
+// that its tag is taken once per driver connection and member (mconns)
+// and its server thread is known (mthreads, asked once per driver
+// connection: abandoned_commit_mariadb.go); the connection goes back when
+// the transaction ends.
 func (p *Plugin) beginMaria(ctx context.Context, db *sql.DB, opts *sql.TxOptions) (*trackedTx, error) {
 	sc, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	key := connKey(sc)
+	thread := p.mariaThreadID(ctx, key, sc.QueryRowContext)
 	tx, err := sc.BeginTx(ctx, opts)
 	if err != nil {
 		_ = sc.Close()
 		return nil, err
 	}
-	return &trackedTx{Tx: tx, ctx: ctx, p: p, owned: sc, connKey: key}, nil
+	return &trackedTx{Tx: tx, ctx: ctx, p: p, owned: sc, connKey: key, thread: thread}, nil
 }
