@@ -32,24 +32,9 @@ import (
 func TestAbandonedCommitNeverArrives(t *testing.T) {
 	store, _ := newRedisStore(t, "abandoned-lost-"+t.Name())
 	e := newEnv(t, withStore(store))
-	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
-		t.Fatal(err)
-	}
 	relay, primary := e.primaryViaRelay()
-	a, pa := e.open(withStore(store), withPrimary(primary))
-	b, _ := e.open(withStore(store))
-	if err := a.Create(&Item{ID: 2, Name: "warm"}).Error; err != nil {
-		t.Fatal(err)
-	}
-	e.resumeAll()
-	e.eventuallyReplica(func() served { return e.readItem(b, 1) }, "B before the write")
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	tx := a.WithContext(ctx).Begin()
-	if err := setName(tx, 1); err != nil {
-		t.Fatal(err)
-	}
+	// pgx gives up on the COMMIT when the transaction's context ends.
+	a, pa, b, tx := abandonedWriters(t, e, primary, time.Second, withStore(store))
 	var pid int
 	if err := tx.Raw("SELECT pg_backend_pid()").Scan(&pid).Error; err != nil {
 		t.Fatal(err)
@@ -68,6 +53,30 @@ func TestAbandonedCommitNeverArrives(t *testing.T) {
 	if err := abandonedCommitNeverArrives(e, a, pa, b, relay, tx, backendAlive); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// abandonedWriters opens A (its primary through primary) and B, seeds item
+// 1 as "old", read by B from a replica, and has A begin a transaction,
+// with a context ending after giveUp, that renames item 1.
+func abandonedWriters(t *testing.T, e *env, primary gorm.Dialector, giveUp time.Duration, opts ...envOpt) (a *gorm.DB, pa *plugin.Plugin, b *gorm.DB, tx *gorm.DB) {
+	t.Helper()
+	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	a, pa = e.open(append(opts, withPrimary(primary))...)
+	b, _ = e.open(opts...)
+	if err := a.Create(&Item{ID: 2, Name: "warm"}).Error; err != nil {
+		t.Fatal(err)
+	}
+	e.resumeAll()
+	e.eventuallyReplica(func() served { return e.readItem(b, 1) }, "B before the write")
+	ctx, cancel := context.WithTimeout(context.Background(), giveUp)
+	t.Cleanup(cancel)
+	tx = a.WithContext(ctx).Begin()
+	if err := setName(tx, 1); err != nil {
+		t.Fatal(err)
+	}
+	return a, pa, b, tx
 }
 
 // abandonedCommitNeverArrives holds the connection of A's transaction tx
