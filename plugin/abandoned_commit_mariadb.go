@@ -4,12 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 	"weak"
-
-	"github.com/freshread/freshread/internal/engines"
 )
 
 // A COMMIT whose outcome is unknown on MariaDB (abandoned_commit.go for
@@ -69,9 +66,9 @@ func (p *Plugin) abandonedThreadEnded(ctx context.Context, fw *foreignWrite, thr
 		// Idle: the COMMIT never arrived, and its client is gone. Ended,
 		// the transaction can never commit; the next check sees the
 		// thread gone.
-		_, err := p.primaryDB.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-		if n, ok := engines.MySQLErrorNumber(err); ok && n == 1094 {
-			return true, nil // unknown thread: gone meanwhile
+		gone, err := p.killMariaThread(ctx, id)
+		if gone {
+			return true, nil // gone meanwhile
 		}
 		if err == nil {
 			p.cfg.Logger.WarnContext(ctx, "freshread: ended a transaction whose COMMIT this process gave up on and that never received it (the network held it); it cannot commit now", "thread", id, "idle_for", now.Sub(fw.since).Round(time.Millisecond))

@@ -60,18 +60,25 @@ func (p *Plugin) endLapsedMariaWriters(ctx context.Context, tg lsnstore.LeaseTag
 		return 0, fmt.Errorf("plugin: list the connections of lapsed writers: %w", err)
 	}
 	for _, id := range ids {
-		_, err := p.primaryDB.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
-		if n, ok := engines.MySQLErrorNumber(err); ok {
-			switch n {
-			case 1094: // unknown thread: it ended meanwhile
-				err = nil
-			case 1095: // not its owner
-				err = fmt.Errorf("%w: %w", errKillDenied, err)
-			}
-		}
-		if err != nil {
+		if _, err := p.killMariaThread(ctx, id); err != nil {
 			return 0, fmt.Errorf("plugin: end connection %d of a lapsed writer: %w", id, err)
 		}
 	}
 	return len(ids), nil
+}
+
+// killMariaThread ends the primary's server thread id (KILL CONNECTION);
+// gone: it had ended already. A refusal for lack of a privilege wraps
+// errKillDenied.
+func (p *Plugin) killMariaThread(ctx context.Context, id uint64) (gone bool, err error) {
+	_, err = p.primaryDB.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+	if n, ok := engines.MySQLErrorNumber(err); ok {
+		switch n {
+		case 1094: // unknown thread
+			return true, nil
+		case 1095: // not its owner
+			return false, fmt.Errorf("%w: %w", errKillDenied, err)
+		}
+	}
+	return false, err
 }

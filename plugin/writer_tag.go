@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -201,7 +202,7 @@ func (p *Plugin) fenceTagged(ctx context.Context, held uint32, take func() (uint
 		if held == 0 || held != p.currentTag() {
 			tag, err := take()
 			if err != nil {
-				if endedByOther(err) {
+				if sqlerr.EndedByOther(err) {
 					// Ended by another process (writer_fence.go):
 					// before the commit, so nothing committed.
 					return fmt.Errorf("%w (another process ended this connection to the primary: this process's lease in the store had lapsed); retry when the store is reachable: %w", ErrStoreUnreachable, err)
@@ -227,7 +228,7 @@ func (p *Plugin) fenceTagged(ctx context.Context, held uint32, take func() (uint
 // not known to hold): the other process ended it for that
 // (writer_fence.go), and nothing of the transaction committed.
 func (p *Plugin) lapseError(err error, tag uint32) error {
-	if err == nil || tag == 0 || p.tags.tagger == nil || !endedByOther(err) {
+	if err == nil || tag == 0 || p.tags.tagger == nil || !sqlerr.EndedByOther(err) {
 		return err
 	}
 	if l, _ := p.leaser(); tag == p.currentTag() && time.Now().Before(l.LeaseUntil()) {

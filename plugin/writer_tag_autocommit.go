@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
+	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/lsnstore"
 )
 
@@ -155,7 +156,7 @@ func (p *Plugin) fencePinnedTagged(db *gorm.DB, pool *primaryPool) error {
 		stmt.ConnPool = tw.pinned
 		stmt.Settings.Store(taggedKey{stmt}, tw)
 		err = p.fenceTagged(ctx, 0, tw.take(ctx, p))
-		if err == nil || !endedByOther(err) || attempt == 2 || ctx.Err() != nil {
+		if err == nil || !sqlerr.EndedByOther(err) || attempt == 2 || ctx.Err() != nil {
 			return err
 		}
 		p.endTagged(db, false) // returns the ended connection

@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"sync"
 	"weak"
-
-	"github.com/freshread/freshread/internal/lib/sqlerr"
 )
 
 // Writer tags on MariaDB (writer_tag.go). MariaDB has no shared advisory
@@ -124,10 +122,6 @@ func mariaTake(row *sql.Row) error {
 	}
 	return nil
 }
-
-// endedByOther reports whether err says that another session ended the
-// connection (sqlerr.EndedByOther).
-func endedByOther(err error) bool { return sqlerr.EndedByOther(err) }
 
 // beginMaria begins a transaction on a connection of db pinned for it, so
 // that its tag is taken once per driver connection and member (mconns)
