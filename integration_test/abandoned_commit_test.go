@@ -5,6 +5,12 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/freshread/freshread/internal/lib/sqlerr"
+	"github.com/freshread/freshread/lsnstore"
+	"github.com/freshread/freshread/plugin"
 )
 
 // TestAbandonedCommitNeverReadsStale: two processes share a Redis store.
@@ -19,11 +25,64 @@ import (
 // value. Before A followed the COMMIT's server process to its end, A
 // published the write at its next poll, before the commit, and B read the
 // row stale from the replicas that had replayed up to that position.
+//
+// Each way the plugin begins a transaction: folded with pgx straight to
+// the primary (the connection's PID names the server process), through
+// GORM's prepared-statement pool made at Open (a *sql.Tx), and behind
+// PgBouncer in transaction mode (the PID is PgBouncer's own): the last two
+// learn the server process from the statement that takes the writer tag.
+// And autocommit writes (their COMMIT is the statement's own): from the
+// pool, through the prepared pool, on a connection pinned with
+// db.Connection (each through a connection tagged for the statement, whose
+// PID the plugin knows), and behind PgBouncer (in a transaction of the
+// plugin's own). With the in-memory store (one process: A reads its own
+// write), whose writes take no writer tag, transactions are followed as
+// with Redis (straight to the primary and behind PgBouncer) and
+// autocommit writes run on a connection pinned for them all the same.
 func TestAbandonedCommitNeverReadsStale(t *testing.T) {
-	store, _ := newRedisStore(t, "abandoned-"+t.Name())
-	e := newEnv(t, withStore(store))
-	a, pa := e.open(withStore(store))
-	b, _ := e.open(withStore(store))
+	update := func(a *gorm.DB) error { return a.Model(&Item{ID: 1}).Update("name", "held").Error }
+	raw := func(a *gorm.DB) error { return a.Exec("UPDATE items SET name = 'held' WHERE id = 1").Error }
+	pinnedRaw := func(a *gorm.DB) error { return a.Connection(func(c *gorm.DB) error { return raw(c) }) }
+	for _, v := range []struct {
+		name, engine string
+		write        func(a *gorm.DB) error
+		opts         []envOpt
+		alone        bool // A alone, with the in-memory store, reads its write
+	}{
+		{"postgres", "postgres", update, nil, false},
+		{"prepared", "postgres", update, []envOpt{withPrepareStmt()}, false},
+		{"postgres-pgbouncer", "postgres-pgbouncer", update, nil, false},
+		{"autocommit", "postgres", raw, nil, false},
+		{"prepared-autocommit", "postgres", raw, []envOpt{withPrepareStmt()}, false},
+		{"postgres-pgbouncer-autocommit", "postgres-pgbouncer", raw, nil, false},
+		{"pinned-autocommit", "postgres", pinnedRaw, nil, false},
+		{"postgres-pgbouncer-pinned-autocommit", "postgres-pgbouncer", pinnedRaw, nil, false},
+		{"memory", "postgres", update, nil, true},
+		{"memory-pgbouncer", "postgres-pgbouncer", update, nil, true},
+		{"memory-autocommit", "postgres", raw, nil, true},
+		{"memory-prepared-autocommit", "postgres", raw, []envOpt{withPrepareStmt()}, true},
+		{"memory-pinned-autocommit", "postgres", pinnedRaw, nil, true},
+		{"memory-pgbouncer-autocommit", "postgres-pgbouncer", raw, nil, true},
+		{"memory-pgbouncer-pinned-autocommit", "postgres-pgbouncer", pinnedRaw, nil, true},
+	} {
+		t.Run(v.name, func(t *testing.T) { abandonedCommitNeverReadsStale(t, v.engine, v.write, v.alone, v.opts...) })
+	}
+}
+
+func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *gorm.DB) error, alone bool, aOpts ...envOpt) {
+	var e *env
+	var a, b *gorm.DB
+	var pa *plugin.Plugin
+	if alone {
+		e = newEngineEnv(t, engine)
+		a, pa = e.open(append([]envOpt{withStore(lsnstore.NewMemory())}, aOpts...)...)
+		b = a
+	} else {
+		store, _ := newRedisStore(t, "abandoned-"+t.Name())
+		e = newEngineEnv(t, engine, withStore(store))
+		a, pa = e.open(append([]envOpt{withStore(store)}, aOpts...)...)
+		b, _ = e.open(withStore(store))
+	}
 	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -37,19 +96,8 @@ func TestAbandonedCommitNeverReadsStale(t *testing.T) {
 	e.eventuallyReplica(func() served { return e.readItem(b, 1) }, "B before the write")
 
 	// The test's own session holds the lock the COMMIT will wait for.
-	sqlDB, err := e.db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	holder, err := sqlDB.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	if _, err := holder.ExecContext(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdAdvisoryLock(t, e, lockKey)
 	released := false
 	defer func() {
 		if !released {
@@ -58,7 +106,7 @@ func TestAbandonedCommitNeverReadsStale(t *testing.T) {
 	}()
 
 	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	err = a.WithContext(wctx).Model(&Item{ID: 1}).Update("name", "held").Error
+	err := write(a.WithContext(wctx))
 	cancel()
 	if err == nil {
 		t.Fatal("A's transaction committed while its COMMIT waited for the lock the test holds")
@@ -80,11 +128,17 @@ func TestAbandonedCommitNeverReadsStale(t *testing.T) {
 	// replay all of it, then pause before the commit.
 	time.Sleep(200 * time.Millisecond)
 	e.resumeAll()
+	e.waitCaughtUp()
 	e.pauseAll()
 	// B reads the row from a replica (the value before the COMMIT, which
 	// has not taken effect): its view of the replicas is past whatever
-	// position its reads of the row wait for.
-	if got := e.eventuallyReplica(func() served { return e.readItem(b, 1) }, "B before the COMMIT finished"); got.Name != "old" {
+	// position its reads of the row wait for. A alone reads it where its
+	// held write sends it.
+	if alone {
+		if got := e.readItem(b, 1); got.Name != "old" {
+			t.Fatalf("A read %+v before the COMMIT finished, want \"old\"", got)
+		}
+	} else if got := e.eventuallyReplica(func() served { return e.readItem(b, 1) }, "B before the COMMIT finished"); got.Name != "old" {
 		t.Fatalf("B read %+v before the COMMIT finished, want \"old\"", got)
 	}
 
@@ -121,9 +175,54 @@ func readPrimaryName(t *testing.T, e *env, id uint) string {
 	if e.pg == nil {
 		q = "SELECT name FROM items WHERE id = ?"
 	}
+	// The pool is e.db's, whose connections another process's writer
+	// fence may have ended (e.db's plugin writes too, and a test may let
+	// every lease lapse); a connection found ended is dropped and the read
+	// runs again on another.
 	var name string
-	if err := sqlDB.QueryRowContext(context.Background(), q, id).Scan(&name); err != nil {
+	for range 3 {
+		if err = sqlDB.QueryRowContext(context.Background(), q, id).Scan(&name); !sqlerr.EndedByOther(err) {
+			break
+		}
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// TestFailedAutocommitWriteOutcomeKnown: an autocommit write that fails
+// with its outcome known (GORM refuses it before sending anything, a hook
+// fails, the server refuses it) is not taken for one the client gave up
+// on: the writer holds nothing and tells no one, so the other processes
+// keep the store (each "unpublished" write deletes the store's anchor,
+// and every process then reads from the primary until it verified the
+// store again).
+func TestFailedAutocommitWriteOutcomeKnown(t *testing.T) {
+	store, _ := newRedisStore(t, "known-"+t.Name())
+	e := newEnv(t, withStore(store))
+	a, pa := e.open(withStore(store))
+	_, pb := e.open(withStore(store))
+	seedItem(t, e, a, 1)
+	before := pluginMetric(t, pb, "freshread_store_discontinuities_total")
+	auto := a.Session(&gorm.Session{SkipDefaultTransaction: true})
+	failures := map[string]func() error{
+		"missing WHERE": func() error { return auto.Model(&Item{}).Update("name", "x").Error },
+		"duplicate key": func() error { return auto.Create(&Item{ID: 1, Name: "again"}).Error },
+		"raw syntax":    func() error { return a.Exec("UPDATE items SET name = WHERE id = 1").Error },
+		"raw arguments": func() error { return a.Exec("UPDATE items SET name = ? WHERE id = ?", "x").Error },
+	}
+	for name, write := range failures {
+		if err := write(); err == nil {
+			t.Fatalf("%s: the write succeeded", name)
+		}
+		if n := pluginMetric(t, pa, "freshread_unpublished_writes"); n != 0 {
+			t.Fatalf("%s: the writer holds %v unpublished writes after a write whose outcome it knows", name, n)
+		}
+	}
+	// A poll of B's would have seen a deleted anchor by now.
+	time.Sleep(200 * time.Millisecond)
+	if after := pluginMetric(t, pb, "freshread_store_discontinuities_total"); after != before {
+		t.Fatalf("B saw %v store discontinuities after writes whose outcome A knew", after-before)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,6 +196,38 @@ func freshThroughPooler(t *testing.T, e *env) {
 		t.Fatalf("STALE READ through PgBouncer after a raw write: %+v, want version 9", got)
 	}
 
+	// DDL through the plugin: AutoMigrate, a text of several statements
+	// (in transaction mode with Redis, each runs in a transaction of the
+	// plugin's own), and CREATE INDEX CONCURRENTLY, which cannot run in
+	// one; then a write to the new table, read fresh.
+	type PoolerDDL struct {
+		ID   int64 `gorm:"primaryKey;autoIncrement:false"`
+		Note string
+	}
+	if err := db.AutoMigrate(&PoolerDDL{}); err != nil {
+		t.Fatalf("AutoMigrate through PgBouncer: %v", err)
+	}
+	ddlText := []string{"ALTER TABLE pooler_ddls ADD COLUMN extra int; COMMENT ON TABLE pooler_ddls IS 'x'"}
+	if db.Config.PrepareStmt { // a prepared statement holds one command
+		ddlText = strings.Split(ddlText[0], "; ")
+	}
+	for _, q := range ddlText {
+		if err := db.Exec(q).Error; err != nil {
+			t.Fatalf("DDL %q through PgBouncer: %v", q, err)
+		}
+	}
+	if err := db.Exec("CREATE INDEX CONCURRENTLY pooler_ddls_note ON pooler_ddls (note)").Error; err != nil {
+		t.Fatalf("CREATE INDEX CONCURRENTLY through PgBouncer: %v", err)
+	}
+	if err := db.Exec("INSERT INTO pooler_ddls (id, note, extra) VALUES (1, 'fresh', 7)").Error; err != nil {
+		t.Fatal(err)
+	}
+	var ddl PoolerDDL
+	if err := other.First(&ddl, 1).Error; err != nil {
+		t.Fatalf("read the new table through another process: %v", err)
+	}
+	check("a new table, from another process", ddl.Note, "fresh")
+
 	// Replay resumed: the replicas serve the same data again.
 	e.resumeAll()
 	got := e.eventuallyReplica(func() served { return e.readItem(db, 1) }, "item 1 after the resume")
@@ -313,4 +346,85 @@ func namedStatementAcrossServers(t *testing.T, dsn string) error {
 		t.Fatal(err)
 	}
 	return c1.QueryRowContext(ctx, "SELECT $1::int", 1).Scan(&n)
+}
+
+// TestPgBouncerModeProbedAmidOtherClients: the plugin tells PgBouncer's
+// pool mode at db.Use while other clients of the same PgBouncer run
+// statements, as the other processes of a service do. A probe that looks
+// once can take transaction mode for session mode there: another client
+// takes the server connection the probe released, so its two connections
+// each keep one of their own. A pooler in transaction mode taken for one
+// in session mode has session locks outlive their transactions and leaves
+// the server process of an abandoned COMMIT unknown (a stale read, seen
+// in TestAbandonedCommitNeverReadsStale/postgres-pgbouncer-autocommit
+// under load); its sign here is that pgx's default exec mode, which such a
+// pooler breaks, is no longer refused. Session mode must stay accepted.
+func TestPgBouncerModeProbedAmidOtherClients(t *testing.T) {
+	pg := testcluster.PostgresFor(t)
+	dbName := pg.CreateDatabase(t)
+	tb := testcluster.PgBouncerFor(t, pg, testcluster.PoolTransaction)
+	sb := testcluster.PgBouncerFor(t, pg, testcluster.PoolSession)
+	// busy runs clients statements through b: n of them, each pausing
+	// pause between statements (pollers, as the other processes of a
+	// service have, or a busy service).
+	busy := func(b *testcluster.PgBouncer, n int, pause time.Duration) (stop func()) {
+		db, err := sql.Open("pgx", testcluster.WithExecMode(b.PrimaryDSN(dbName), "simple_protocol"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					_, _ = db.ExecContext(ctx, "SELECT pg_backend_pid()")
+					time.Sleep(pause)
+				}
+			}()
+		}
+		return func() { cancel(); wg.Wait(); db.Close() }
+	}
+	use := func(b *testcluster.PgBouncer) error {
+		db, err := gorm.Open(postgres.Open(b.PrimaryDSN(dbName)), &gorm.Config{Logger: logger.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeDB(db)
+		cfg := plugin.Config{Store: lsnstore.NewMemory(), PollInterval: 5 * time.Millisecond}
+		for i := range pg.Replicas() {
+			cfg.Replicas = append(cfg.Replicas, plugin.Replica{Name: replicaName(i), Dialector: postgres.Open(testcluster.WithExecMode(b.ReplicaDSN(i, dbName), "simple_protocol"))})
+		}
+		p := plugin.New(cfg)
+		defer p.Close()
+		return db.Use(p)
+	}
+	if namedStatementAcrossServers(t, tb.PrimaryDSN(dbName)) == nil {
+		t.Skip("the pooler keeps named prepared statements (PgBouncer 1.21 or later with max_prepared_statements)")
+	}
+	for _, load := range []struct {
+		name    string
+		clients int
+		pause   time.Duration
+	}{{"busy", 6, 0}, {"pollers", 3, 2 * time.Millisecond}} {
+		stop := busy(tb, load.clients, load.pause)
+		accepted := 0
+		for range 20 {
+			if err := use(tb); !errors.Is(err, plugin.ErrPooler) {
+				accepted++
+			}
+		}
+		stop()
+		if accepted > 0 {
+			t.Errorf("PgBouncer in transaction mode, other clients %s: pgx's default exec mode accepted at db.Use in %d of 20 tries (the pool mode taken for session), want refused with ErrPooler in every one", load.name, accepted)
+		}
+	}
+	stop := busy(sb, 6, 0)
+	defer stop()
+	for i := range 5 {
+		if err := use(sb); err != nil {
+			t.Fatalf("PgBouncer in session mode, other clients busy, try %d: %v, want accepted", i, err)
+		}
+	}
 }

@@ -26,18 +26,21 @@ func TestMariaDBPinnedImplicitCommits(t *testing.T) {
 	cases := []struct {
 		name    string
 		open    []string // run before the write
+		prepare []string // run after the write, before the replicas replay it
 		commit  string   // the statement that commits the write
 		after   []string // run after the read (to leave autocommit on, unlocked)
 		trailer bool     // then a plain write must be read fresh
 	}{
-		{"SET autocommit = 0 then COMMIT", []string{"SET autocommit = 0"}, "COMMIT", nil, false},
-		{"the next transaction under autocommit = 0", nil, "COMMIT", []string{"SET autocommit = 1"}, true},
-		{"SET autocommit = 0 then SET autocommit = 1", []string{"SET @@session.autocommit = OFF"}, "SET autocommit = 1", nil, true},
-		{"BEGIN inside a transaction", []string{"BEGIN"}, "BEGIN", []string{"COMMIT"}, true},
-		{"DDL inside a transaction", []string{"START TRANSACTION"}, "TRUNCATE TABLE scratch", nil, true},
-		{"CREATE inside a transaction", []string{"BEGIN"}, "CREATE TABLE made_in_tx (i INT)", nil, true},
-		{"LOCK TABLES inside a transaction", []string{"BEGIN"}, "LOCK TABLES scratch WRITE", []string{"UNLOCK TABLES"}, true},
-		{"DDL under autocommit = 0", []string{"SET autocommit = 0"}, "ALTER TABLE scratch ADD COLUMN j INT", []string{"SET autocommit = 1"}, true},
+		{"SET autocommit = 0 then COMMIT", []string{"SET autocommit = 0"}, nil, "COMMIT", nil, false},
+		{"the next transaction under autocommit = 0", nil, nil, "COMMIT", []string{"SET autocommit = 1"}, true},
+		{"SET autocommit = 0 then SET autocommit = 1", []string{"SET @@session.autocommit = OFF"}, nil, "SET autocommit = 1", nil, true},
+		{"BEGIN inside a transaction", []string{"BEGIN"}, nil, "BEGIN", []string{"COMMIT"}, true},
+		{"DDL inside a transaction", []string{"START TRANSACTION"}, nil, "TRUNCATE TABLE scratch", nil, true},
+		{"CREATE inside a transaction", []string{"BEGIN"}, nil, "CREATE TABLE made_in_tx (i INT)", nil, true},
+		{"LOCK TABLES inside a transaction", []string{"BEGIN"}, nil, "LOCK TABLES scratch WRITE", []string{"UNLOCK TABLES"}, true},
+		{"DDL under autocommit = 0", []string{"SET autocommit = 0"}, nil, "ALTER TABLE scratch ADD COLUMN j INT", []string{"SET autocommit = 1"}, true},
+		{"XA COMMIT after XA PREPARE", []string{"XA START 'pinned-1'"}, []string{"XA END 'pinned-1'", "XA PREPARE 'pinned-1'"}, "XA COMMIT 'pinned-1'", nil, true},
+		{"XA COMMIT ONE PHASE", []string{"XA BEGIN 'pinned-2'"}, []string{"XA END 'pinned-2'"}, "XA COMMIT 'pinned-2' ONE PHASE", nil, true},
 	}
 	for i := range cases {
 		if err := e.db.Create(&Item{ID: uint(100 + i), Name: "old"}).Error; err != nil {
@@ -56,6 +59,9 @@ func TestMariaDBPinnedImplicitCommits(t *testing.T) {
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			if err := conn.Exec("UPDATE items SET name = 'new' WHERE id = ?", id).Error; err != nil {
+				return fmt.Errorf("%s: %w", c.name, err)
+			}
+			if err := execEach(conn, c.prepare...); err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
 			e.resumeAll() // the replicas replay all but the commit

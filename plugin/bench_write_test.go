@@ -20,8 +20,8 @@ import (
 // store): plain GORM, native positions (the position read after COMMIT; on
 // PostgreSQL in COMMIT's own round trip for transactions, commit_fold.go)
 // and heartbeat positions (one extra write transaction), native positions
-// published to Redis (the writer lease; writer tags), on PostgreSQL and
-// MariaDB, as an autocommit statement (SkipDefaultTransaction) and in
+// published to Redis (the writer lease; writer tags), on PostgreSQL (also
+// behind PgBouncer in transaction mode) and MariaDB, as an autocommit statement (SkipDefaultTransaction) and in
 // GORM's default transaction. The difference is the cost of publishing.
 func BenchmarkWrite(b *testing.B) {
 	type target struct {
@@ -34,6 +34,14 @@ func BenchmarkWrite(b *testing.B) {
 			// With FRESHREAD_BENCH_RTT the primary is behind a relay too:
 			// the round trips a write makes are then visible.
 			return postgres.Open(viaRelay(b, pg.PrimaryDSN(name))), postgres.Open(pg.ReplicaDSN(0, name))
+		}},
+		{"postgres-pgbouncer", func(b *testing.B) (gorm.Dialector, gorm.Dialector) {
+			// The primary and the replica behind PgBouncer in transaction
+			// mode, pgx in simple_protocol.
+			pg, name := benchDatabase(b)
+			bn := testcluster.PgBouncerFor(b, pg, testcluster.PoolTransaction)
+			return postgres.Open(testcluster.WithExecMode(bn.PrimaryDSN(name), "simple_protocol")),
+				postgres.Open(testcluster.WithExecMode(bn.ReplicaDSN(0, name), "simple_protocol"))
 		}},
 		{"mariadb", func(b *testing.B) (gorm.Dialector, gorm.Dialector) {
 			m := testcluster.MariaDBFor(b)

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -79,9 +80,9 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 		return nil, err
 	}
 	var (
-		conn *sql.Conn
-		pid  uint32
-		tag  uint32
+		conn    *sql.Conn
+		backend uint32
+		tag     uint32
 	)
 	// A BEGIN on a connection found closed is sent again on another (up
 	// to twice, as database/sql retries a bad connection): another process
@@ -91,7 +92,7 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 			return nil, err
 		}
 		var closed bool
-		if pid, tag, closed, err = p.sendBegin(ctx, conn, begin); err == nil {
+		if backend, tag, closed, err = p.sendBegin(ctx, conn, begin); err == nil {
 			break
 		}
 		conn.Close()
@@ -99,10 +100,7 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 			return nil, err
 		}
 	}
-	t := &trackedTx{conn: conn, ctx: ctx, p: p, tag: tag}
-	if p.primaryPIDs {
-		t.backend = pid
-	}
+	t := &trackedTx{conn: conn, ctx: ctx, p: p, tag: tag, backend: backend}
 	// Like database/sql's Tx: a transaction whose context ends is rolled
 	// back (and its connection returned), whether or not anyone ends it.
 	// The watch runs in a goroutine of its own, started by whoever cancels
@@ -117,25 +115,59 @@ func (p *Plugin) beginFolded(ctx context.Context, db *sql.DB, opts *sql.TxOption
 }
 
 // sendBegin sends BEGIN on conn, with the writer tag for the transaction
-// in the same message (writer_tag.go). It returns the server process, the
-// tag taken (0: none) and whether the connection was found closed.
-func (p *Plugin) sendBegin(ctx context.Context, conn *sql.Conn, begin string) (pid, tag uint32, closed bool, err error) {
+// in the same message (writer_tag.go). It returns the server process the
+// transaction runs in (0: not known), the tag taken (0: none) and whether
+// the connection was found closed. Straight to the primary, the server
+// process is the connection's PID; behind a pooler (whose PIDs are its
+// own) the message asks for it (pg_backend_pid: the tag's statement
+// returns it), and a pooler in transaction mode keeps that server
+// connection for the transaction.
+func (p *Plugin) sendBegin(ctx context.Context, conn *sql.Conn, begin string) (backend, tag uint32, closed bool, err error) {
 	q, tg := p.tagLock(true)
 	err = onPgConn(conn, func(pgc *pgconn.PgConn) error {
 		defer func() { closed = pgc.IsClosed() }()
-		pid = pgc.PID()
-		if q == "" {
-			_, err := pgc.Exec(ctx, begin).ReadAll()
+		msg := begin
+		switch {
+		case q != "":
+			msg += "; " + q
+		case !p.primaryPIDs:
+			msg += "; SELECT pg_backend_pid()"
+		}
+		res, err := pgc.Exec(ctx, msg).ReadAll()
+		if err != nil {
+			if msg != begin {
+				_, _ = pgc.Exec(ctx, "ROLLBACK").ReadAll()
+			}
 			return err
 		}
-		if _, err := pgc.Exec(ctx, begin+"; "+q).ReadAll(); err != nil {
-			_, _ = pgc.Exec(ctx, "ROLLBACK").ReadAll()
-			return err
+		if q != "" {
+			tag = tg
 		}
-		tag = tg
+		if p.primaryPIDs {
+			backend = pgc.PID()
+		} else {
+			backend = resultPID(res)
+		}
 		return nil
 	})
-	return pid, tag, closed, err
+	return backend, tag, closed, err
+}
+
+// resultPID is the server process ID the last result of a message holds
+// (its first row's first column), 0 when it holds none.
+func resultPID(res []*pgconn.Result) uint32 {
+	if len(res) == 0 {
+		return 0
+	}
+	last := res[len(res)-1]
+	if len(last.Rows) == 0 || len(last.Rows[0]) == 0 {
+		return 0
+	}
+	pid, err := strconv.ParseUint(string(last.Rows[0][0]), 10, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(pid)
 }
 
 // onPgConn runs f on conn's pgx connection; f's error is returned as it

@@ -309,6 +309,9 @@ func (p *Plugin) markAutocommit(db *gorm.DB, add writeSet) {
 // publishes even when the statement failed: a failure after the commit
 // (a lost connection, a timeout) may hide a write.
 func (p *Plugin) publishAutocommit(db *gorm.DB) {
+	if p.endOwnTx(db) {
+		return // its transaction's Commit published it (own_tx.go)
+	}
 	if conn, pinned := db.Statement.ConnPool.(*sql.Conn); pinned {
 		p.afterPinned(db, conn)
 	}
@@ -334,6 +337,16 @@ func (p *Plugin) publishAutocommit(db *gorm.DB) {
 		return
 	}
 	committed := time.Now()
+	if db.Error != nil && commitOutcomeUnknown(db.Error) {
+		// The client gave up on the statement, or lost its connection,
+		// and the server may still commit it: held until its server
+		// process no longer runs it (abandoned_commit.go).
+		if backend := p.abandonedBackend(db); backend != 0 {
+			_, w.tagged, _ = p.endTagged(db, false)
+			p.abandonedCommit(db.Statement.Context, w, backend, committed)
+			return
+		}
+	}
 	pos, tagged, err := p.endTagged(db, true)
 	if !tagged {
 		p.publish(db.Statement.Context, w)

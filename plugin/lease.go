@@ -165,6 +165,9 @@ func (p *Plugin) fenceUnseenCommit(db *gorm.DB) bool {
 			return false // fenced at its COMMIT (fencePinnedCommit)
 		}
 	}
+	if p.beginOwnTx(db) {
+		return db.Error != nil // fenced at its COMMIT (own_tx.go)
+	}
 	tagged, err := p.fenceAutocommitTagged(db)
 	if !tagged {
 		err = p.fenceWrite(db.Statement.Context)

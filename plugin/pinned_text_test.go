@@ -32,6 +32,15 @@ func TestPinnedStepMySQL(t *testing.T) {
 		"CALL p()":                                   pinnedMayCommit,
 		"UPDATE t SET a = 1; SELECT 1":               pinnedMayCommit,
 		"-- BEGIN\nUPDATE t SET a = ';' WHERE b = 1": 0,
+		"XA START 'a','b'":                           pinnedBegin,
+		"xa begin X'01'":                             pinnedBegin,
+		"XA END 'a'":                                 0,
+		"XA PREPARE 'a'":                             0,
+		"XA RECOVER FORMAT='SQL'":                    0,
+		"XA COMMIT 'a'":                              pinnedCommit,
+		"XA COMMIT 'a' ONE PHASE":                    pinnedCommit,
+		"XA ROLLBACK 'a'":                            pinnedRollback,
+		"XA":                                         pinnedMayCommit,
 	} {
 		if got := p.pinnedStep(q); got != want {
 			t.Errorf("pinnedStep(%q) = %d, want %d", q, got, want)

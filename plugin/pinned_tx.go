@@ -2,8 +2,10 @@ package plugin
 
 import (
 	"database/sql"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"gorm.io/gorm"
 
@@ -31,6 +33,13 @@ import (
 // each write when its statement ends and keeps it too (uncertain). Any
 // of these orders publishes after the commit that made a write visible;
 // publishing before it as well only costs a raise.
+
+// MariaDB's and MySQL's XA transactions are followed the same way: XA
+// START (or XA BEGIN) opens one, XA COMMIT publishes its writes once the
+// commit made them visible (XA PREPARE does not), XA ROLLBACK drops them.
+// An XA COMMIT of a transaction prepared on another connection has none
+// kept here: as a write of unnamed tables it publishes the database-wide
+// position itself.
 
 // pinnedTx is the state of a raw transaction on one pinned connection.
 type pinnedTx struct {
@@ -100,6 +109,9 @@ func (p *Plugin) pinnedStep(query string) pinnedTxStep {
 	if !p.mysqlFamily() || len(ws) == 0 {
 		return 0
 	}
+	if ws[0][0] == "XA" {
+		return xaStep(ws[0])
+	}
 	if on, set, known := setsAutocommit(ws[0]); set {
 		switch {
 		case !known:
@@ -115,16 +127,50 @@ func (p *Plugin) pinnedStep(query string) pinnedTxStep {
 	return pinnedMayCommit
 }
 
+// xaStep is what an XA statement (its words) does to its connection's
+// transaction: START and BEGIN open one, COMMIT and ROLLBACK end it; END,
+// PREPARE and RECOVER leave it open.
+func xaStep(w []string) pinnedTxStep {
+	if len(w) < 2 {
+		return pinnedMayCommit
+	}
+	switch w[1] {
+	case "START", "BEGIN":
+		return pinnedBegin
+	case "COMMIT":
+		return pinnedCommit
+	case "ROLLBACK":
+		return pinnedRollback
+	case "END", "PREPARE", "RECOVER":
+		return 0
+	}
+	return pinnedMayCommit
+}
+
 // mysqlFamily reports whether the primary is MariaDB or MySQL.
 func (p *Plugin) mysqlFamily() bool { return p.classifier.Dialect() == classify.MySQL }
 
 // pinnedTxOf is the raw transaction open on conn, if any.
 func (p *Plugin) pinnedTxOf(conn *sql.Conn) (*pinnedTx, bool) {
-	v, ok := p.pinnedTxs.Load(conn)
+	v, ok := p.pinnedTxs.Load(weak.Make(conn))
 	if !ok {
 		return nil, false
 	}
 	return v.(*pinnedTx), true
+}
+
+// storePinnedTx opens t as conn's raw transaction. An entry whose
+// connection is closed and dropped with its transaction open (a
+// db.Connection that ended inside one) goes with the connection.
+func (p *Plugin) storePinnedTx(conn *sql.Conn, t *pinnedTx) {
+	key := weak.Make(conn)
+	p.pinnedTxs.Store(key, t)
+	if _, seen := p.pinnedConns.LoadOrStore(key, struct{}{}); !seen {
+		runtime.AddCleanup(conn, func(k weak.Pointer[sql.Conn]) {
+			p.pinnedTxs.Delete(k)
+			p.pinnedConns.Delete(k)
+		}, key)
+	}
 }
 
 // afterPinned runs once a statement on a pinned connection has run: a
@@ -146,7 +192,7 @@ func (p *Plugin) afterPinned(db *gorm.DB, conn *sql.Conn) {
 		}
 		if !open {
 			t = &pinnedTx{}
-			p.pinnedTxs.Store(conn, t)
+			p.storePinnedTx(conn, t)
 		}
 		t.mu.Lock()
 		var w writeSet // a BEGIN in a transaction commits it on MariaDB and MySQL
@@ -162,7 +208,7 @@ func (p *Plugin) afterPinned(db *gorm.DB, conn *sql.Conn) {
 	case pinnedMayCommit:
 		if !open {
 			t = &pinnedTx{}
-			p.pinnedTxs.Store(conn, t)
+			p.storePinnedTx(conn, t)
 		}
 		t.mu.Lock()
 		if prev, ok := db.Statement.Settings.Load(autocommitKey{db.Statement}); ok {
@@ -184,7 +230,7 @@ func (p *Plugin) afterPinned(db *gorm.DB, conn *sql.Conn) {
 	t.uncertain = false
 	keep := t.autocommitOff && step != pinnedAutocommitOn
 	if !keep {
-		p.pinnedTxs.Delete(conn)
+		p.pinnedTxs.Delete(weak.Make(conn))
 	}
 	t.mu.Unlock()
 	if step == pinnedRollback {

@@ -44,8 +44,10 @@ type Plugin struct {
 	bufferedOnce sync.Once
 	bufferedDB   *sql.DB
 	// pinnedTxs are the raw transactions open on pinned connections, by
-	// *sql.Conn (pinned_tx.go).
-	pinnedTxs sync.Map
+	// weak.Pointer[sql.Conn]; pinnedConns the connections that have had
+	// one, whose collection drops their entries (pinned_tx.go).
+	pinnedTxs   sync.Map
+	pinnedConns sync.Map
 	// deps is the dependency graph (dependents.go), and depSrc the graphs
 	// it merges.
 	deps   atomic.Pointer[depGraph]
@@ -111,6 +113,10 @@ type Plugin struct {
 	// primaryPIDs: a pgx connection's PID to the primary is its server
 	// process's (no pooler in between: pooler.go).
 	primaryPIDs bool
+	// primaryPoolModeUnknown: a pooler whose mode could not be probed
+	// stands in front of the primary (pooler.go); taken for transaction
+	// mode, except where session mode would matter (own_tx.go).
+	primaryPoolModeUnknown bool
 	// primaryTxPooled: a pooler in front of the primary may move a client
 	// connection between server connections between transactions (or its
 	// mode is unknown): session locks cannot stand for a connection.
@@ -280,14 +286,15 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 	isPG := db.Dialector.Name() == "postgres"
 	if isPG {
 		// A pooler in transaction mode (pooler.go).
-		behind, txPooled, err := p.checkPooler(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt)
+		pc, err := p.checkPooler(ctx, "the primary", sqlDB, prepared != nil || db.Config.PrepareStmt)
 		if err != nil {
 			return err
 		}
 		// The PID of a primary connection names its server process
 		// (abandoned_commit.go) unless a pooler made its own.
-		p.primaryPIDs = !behind
-		p.primaryTxPooled = txPooled
+		p.primaryPIDs = !pc.behind
+		p.primaryTxPooled = pc.txPooled
+		p.primaryPoolModeUnknown = pc.unknown
 	}
 	eng, err := engineFor(ctx, db.Dialector.Name(), sqlDB)
 	if err != nil {

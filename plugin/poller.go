@@ -106,7 +106,7 @@ func (p *Plugin) pollOnce(ctx context.Context, waitAll bool) {
 	epoch, verified := p.verifyStore(ctx)
 	// Before a floor: no lapsed writer's COMMIT may land after it
 	// (writer_fence.go).
-	if verified && epoch.Changed && !p.fenceLapsedWriters(ctx) {
+	if verified && epoch.Changed && !p.fenceWithOwnBudget(ctx) {
 		verified = false
 	}
 	// Primary first: a replica that (polled afterwards) has replayed the

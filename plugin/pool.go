@@ -188,9 +188,12 @@ func (t *trackedTx) Commit() error {
 	t.release()
 	if err != nil {
 		if w := t.takeWritten(); !w.empty() && commitOutcomeUnknown(err) {
-			if t.thread != 0 {
+			switch {
+			case t.thread != 0:
 				t.p.holdAbandoned(t.ctx, w, abandonedThreadPrefix+strconv.FormatUint(t.thread, 10), time.Now())
-			} else {
+			case t.backend != 0:
+				t.p.abandonedCommit(t.ctx, w, t.backend, time.Now())
+			default:
 				t.p.unpublished(t.ctx, w, time.Now())
 			}
 		}
@@ -274,7 +277,11 @@ func (t *trackedTx) retag() (uint32, error) {
 	case t.owned != nil:
 		tag, err = t.p.takeMariaTag(ctx, t.connKey, t.Tx.QueryRowContext)
 	default:
-		tag, err = t.p.takeTagTx(ctx, t.Tx)
+		var backend uint32
+		tag, backend, err = t.p.takeTagTx(ctx, t.Tx)
+		if backend != 0 {
+			t.backend = backend
+		}
 	}
 	if err == nil && tag != 0 {
 		t.tag = tag

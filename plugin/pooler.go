@@ -40,7 +40,15 @@ import (
 // holds a transaction; a statement prepared by name on one server process
 // and run on another shows whether the pooler keeps named statements. When
 // it does not, a pgx exec mode that needs them, or GORM's PrepareStmt, is
-// refused with ErrPooler.
+// refused with ErrPooler. Neither sign shows in every round: other
+// clients of the pooler may take the server process the probe released
+// in between. So the probe looks up to probeRounds times, and a pooler
+// that shows no sign of transaction pooling in any round counts as in
+// session mode; whether named statements are kept is judged only on a
+// server process known to be another than the one they were prepared on.
+// A pooler in transaction mode taken for one in session mode would have
+// session locks outlive their transactions and leave server processes
+// unknown, while the other mistake only tags fewer writes.
 
 // ErrPooler is returned by db.Use when a connection pooler in transaction
 // mode sits in front of the primary or a replica and the connections are
@@ -50,59 +58,72 @@ var ErrPooler = errors.New("plugin: refused behind a connection pooler in transa
 // checkPooler checks the server behind db (what names it in errors).
 // prepareStmt: the *gorm.DB prepares statements (gorm.Config.PrepareStmt).
 // Connections it cannot make or probe are left to the checks that follow.
-// It reports whether something in front of the server made its own
-// process IDs (behind: a connection's PID is not its server process's),
-// and whether a client connection may change server connections between
-// transactions (txPooled: a pooler in transaction mode, or one whose mode
-// could not be probed).
-func (p *Plugin) checkPooler(ctx context.Context, what string, db *sql.DB, prepareStmt bool) (behind, txPooled bool, err error) {
-	cfg, behind := pgPoolerConfig(ctx, db)
-	if !behind {
-		return false, false, nil
+// It reports what it found (poolerCheck).
+func (p *Plugin) checkPooler(ctx context.Context, what string, db *sql.DB, prepareStmt bool) (poolerCheck, error) {
+	cfg, behind, err := pgPoolerConfig(ctx, db)
+	if err != nil {
+		// Not known: taken as a pooler of a mode not known, whose PIDs
+		// are not the server's (the cautious reading of each).
+		p.cfg.Logger.Warn("freshread: cannot tell whether a connection pooler is in front of the server; taken as one whose pool mode is not known", "server", what, "err", redact(err, p.primarySecrets))
+		return poolerCheck{behind: true, txPooled: true, unknown: true}, nil
 	}
-	txPooled, err = p.checkPooled(ctx, what, cfg, prepareStmt)
-	return true, txPooled, err
+	if !behind {
+		return poolerCheck{}, nil
+	}
+	return p.checkPooled(ctx, what, cfg, prepareStmt)
+}
+
+// poolerCheck is what stands in front of a server.
+type poolerCheck struct {
+	// behind: something in front of the server made its own process IDs
+	// (a connection's PID is not its server process's).
+	behind bool
+	// txPooled: a client connection may change server connections
+	// between transactions (a pooler in transaction mode, or one whose
+	// mode could not be probed: unknown).
+	txPooled, unknown bool
 }
 
 // checkPooled checks a server a pooler stands in front of (cfg: a
-// connection's configuration), and reports whether the pooler may move a
-// client connection between server connections between transactions
-// (true also when its mode could not be probed).
-func (p *Plugin) checkPooled(ctx context.Context, what string, cfg *pgx.ConnConfig, prepareStmt bool) (bool, error) {
+// connection's configuration).
+func (p *Plugin) checkPooled(ctx context.Context, what string, cfg *pgx.ConnConfig, prepareStmt bool) (poolerCheck, error) {
+	txPooled := poolerCheck{behind: true, txPooled: true}
 	txPooling, namedKept, err := probeTxPooling(ctx, cfg)
 	if err != nil {
 		if errors.Is(err, errStatementPooling) {
-			return true, fmt.Errorf("%w: %s: %v: use pool_mode = transaction or session", ErrPooler, what, err)
+			return txPooled, fmt.Errorf("%w: %s: %v: use pool_mode = transaction or session", ErrPooler, what, err)
 		}
 		p.cfg.Logger.Warn("freshread: a connection pooler is in front of the server, and its pool mode could not be probed", "server", what, "err", err)
-		return true, nil
+		txPooled.unknown = true
+		return txPooled, nil
 	}
 	if !txPooling || namedKept {
-		return txPooling, nil
+		return poolerCheck{behind: true, txPooled: txPooling}, nil
 	}
 	switch mode := cfg.DefaultQueryExecMode; mode {
 	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec:
-		return true, fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and pgx's query exec mode %q needs them (or one server connection for two round trips): open it with default_query_exec_mode=simple_protocol (or exec, or cache_describe) in the DSN, or postgres.Config{PreferSimpleProtocol: true}; or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what, mode)
+		return txPooled, fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and pgx's query exec mode %q needs them (or one server connection for two round trips): open it with default_query_exec_mode=simple_protocol (or exec, or cache_describe) in the DSN, or postgres.Config{PreferSimpleProtocol: true}; or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what, mode)
 	}
 	if prepareStmt {
-		return true, fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and gorm.Config.PrepareStmt prepares them by name: turn PrepareStmt off, or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what)
+		return txPooled, fmt.Errorf("%w: %s is reached through a pooler in transaction mode that does not keep named prepared statements, and gorm.Config.PrepareStmt prepares them by name: turn PrepareStmt off, or use pool_mode = session, or PgBouncer 1.21 or later with max_prepared_statements", ErrPooler, what)
 	}
-	return true, nil
+	return txPooled, nil
 }
 
 // pgPoolerConfig reports whether a pgx connection of db has a process ID
-// other than its server process's, and the connection's configuration.
-func pgPoolerConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, bool) {
+// other than its server process's, and the connection's configuration
+// (nil, false: not pgx's). It fails when it cannot connect or ask.
+func pgPoolerConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, bool, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, false
+		return nil, false, err
 	}
 	defer conn.Close()
 	var (
 		cfg    *pgx.ConnConfig
 		behind bool
 	)
-	_ = conn.Raw(func(dc any) error {
+	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return nil
@@ -110,12 +131,12 @@ func pgPoolerConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, bool) {
 		pgc := sc.Conn().PgConn()
 		pid, err := backendPID(ctx, pgc)
 		if err != nil {
-			return nil
+			return err
 		}
 		cfg, behind = sc.Conn().Config(), pid != pgc.PID()
 		return nil
 	})
-	return cfg, behind
+	return cfg, behind, err
 }
 
 // backendPID is pg_backend_pid() on c, by the simple protocol.
@@ -138,6 +159,9 @@ const poolerProbeWait = 3 * time.Second
 // errStatementPooling: the pooler refuses transactions.
 var errStatementPooling = errors.New("the pooler refuses transactions (pool_mode = statement?)")
 
+// probeRounds bounds the rounds of probeTxPooling.
+const probeRounds = 5
+
 // probeTxPooling opens two connections with cfg and reports whether they
 // are pooled by transaction, and if so whether a statement prepared by
 // name on one server process can be run on another.
@@ -156,41 +180,71 @@ func probeTxPooling(ctx context.Context, cfg *pgx.ConnConfig) (txPooling, namedK
 	defer c2.Close(context.WithoutCancel(ctx))
 	a, b := c1.PgConn(), c2.PgConn()
 	name := fmt.Sprintf("freshread_pooler_probe_%d", rand.Uint64())
+	// Prepared inside a transaction, so that the server process it is
+	// prepared on is known: a pooler in transaction mode keeps the
+	// client on one server process until COMMIT.
+	if _, err := a.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+		return false, false, fmt.Errorf("%w: %v", errStatementPooling, err)
+	}
 	if _, err := a.Prepare(ctx, name, "SELECT 1", nil); err != nil {
 		return false, false, err
 	}
-	pid1, err := backendPID(ctx, a)
+	prepared, err := backendPID(ctx, a)
 	if err != nil {
 		return false, false, err
 	}
-	// In transaction mode, b's transaction takes the server process a
-	// just released (PgBouncer reuses the last one released), or another;
-	// a's next statement then runs on one b does not hold.
+	if _, err := a.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		return false, false, err
+	}
+	for range probeRounds {
+		pooled, kept, waited, err := probeRound(ctx, a, b, name, prepared)
+		if err != nil || waited || pooled {
+			// waited: a pool of one server connection, transaction
+			// pooling, and whether named statements are kept cannot
+			// be told.
+			return pooled, kept, err
+		}
+	}
+	return false, true, nil
+}
+
+// probeRound looks once for a sign of transaction pooling. b begins a
+// transaction, which holds a server process (in transaction mode often
+// the one a just released: PgBouncer reuses the last one released), then
+// a begins one. In session mode a is always on the server process it
+// prepared name on (prepared), and b never gets that one. In transaction
+// mode a may get another: there a runs name, which shows whether the
+// pooler keeps named statements across server processes. waited: a's
+// BEGIN waited for the one server process b holds (a pool of one). b's
+// transaction ends before a's, so that the server process a held is the
+// last one released, the one b's next BEGIN gets: a round without a sign
+// (another client took the server process released last) leaves the next
+// one its chance.
+func probeRound(ctx context.Context, a, b *pgconn.PgConn, name string, prepared uint32) (pooled, namedKept, waited bool, err error) {
 	if _, err := b.Exec(ctx, "BEGIN").ReadAll(); err != nil {
-		return false, false, fmt.Errorf("%w: %v", errStatementPooling, err)
+		return false, false, false, fmt.Errorf("%w: %v", errStatementPooling, err)
 	}
-	pid2, err := backendPID(ctx, b)
-	if err != nil {
-		return false, false, fmt.Errorf("%w: %v", errStatementPooling, err)
-	}
-	// A pool of one server connection makes a wait for the one b holds:
-	// transaction pooling, and whether named statements are kept cannot
-	// be told.
 	qctx, cancel := context.WithTimeout(ctx, poolerProbeWait)
-	pid1b, err := backendPID(qctx, a)
+	_, err = a.Exec(qctx, "BEGIN").ReadAll()
 	cancel()
 	if err != nil {
 		_, _ = b.Exec(ctx, "ROLLBACK").ReadAll()
 		if qctx.Err() != nil && ctx.Err() == nil {
-			return true, false, nil
+			return true, false, true, nil
 		}
-		return false, false, err
+		return false, false, false, err
+	}
+	defer func() {
+		_, _ = b.Exec(ctx, "ROLLBACK").ReadAll()
+		_, _ = a.Exec(ctx, "ROLLBACK").ReadAll()
+	}()
+	pid, err := backendPID(ctx, a)
+	if err != nil {
+		return false, false, false, err
+	}
+	if pid == prepared {
+		return false, false, false, nil
 	}
 	_, namedErr := a.ExecPrepared(ctx, name, nil, nil, nil).Close()
-	if namedErr != nil && pid2 == pid1 {
-		// The statement stays on the server process b holds: removed.
-		_, _ = b.Exec(ctx, "DEALLOCATE "+name).ReadAll()
-	}
-	_, _ = b.Exec(ctx, "ROLLBACK").ReadAll()
-	return pid2 == pid1 || pid1b != pid1, namedErr == nil, nil
+	return true, namedErr == nil, false, nil
 }

@@ -113,7 +113,7 @@ func (p *Plugin) openReplicas(ctx context.Context, rcs []Replica, cur []*replica
 		}
 		r, err := p.openReplica(ctx, p.gormDB, rc)
 		if err == nil && p.engine.dialectorName() == "postgres" {
-			if _, _, err = p.checkPooler(ctx, fmt.Sprintf("replica %q", rc.Name), r.db, prepared); err != nil {
+			if _, err = p.checkPooler(ctx, fmt.Sprintf("replica %q", rc.Name), r.db, prepared); err != nil {
 				r.db.Close()
 			}
 		}

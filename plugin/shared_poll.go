@@ -253,7 +253,7 @@ func (p *Plugin) followOnce(ctx context.Context, sp lsnstore.SharedPoller) bool 
 			// verification (or after the snapshot whose token it
 			// adopts was read), and after the lapsed writers'
 			// connections ended (writer_fence.go): read here, once.
-			if !p.fenceLapsedWriters(ctx) {
+			if !p.fenceWithOwnBudget(ctx) {
 				verified = false
 			} else if ins, _, err = p.engine.primaryPositions(ctx, p.primaryDB); err != nil {
 				verified = false

@@ -95,6 +95,17 @@ func (p *Plugin) fenceLapsedWriters(ctx context.Context) bool {
 	return false // the next poll checks that they are gone
 }
 
+// fenceWithOwnBudget is fenceLapsedWriters with a budget of its own (a
+// poll's timeout), not what the poll's verification left of ctx: a
+// statement that ended connections and then ran out of time would have
+// them ended unseen, uncounted and unlogged, and the poll would wait one
+// more round for nothing.
+func (p *Plugin) fenceWithOwnBudget(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.pollTimeout())
+	defer cancel()
+	return p.fenceLapsedWriters(ctx)
+}
+
 // endLapsedWriters ends the primary connections holding a tag the store
 // lists as lapsed, and returns how many it found: no query when none
 // lapsed.

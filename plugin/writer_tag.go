@@ -57,7 +57,11 @@ type writerTags struct {
 	// xactOnly: a pooler in transaction mode is in front of the primary
 	// (or one of unknown mode): only transactions take tags, for the
 	// transaction; a session lock would stay with a server connection that
-	// other clients go on to use, so autocommit writes go untagged.
+	// other clients go on to use, so autocommit writes from the pool or a
+	// pinned connection run in a transaction of the plugin's own
+	// (own_tx.go), and the others (statements that cannot run in a
+	// transaction block; a pinned connection's behind a pooler of unknown
+	// mode) go untagged.
 	xactOnly bool
 }
 
@@ -132,7 +136,10 @@ func (p *Plugin) tagLock(xact bool) (string, uint32) {
 			nq.xact = nq.session
 		} else {
 			nq.session = fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", int32(ns), int32(tag))
-			nq.xact = fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d, %d)", int32(ns), int32(tag))
+			// The transaction's form also names the server process
+			// (pg_backend_pid): behind a pooler the connection's own
+			// PID is the pooler's (abandoned_commit.go).
+			nq.xact = fmt.Sprintf("SELECT pg_backend_pid() FROM pg_advisory_xact_lock_shared(%d, %d)", int32(ns), int32(tag))
 		}
 		q = nq
 		p.tags.queries.Store(q)
@@ -169,21 +176,23 @@ func (p *Plugin) takeTag(ctx context.Context, conn *sql.Conn, xact bool) (uint32
 }
 
 // takeTagTx takes the current tag on tx's connection for the
-// transaction, in a round trip, and returns it (0: none taken): a
-// transaction the plugin began as a *sql.Tx (a prepared pool made at
+// transaction, in a round trip, and returns it (0: none taken) and, on
+// PostgreSQL, the server process the transaction runs in (0: not known):
+// a transaction the plugin began as a *sql.Tx (a prepared pool made at
 // Open), or one GORM began on a pinned connection.
-func (p *Plugin) takeTagTx(ctx context.Context, tx *sql.Tx) (uint32, error) {
+func (p *Plugin) takeTagTx(ctx context.Context, tx *sql.Tx) (tag, backend uint32, err error) {
 	q, tag := p.tagLock(true)
 	if q == "" {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if p.tags.maria {
-		return tag, mariaTake(tx.QueryRowContext(ctx, q))
+		return tag, 0, mariaTake(tx.QueryRowContext(ctx, q))
 	}
-	if _, err := tx.ExecContext(ctx, q); err != nil {
-		return 0, fmt.Errorf("plugin: tag the primary connection with this process's lease: %w", err)
+	var pid int64
+	if err := tx.QueryRowContext(ctx, q).Scan(&pid); err != nil {
+		return 0, 0, fmt.Errorf("plugin: tag the primary connection with this process's lease: %w", err)
 	}
-	return tag, nil
+	return tag, uint32(pid), nil
 }
 
 // currentTag is the tag of this process's current lease member.

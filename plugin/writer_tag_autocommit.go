@@ -81,7 +81,7 @@ func (c *taggedConn) GetDBConn() (*sql.DB, error) { return c.pool.db, nil }
 // fence's error.
 func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 	if p.tags.tagger == nil {
-		return false, nil
+		return p.fenceAutocommitPinned(db)
 	}
 	stmt := db.Statement
 	ctx := stmt.Context
@@ -90,13 +90,12 @@ func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 		return false, nil // a session lock would outlive the statement's server connection
 	}
 	switch c := stmt.ConnPool.(type) {
-	case *primaryPool:
-		return true, p.fencePinnedTagged(db, c)
-	case *gorm.PreparedStmtDB:
-		// A prepared pool made at Open: the statement runs on the
-		// pinned connection, unprepared by GORM (pgx caches it there).
-		pp, ok := c.ConnPool.(*primaryPool)
-		if !ok {
+	case *primaryPool, *gorm.PreparedStmtDB:
+		// The statement runs on a connection pinned from the pool; one
+		// sent through a prepared pool made at Open runs there
+		// unprepared by GORM (pgx caches it on the connection).
+		pp := primaryPoolOf(c)
+		if pp == nil {
 			return false, nil
 		}
 		return true, p.fencePinnedTagged(db, pp)
@@ -104,7 +103,7 @@ func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 		// A transaction GORM began on a pinned connection: each write
 		// takes the tag for the transaction, once per member.
 		return true, p.fenceTagged(ctx, p.tags.sqlTx.held(c), func() (uint32, error) {
-			tag, err := p.takeTagTx(ctx, c)
+			tag, _, err := p.takeTagTx(ctx, c)
 			if tag != 0 {
 				p.tags.sqlTx.remember(c, tag)
 			}
@@ -124,6 +123,83 @@ func (p *Plugin) fenceAutocommitTagged(db *gorm.DB) (bool, error) {
 	}
 	stmt.Settings.Store(taggedKey{stmt}, tw)
 	return true, p.fenceTagged(ctx, 0, tw.take(ctx, p))
+}
+
+// fenceAutocommitPinned is fenceAutocommitTagged while tagging is off (a
+// store without writer tags, such as the in-memory one): on PostgreSQL
+// through pgx straight to the primary, an autocommit write still runs on
+// a connection pinned for it (or the caller's own, db.Connection), so
+// that a write its client gave up on is held on its server process
+// (abandonedBackend) rather than published before it may commit. It
+// takes no tag; the position is read at the next poll, as without one.
+func (p *Plugin) fenceAutocommitPinned(db *gorm.DB) (bool, error) {
+	if !p.pgxPrimary || !p.primaryPIDs {
+		return false, nil
+	}
+	stmt := db.Statement
+	ctx := stmt.Context
+	if c, ok := stmt.ConnPool.(*sql.Conn); ok {
+		stmt.Settings.Store(taggedKey{stmt}, &taggedWrite{conn: c})
+		return true, p.fenceWrite(ctx)
+	}
+	pool := primaryPoolOf(stmt.ConnPool)
+	if pool == nil {
+		return false, nil
+	}
+	if _, err := pinWrite(stmt, pool, stmt.ConnPool); err != nil {
+		return true, err
+	}
+	return true, p.fenceWrite(ctx)
+}
+
+// pinWrite pins a connection of pool for an autocommit write: the
+// statement runs on it (orig is its pool before, given back by
+// endTagged), and its taggedWrite is remembered in the statement.
+func pinWrite(stmt *gorm.Statement, pool *primaryPool, orig gorm.ConnPool) (*taggedWrite, error) {
+	sc, err := pool.db.Conn(stmt.Context)
+	if err != nil {
+		return nil, err
+	}
+	tw := &taggedWrite{conn: sc, pinned: &taggedConn{conn: sc, pool: pool, orig: orig}}
+	stmt.ConnPool = tw.pinned
+	stmt.Settings.Store(taggedKey{stmt}, tw)
+	return tw, nil
+}
+
+// primaryPoolOf is the primary's pool a statement's pool sends to: the
+// pool itself, or GORM's prepared-statement pool made at Open over it
+// (nil: another pool).
+func primaryPoolOf(c gorm.ConnPool) *primaryPool {
+	switch c := c.(type) {
+	case *primaryPool:
+		return c
+	case *gorm.PreparedStmtDB:
+		pp, _ := c.ConnPool.(*primaryPool)
+		return pp
+	}
+	return nil
+}
+
+// abandonedBackend is the server process of the connection a failed
+// autocommit write went through tagged, when the client gave up on it
+// there: pgx closes a connection whose statement it abandons (its
+// context ended, the network failed), and keeps one whose statement the
+// server answered or that sent nothing (a GORM or hook error before it).
+// 0: the outcome is known, or the process is not (no tagged connection,
+// or a pooler in between, whose PIDs are its own).
+func (p *Plugin) abandonedBackend(db *gorm.DB) uint32 {
+	v, ok := db.Statement.Settings.Load(taggedKey{db.Statement})
+	if !ok || !p.primaryPIDs {
+		return 0
+	}
+	var pid uint32
+	_ = onPgConn(v.(*taggedWrite).conn, func(pgc *pgconn.PgConn) error {
+		if pgc.IsClosed() {
+			pid = pgc.PID()
+		}
+		return nil
+	})
+	return pid
 }
 
 // take returns fenceTagged's function that takes the current tag for
@@ -148,13 +224,10 @@ func (p *Plugin) fencePinnedTagged(db *gorm.DB, pool *primaryPool) error {
 	ctx := stmt.Context
 	orig := stmt.ConnPool
 	for attempt := 0; ; attempt++ {
-		sc, err := pool.db.Conn(ctx)
+		tw, err := pinWrite(stmt, pool, orig)
 		if err != nil {
 			return err
 		}
-		tw := &taggedWrite{conn: sc, pinned: &taggedConn{conn: sc, pool: pool, orig: orig}}
-		stmt.ConnPool = tw.pinned
-		stmt.Settings.Store(taggedKey{stmt}, tw)
 		err = p.fenceTagged(ctx, 0, tw.take(ctx, p))
 		if err == nil || !sqlerr.EndedByOther(err) || attempt == 2 || ctx.Err() != nil {
 			return err
@@ -182,7 +255,7 @@ func (p *Plugin) endTagged(db *gorm.DB, read bool) (pos lsnstore.Position, tagge
 			_ = tw.conn.Close()
 		}()
 	}
-	if (len(tw.tags) == 0 && !read) || p.tags.maria {
+	if (len(tw.tags) == 0 && !read) || p.tags.maria || p.tags.tagger == nil {
 		// MariaDB: the connection keeps its tag (writer_tag_mariadb.go),
 		// and the position is read as without tags.
 		return lsnstore.Position{}, len(tw.tags) > 0, nil

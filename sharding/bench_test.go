@@ -2,13 +2,16 @@ package sharding
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/freshread/freshread/internal/harness/testcluster"
+	"github.com/freshread/freshread/plugin"
 )
 
 type benchOrder struct {
@@ -206,4 +209,66 @@ func BenchmarkMapSnapshot(b *testing.B) {
 		}
 		_ = n
 	})
+}
+
+// BenchmarkMultiShardWriteMariaDB measures a write over two MariaDB shards
+// (databases of one server, each with its freshread plugin over the
+// replica): an Update of two users' rows, one on each shard, outside any
+// transaction, and for comparison an Update of one user's row.
+func BenchmarkMultiShardWriteMariaDB(b *testing.B) {
+	m := testcluster.MariaDBFor(b)
+	names := []string{"m0", "m1"}
+	var shards []ShardConfig
+	for _, n := range names {
+		db := m.CreateDatabase(b)
+		d, err := gorm.Open(mysql.Open(m.PrimaryDSN(db)), benchConfig(false))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.AutoMigrate(&benchOrder{}); err != nil {
+			b.Fatal(err)
+		}
+		if s, err := d.DB(); err == nil {
+			s.Close()
+		}
+		shards = append(shards, ShardConfig{
+			Name:      n,
+			Dialector: mysql.Open(m.PrimaryDSN(db)),
+			Replicas:  []plugin.Replica{{Name: "r0", Dialector: mysql.Open(m.ReplicaDSN(db))}},
+		})
+	}
+	def, err := gorm.Open(mysql.Open(m.PrimaryDSN(m.CreateDatabase(b))), benchConfig(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Config{
+		Tables:    []Table{{Name: "orders", Key: "user_id", ID: "id"}},
+		Shards:    shards,
+		Algorithm: EvenBuckets(1024, names...),
+	})
+	if err := def.Use(s); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	var a, c int64 = 1, 0
+	for u := int64(2); c == 0; u++ {
+		if s.ShardOf(u) != s.ShardOf(a) {
+			c = u
+		}
+	}
+	if err := def.Create([]*benchOrder{{ID: 1, UserID: a, Status: "s"}, {ID: 2, UserID: c, Status: "s"}}).Error; err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range []struct {
+		name  string
+		users []int64
+	}{{"two-shards", []int64{a, c}}, {"one-shard", []int64{a}}} {
+		b.Run(w.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := def.Model(&benchOrder{}).Where("user_id IN ?", w.users).Update("status", fmt.Sprint(i)).Error; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -89,6 +89,17 @@ type Config struct {
 	// method off. It is used only
 	// when the offset is also at least 4 x the limit.
 	DeepOffset int
+
+	// SequentialCommits commits a write over several shards shard by shard
+	// when they cannot commit it atomically (two-phase commit needs
+	// PostgreSQL shards with max_prepared_transactions above 0; XA needs
+	// MariaDB 10.5 or later and its decision table; MySQL shards have
+	// neither): a failure between two commits then leaves part of the
+	// write, and the error names the shards that committed. Default false:
+	// such a write is refused with ErrNoAtomicCommit before anything is
+	// committed. Writes on one shard, and writes over shards that commit
+	// atomically, are unaffected.
+	SequentialCommits bool
 }
 
 // Table is a sharded table.
@@ -142,9 +153,10 @@ type Lookup interface {
 // the router removes only those: a pair recorded before, for the same
 // user, belongs to a row that still exists, and removed, it would let
 // another user's Create take the ID. With a Lookup that does not
-// implement it, the router calls Resolve before Put to tell (one more
-// call per Create). A Create whose IDs were all minted by it (Config.IDs)
-// calls Put alone: its pairs are new.
+// implement it, the pairs of a Create given its IDs stay when it fails
+// (an ID whose Create failed then stays its user's: another user's Create
+// of it is refused with ErrIDInUse). A Create whose IDs were all minted by
+// it (Config.IDs) removes its pairs either way: they are new.
 type LookupFresh interface {
 	// PutFresh is Put, returning the order IDs whose pairs it wrote; the
 	// others were recorded for the same user already. Of two calls racing

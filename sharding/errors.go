@@ -49,6 +49,13 @@ var (
 	// collation other than byte order, raw SQL with ORDER BY or aggregates,
 	// ...); the message names what. Nothing is returned.
 	ErrScatterUnsupported = merge.ErrUnsupported
+	// ErrNoAtomicCommit: a write over several shards whose shards cannot
+	// commit it atomically (PostgreSQL with max_prepared_transactions = 0,
+	// MariaDB before 10.5 or without its decision table, MySQL), refused
+	// at its commit: every shard rolled back, nothing is written. The
+	// message names the shards and the remedy; Config.SequentialCommits
+	// commits such writes shard by shard instead.
+	ErrNoAtomicCommit = errors.New("sharding: the shards cannot commit a write over several of them atomically")
 	// ErrUnknownShard: a hint or a hot-user entry names a shard that is not
 	// configured.
 	ErrUnknownShard = errors.New("sharding: unknown shard")

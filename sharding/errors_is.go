@@ -65,3 +65,7 @@ func IsIDInUse(err error) bool { return errors.Is(err, ErrIDInUse) }
 // IsCommitPending reports whether err is, or wraps, ErrCommitPending;
 // errors.Is works as well.
 func IsCommitPending(err error) bool { return errors.Is(err, ErrCommitPending) }
+
+// IsNoAtomicCommit reports whether err is, or wraps, ErrNoAtomicCommit;
+// errors.Is works as well.
+func IsNoAtomicCommit(err error) bool { return errors.Is(err, ErrNoAtomicCommit) }

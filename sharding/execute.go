@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -314,6 +315,13 @@ func (s *Sharding) run(db *gorm.DB, tg *target, sh *shard, mutate func(*gorm.Sta
 			return sub
 		}
 		sub.Statement.ConnPool = conn
+		if _, xa := conn.(*sql.Conn); xa && tg.lazy != nil {
+			// An XA part (xa.go): GORM must not begin its own transaction
+			// on the connection, which runs the XA transaction.
+			cfg := *sub.Config
+			cfg.SkipDefaultTransaction = true
+			sub.Config = &cfg
+		}
 	}
 	if (tg.split >= 0 || tg.rawParts != nil || tg.own) && mutate == nil {
 		mutate = s.partMutator(tg, sh.index, nil)

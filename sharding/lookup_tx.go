@@ -254,30 +254,24 @@ func (s *Sharding) putPairs(stmt *gorm.Statement, table string, pairs []Pair, mi
 
 // putLookup is Lookup.Put, returning the IDs whose pairs it recorded anew:
 // all of them when minted (IDs minted just now are new); else as the
-// Lookup says (LookupFresh), or those Resolve did not know just before.
+// Lookup says (LookupFresh). A Lookup that cannot say counts none as new:
+// a Resolve before its Put could tell two racing Creates of one ID for one
+// user that the pair is new, and the one that then fails would remove the
+// pair from under the other's row, letting another user's Create take its
+// ID. The pair of a Create that failed stays instead: it routes its ID to
+// a shard where no row has it (a read by that ID finds nothing, as it
+// should), and another user's Create of that ID is refused (ErrIDInUse).
 func (s *Sharding) putLookup(ctx context.Context, pairs []Pair, minted bool) (fresh []int64, err error) {
-	if minted {
-		if err := s.cfg.Lookup.Put(ctx, pairs); err != nil {
-			return nil, err
-		}
-		return pairIDs(pairs), nil
-	}
-	if lf, ok := s.cfg.Lookup.(LookupFresh); ok {
+	if lf, ok := s.cfg.Lookup.(LookupFresh); ok && !minted {
 		return lf.PutFresh(ctx, pairs)
-	}
-	known, err := s.cfg.Lookup.Resolve(ctx, pairIDs(pairs))
-	if err != nil {
-		return nil, err
 	}
 	if err := s.cfg.Lookup.Put(ctx, pairs); err != nil {
 		return nil, err
 	}
-	for _, p := range pairs {
-		if _, ok := known[p.OrderID]; !ok {
-			fresh = append(fresh, p.OrderID)
-		}
+	if minted {
+		return pairIDs(pairs), nil
 	}
-	return fresh, nil
+	return nil, nil
 }
 
 // pairIDs is the order IDs of pairs.

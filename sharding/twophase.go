@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/freshread/freshread/internal/lib/faults"
 	"github.com/freshread/freshread/internal/lib/sqlerr"
 	"github.com/freshread/freshread/plugin"
@@ -47,9 +49,11 @@ import (
 // still in progress is left to its coordinator. See
 // docs/design/sharding-and-moves.md, "Writes over several shards".
 //
-// Shards on MariaDB or MySQL, and PostgreSQL shards without prepared
-// transactions, commit one after the other (tx.go): a failure between the
-// commits leaves part of the write.
+// Shards on MariaDB commit with XA (xa.go). A write over shards on MySQL,
+// or PostgreSQL shards without prepared transactions, is refused
+// (ErrNoAtomicCommit), or with Config.SequentialCommits committed one
+// shard after the other (tx.go): a failure between the commits then
+// leaves part of the write.
 
 // gidPrefix starts the global ID of every part the plugin prepares.
 const gidPrefix = "freshread:"
@@ -62,6 +66,7 @@ var errNotCommitted = errors.New("sharding: nothing committed")
 type twoPhase struct {
 	mu      sync.Mutex
 	allowed map[int]bool // shard index -> prepared transactions allowed (cached answers)
+	xa      map[int]xaShard
 	warned  map[int]bool
 
 	ctx    context.Context // ended by Close
@@ -69,11 +74,16 @@ type twoPhase struct {
 	wg     sync.WaitGroup
 	// recovering: a recovery loop runs (started by a part left unresolved).
 	recovering bool
+	// forget: MariaDB decision rows to delete, by coordinator; forgetting:
+	// deleteDecisions runs (xa.go).
+	forget     map[*shard][]string
+	forgetting bool
 }
 
 func (tp *twoPhase) init() {
 	tp.ctx, tp.cancel = context.WithCancel(context.Background())
 	tp.allowed = map[int]bool{}
+	tp.xa = map[int]xaShard{}
 	tp.warned = map[int]bool{}
 }
 
@@ -112,7 +122,7 @@ func (s *Sharding) twoPhaseAllowed(ctx context.Context, idx []int) bool {
 			tp.warned[i] = true
 			tp.mu.Unlock()
 			if warn {
-				s.logger().Warn("sharding: shard has max_prepared_transactions = 0: a write over several shards is committed shard by shard, and a failure between the commits leaves part of it written; set max_prepared_transactions (for example to max_connections) on the shard and its replicas to make such writes atomic", "shard", sh.name)
+				s.logger().Warn("sharding: shard has max_prepared_transactions = 0: a write over several shards it takes part in cannot commit atomically, and is refused (ErrNoAtomicCommit) unless Config.SequentialCommits commits it shard by shard; set max_prepared_transactions (for example to max_connections) on the shard and its replicas", "shard", sh.name)
 			}
 		}
 		if !ok {
@@ -219,21 +229,12 @@ func (t *lazyTx) endTwoPhase() error {
 		}
 	}
 
-	err := tp.step("commit " + coord.name)
-	if err == nil {
-		err = endTx(coordConn, true)
-	}
-	if err != nil {
-		// A COMMIT the server refused, or one never sent (the writer
-		// lease's fence): the transaction is rolled back, which makes its
-		// outcome "aborted" for recovery. After a COMMIT of unknown
-		// outcome this changes nothing.
-		_ = endTx(coordConn, false)
-		if definitelyFailed(err) || plugin.IsStoreUnreachable(err) {
-			return rollbackAll(prepared, len(t.inner), fmt.Errorf("sharding: commit on shard %q (the decision of a write over several shards): %w", coord.name, err))
+	if refused, err := tp.commitDecision(coord, coordConn); err != nil {
+		if refused {
+			return rollbackAll(prepared, len(t.inner), err)
 		}
 		s.startRecovery()
-		return fmt.Errorf("sharding: commit on shard %q (the decision of a write over several shards) has an unknown outcome; the prepared parts on the other shards follow it once it is known (recovery): %w", coord.name, err)
+		return fmt.Errorf("%w; its outcome is unknown: the prepared parts on the other shards follow it once it is known (recovery)", err)
 	}
 	t.committed = append(t.committed[:0], t.shards...)
 
@@ -242,7 +243,7 @@ func (t *lazyTx) endTwoPhase() error {
 		sh := s.shards[t.shards[i+1]]
 		err := tp.step("commit prepared " + sh.name)
 		if err == nil {
-			err = commitPrepared(ctx, sh, g)
+			err = commitPrepared(ctx, sh, g, true)
 		}
 		if err != nil {
 			pending = append(pending, fmt.Errorf("shard %q: %w", sh.name, err))
@@ -255,17 +256,60 @@ func (t *lazyTx) endTwoPhase() error {
 	return nil
 }
 
+// commitDecision commits the coordinator's transaction, the decision of
+// a write over several shards. refused: it did not commit (the server
+// refused the COMMIT, or the writer lease's fence never sent it);
+// otherwise an error is a COMMIT of unknown outcome. Either way the
+// transaction is rolled back after an error, which makes its outcome
+// "aborted" for recovery unless the COMMIT did commit.
+func (tp *twoPhase) commitDecision(coord *shard, conn gorm.ConnPool) (refused bool, err error) {
+	err = tp.step("commit " + coord.name)
+	if err == nil {
+		err = endTx(conn, true)
+	}
+	if err == nil {
+		return false, nil
+	}
+	_ = endTx(conn, false)
+	refused = definitelyFailed(err) || plugin.IsStoreUnreachable(err)
+	return refused, fmt.Errorf("sharding: commit on shard %q (the decision of a write over several shards): %w", coord.name, err)
+}
+
 // commitPrepared commits the prepared part g on sh through the shard's
 // pool (its freshread plugin publishes the commit). A part that no longer
 // exists was committed by recovery: only a committed coordinator makes it
-// commit, and only an aborted one makes it roll back.
-func commitPrepared(ctx context.Context, sh *shard, g string) error {
-	err := sh.db.WithContext(ctx).Exec("COMMIT PREPARED " + quoteLiteral(g)).Error
-	if err != nil && sqlerr.PostgresCode(err) == "42704" { // undefined_object: no such prepared transaction
-		return nil
+// commit, and only an aborted one makes it roll back. A part another
+// session is committing at that moment (the writer and a recovery, in this
+// process or another, racing: SQLSTATE 55000, "is busy") is waited for
+// until it is gone, for up to busyWait, when wait is set (the writer);
+// otherwise (recovery) errPartBusy is returned: the part's other
+// committer finishes it.
+func commitPrepared(ctx context.Context, sh *shard, g string, wait bool) error {
+	deadline := time.Now().Add(busyWait)
+	for {
+		err := sh.db.WithContext(ctx).Exec("COMMIT PREPARED " + quoteLiteral(g)).Error
+		switch sqlerr.PostgresCode(err) {
+		case "42704": // undefined_object: no such prepared transaction
+			return nil
+		case "55000": // object_in_use: another session is committing it
+			if !wait {
+				return errPartBusy
+			}
+			if time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+		}
+		return err
 	}
-	return err
 }
+
+// errPartBusy: another session is committing the prepared part.
+var errPartBusy = errors.New("sharding: another session is committing the prepared part")
+
+// busyWait bounds commitPrepared's wait for a part another session is
+// committing.
+const busyWait = 5 * time.Second
 
 // primaryRow runs query on the shard's primary pool directly: prepared
 // parts and transaction outcomes are the primary's (a replica may not
@@ -286,7 +330,7 @@ func (s *Sharding) recoverAtStart() {
 	tp := &s.tp
 	any := false
 	for _, sh := range s.shards {
-		any = any || preparable(sh)
+		any = any || preparable(sh) || (dialect(sh) == "mysql" && !sh.db.DryRun)
 	}
 	if !any {
 		return
@@ -365,6 +409,39 @@ func (s *Sharding) startRecovery() {
 // from operations tooling to resolve parts at once.
 func (s *Sharding) RecoverPrepared(ctx context.Context) (left int, _ error) {
 	var errs []error
+	// MariaDB: the decision rows are read before the parts are listed
+	// (sweepXADecisions).
+	decisions := map[*shard][]xaDecisionRow{}
+	for _, sh := range s.shards {
+		if !s.xaInfo(ctx, sh).capable {
+			continue
+		}
+		rows, err := sh.xaDecisionRows(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sharding: list decision rows on shard %q: %w", sh.name, err))
+			continue
+		}
+		decisions[sh] = rows
+	}
+	prepared, listed := map[string]bool{}, true
+	for _, sh := range s.shards {
+		n, seen, err := s.recoverXA(ctx, sh)
+		left += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if seen == nil && s.xaInfo(ctx, sh).capable {
+			listed = false
+		}
+		for g := range seen {
+			prepared[g] = true
+		}
+	}
+	if listed {
+		if err := s.sweepXADecisions(ctx, decisions, prepared); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, sh := range s.shards {
 		if !preparable(sh) {
 			continue
@@ -432,13 +509,19 @@ func (s *Sharding) resolvePart(ctx context.Context, sh *shard, g string) (done b
 	}
 	switch *status {
 	case "committed":
-		if err := commitPrepared(ctx, sh, g); err != nil {
+		if err := commitPrepared(ctx, sh, g, false); err != nil {
+			if errors.Is(err, errPartBusy) {
+				return false, nil // its other committer finishes it: the next round sees it gone
+			}
 			return false, fmt.Errorf("sharding: commit prepared part %s on shard %q: %w", g, sh.name, err)
 		}
 		s.logger().Info("sharding: recovery committed a prepared part of a write over several shards", "shard", sh.name, "gid", g)
 		return true, nil
 	case "aborted":
 		err := sh.db.WithContext(ctx).Exec("ROLLBACK PREPARED " + quoteLiteral(g)).Error
+		if sqlerr.PostgresCode(err) == "55000" {
+			return false, nil // another session is resolving it: the next round sees it gone
+		}
 		if err != nil && sqlerr.PostgresCode(err) != "42704" {
 			return false, fmt.Errorf("sharding: roll back prepared part %s on shard %q: %w", g, sh.name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -130,9 +131,11 @@ func connDB(pool gorm.ConnPool) (*sql.DB, error) {
 // sharded table to the shard of its rows; from then on it is that
 // database's transaction, and a statement for any other database fails
 // with ErrCrossShard. The one exception is the transaction GORM's
-// CreateInBatches opens for itself (batch): it may hold one transaction
-// per shard its rows reach, committed one after the other (atomic on each
-// shard, not across shards, like a Create that spans shards).
+// CreateInBatches opens for itself (batch), and the one a write over
+// several shards outside any transaction runs in (statement_tx.go): it may
+// hold one transaction per shard its rows reach, committed atomically
+// across them (two-phase commit, XA), or refused (ErrNoAtomicCommit), or
+// with Config.SequentialCommits committed one after the other.
 //
 // Statements without a table before the binding (SAVEPOINT, SET LOCAL)
 // are kept and run first on the database it binds to.
@@ -151,7 +154,11 @@ type lazyTx struct {
 	onDef  gorm.ConnPool   // the default database's transaction, once bound there
 	shards []int           // shard indexes, in the order their transactions began
 	inner  []gorm.ConnPool // their transactions
-	queued []string        // statements without a table, run when it binds
+	// xa holds, for each of inner, its XA part (nil: an ordinary
+	// transaction), and gtrid the write's global ID (xa.go).
+	xa     []*xaPart
+	gtrid  string
+	queued []string // statements without a table, run when it binds
 	// committed: the shards whose transactions Commit committed.
 	committed []int
 	batchOK   int8 // 0 unknown, 1 CreateInBatches' own, -1 not
@@ -252,15 +259,31 @@ func (t *lazyTx) shardConn(sh *shard, many bool) (gorm.ConnPool, error) {
 	if t.onDef != nil || (len(t.shards) > 0 && !many) {
 		return nil, fmt.Errorf("%w: shard %q in a transaction on %s", ErrCrossShard, sh.name, t.where())
 	}
-	conn, err := beginOn(t.ctx, sh.db.Config.ConnPool, t.opts, "shard "+sh.name)
+	var (
+		conn gorm.ConnPool
+		part *xaPart
+		err  error
+	)
+	if len(t.shards) > 0 && t.opts == nil && t.s.xaAllowed(t.ctx, t.s.shards[t.shards[0]], sh) {
+		part, err = t.beginXA(sh)
+		if part != nil {
+			conn = part.conn
+		}
+	} else {
+		conn, err = beginOn(t.ctx, sh.db.Config.ConnPool, t.opts, "shard "+sh.name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sharding: begin the transaction on shard %q: %w", sh.name, err)
 	}
 	if err := t.replay(conn); err != nil {
+		if part != nil {
+			_ = part.rollback(context.WithoutCancel(t.ctx))
+		}
 		return nil, err
 	}
 	t.shards = append(t.shards, sh.index)
 	t.inner = append(t.inner, conn)
+	t.xa = append(t.xa, part)
 	return conn, nil
 }
 
@@ -387,8 +410,53 @@ func (t *lazyTx) end(commit bool) error {
 	if t.onDef != nil {
 		return endTx(t.onDef, commit)
 	}
-	if commit && len(t.inner) > 1 && t.s.twoPhaseAllowed(t.ctx, t.shards) {
-		return t.endTwoPhase()
+	return t.endShards(commit)
+}
+
+// refuseNotAtomic rolls back a write over several shards that cannot
+// commit atomically, of which the shards named cannot take part, and
+// returns ErrNoAtomicCommit with the remedy. t.mu is held.
+func (t *lazyTx) refuseNotAtomic(shards []string) error {
+	return errors.Join(fmt.Errorf("%w: %w", errNotCommitted, fmt.Errorf("%w: the write reached shards %s, which cannot all take part in two-phase commit (PostgreSQL) or XA (MariaDB); every shard rolled back, nothing is written: set max_prepared_transactions above 0 on PostgreSQL shards and their replicas, run MariaDB 10.5 or later with CREATE on the coordinating shard's database (or create the freshread_xa_decisions table, docs/guide/sharding.md), split the write by user, or set sharding.Config.SequentialCommits to commit shard by shard (a failure between the commits then leaves part of the write)", ErrNoAtomicCommit, strings.Join(shards, ", "))), t.endShards(false))
+}
+
+// endShards ends the transaction on every shard it reached: commit
+// (atomically when the shards can: XA, two-phase commit; else refused,
+// or with Config.SequentialCommits shard by shard) or roll back. t.mu is
+// held.
+func (t *lazyTx) endShards(commit bool) error {
+	if slices.ContainsFunc(t.xa, func(x *xaPart) bool { return x != nil }) {
+		if commit {
+			var plain []string // parts beside the XA ones that are not
+			for i := 1; i < len(t.inner); i++ {
+				if t.xa[i] == nil {
+					plain = append(plain, t.s.shards[t.shards[i]].name)
+				}
+			}
+			if len(plain) > 0 && !t.s.cfg.SequentialCommits {
+				return t.refuseNotAtomic(plain)
+			}
+			return t.endXA()
+		}
+		err := endTx(t.inner[0], false)
+		for i := 1; i < len(t.inner); i++ {
+			if t.xa[i] == nil {
+				err = errors.Join(err, endTx(t.inner[i], false))
+			}
+		}
+		return errors.Join(err, t.rollbackXA())
+	}
+	if commit && len(t.inner) > 1 {
+		if t.s.twoPhaseAllowed(t.ctx, t.shards) {
+			return t.endTwoPhase()
+		}
+		if !t.s.cfg.SequentialCommits {
+			names := make([]string, len(t.shards))
+			for i, si := range t.shards {
+				names[i] = t.s.shards[si].name
+			}
+			return t.refuseNotAtomic(names)
+		}
 	}
 	var (
 		committed []string

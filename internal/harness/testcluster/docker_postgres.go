@@ -27,7 +27,7 @@ type dockerPostgres struct {
 	nodes []*dockerServer // nodes[0] is the primary
 }
 
-func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
+func startDockerPostgres(ctx context.Context, n int, settings []string) (_ pgBackend, err error) {
 	sn, err := newServerNet(ctx, true)
 	if err != nil {
 		return nil, err
@@ -67,6 +67,9 @@ func startDockerPostgres(ctx context.Context, n int) (_ pgBackend, err error) {
 			entrypoint = []string{"freshread-postgres", "replica", strconv.Itoa(nd.port), sn.peer(primary.name), strconv.Itoa(primary.port), nd.name}
 		}
 		entrypoint = append(entrypoint, "-c", "listen_addresses="+sn.listenIP(), "-c", "max_prepared_transactions=64")
+		for _, s := range settings {
+			entrypoint = append(entrypoint, "-c", s) // the last of a name wins
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

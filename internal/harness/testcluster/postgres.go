@@ -38,19 +38,31 @@ type pgBackend interface {
 // FRESHREAD_PG_REPLICA_URLS; a container when a Docker engine is reachable;
 // the local PostgreSQL binaries.
 func StartPostgres(ctx context.Context, n int) (*Postgres, error) {
+	return StartPostgresWith(ctx, n)
+}
+
+// StartPostgresWith is StartPostgres with server settings ("name=value",
+// e.g. "max_prepared_transactions=0") that override the harness's own,
+// on a container or local binaries; servers given by URL
+// (FRESHREAD_PG_PRIMARY_URL) cannot take them, and settings with them
+// are an error.
+func StartPostgresWith(ctx context.Context, n int, settings ...string) (*Postgres, error) {
 	var (
 		b   pgBackend
 		err error
 	)
 	switch {
 	case os.Getenv(EnvPostgresPrimary) != "":
+		if len(settings) > 0 {
+			return nil, unavailable("PostgreSQL with settings "+strings.Join(settings, ", "), "servers given by "+EnvPostgresPrimary+" keep their own settings; unset it to start servers here")
+		}
 		b, err = newEnvPostgres()
 	default:
 		var containers bool
 		if containers, err = useDocker(ctx); containers {
-			b, err = startDockerPostgres(ctx, n)
+			b, err = startDockerPostgres(ctx, n, settings)
 		} else if err == nil {
-			b, err = startLocalPostgres(ctx, n)
+			b, err = startLocalPostgres(ctx, n, settings)
 		}
 	}
 	if err != nil {

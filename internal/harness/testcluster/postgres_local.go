@@ -77,7 +77,7 @@ log_min_messages = warning
 logging_collector = off
 `
 
-func startLocalPostgres(ctx context.Context, n int) (_ *localPostgres, err error) {
+func startLocalPostgres(ctx context.Context, n int, settings []string) (_ *localPostgres, err error) {
 	if os.Getenv(EnvNoLocal) == "1" {
 		return nil, unavailable("PostgreSQL", EnvNoLocal+"=1 disables local servers; unset it, or set the FRESHREAD_* server variables of docs/testing.md")
 	}
@@ -110,7 +110,11 @@ func startLocalPostgres(ctx context.Context, n int) (_ *localPostgres, err error
 		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
 		return nil, err
 	}
-	if err := appendFile(filepath.Join(primary.dir, "postgresql.conf"), pgConf); err != nil {
+	conf := pgConf
+	for _, s := range settings {
+		conf += s + "\n" // the last line of a name wins
+	}
+	if err := appendFile(filepath.Join(primary.dir, "postgresql.conf"), conf); err != nil {
 		return nil, err
 	}
 	hba := "local all all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"

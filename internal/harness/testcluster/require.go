@@ -149,6 +149,20 @@ func PostgresFor(t testing.TB) *Postgres {
 	return pg
 }
 
+// PostgresWithFor starts a PostgreSQL primary with n replicas of the
+// test's own, with server settings (StartPostgresWith), stopped when the
+// test ends; a missing server is a skip or, with
+// FRESHREAD_REQUIRE_INTEGRATION=1, a failure.
+func PostgresWithFor(t testing.TB, n int, settings ...string) *Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pg, err := StartPostgresWith(ctx, n, settings...)
+	need(t, err)
+	t.Cleanup(func() { _ = pg.Close() })
+	return pg
+}
+
 // MariaDBFor is PostgresFor for MariaDB.
 func MariaDBFor(t testing.TB) *MariaDB {
 	t.Helper()
