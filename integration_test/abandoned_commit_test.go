@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 // A's transaction updates item 1 and sends COMMIT, which the server holds
 // (a deferred constraint trigger waits for an advisory lock the test
 // holds, as a COMMIT waits for a synchronous standby or arrives late
-// through a slow network); A's context ends first, so A gets an error and
-// the COMMIT's outcome is unknown to it. The replicas then replay
+// through a slow network); A's context ends while the COMMIT waits, so A
+// gets an error and the COMMIT's outcome is unknown to it. The replicas then replay
 // everything written so far and pause. The test lets the COMMIT finish:
 // the row changes on the primary well after A gave up. Once A has
 // published what it holds, B's reads of the row must return the committed
@@ -72,7 +73,7 @@ func TestAbandonedCommitNeverReadsStale(t *testing.T) {
 func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *gorm.DB) error, alone bool, aOpts ...envOpt) {
 	var e *env
 	var a, b *gorm.DB
-	var pa *plugin.Plugin
+	var pa, pb *plugin.Plugin
 	if alone {
 		e = newEngineEnv(t, engine)
 		a, pa = e.open(append([]envOpt{withStore(lsnstore.NewMemory())}, aOpts...)...)
@@ -81,7 +82,7 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 		store, _ := newRedisStore(t, "abandoned-"+t.Name())
 		e = newEngineEnv(t, engine, withStore(store))
 		a, pa = e.open(append([]envOpt{withStore(store)}, aOpts...)...)
-		b, _ = e.open(withStore(store))
+		b, pb = e.open(withStore(store))
 	}
 	if err := e.db.Create(&Item{ID: 1, Name: "old"}).Error; err != nil {
 		t.Fatal(err)
@@ -105,17 +106,44 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 		}
 	}()
 
-	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	err := write(a.WithContext(wctx))
+	// A gives up once its COMMIT waits for the lock, not after a fixed
+	// time: a slow machine could end A's context before the COMMIT was
+	// sent, and the transaction would roll back instead.
+	var told float64 // B's store discontinuities before A gives up
+	if pb != nil {
+		told = pluginMetric(t, pb, "freshread_store_discontinuities_total")
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- write(a.WithContext(wctx)) }()
+	if err := waitLockWaiters(e, lockKey, 1, done); err != nil {
+		t.Fatal(err)
+	}
 	cancel()
+	err := <-done
 	if err == nil {
 		t.Fatal("A's transaction committed while its COMMIT waited for the lock the test holds")
 	}
-	if !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, context.Canceled) {
 		t.Logf("A's COMMIT failed with %v (its context ended during it)", err)
 	}
 	if got := readPrimaryName(t, e, 1); got != "old" {
 		t.Fatalf("the row on the primary while the COMMIT waits: %q, want \"old\"", got)
+	}
+	// B has taken A's word that a write is unpublished (its floor, the
+	// primary's position then) before the replicas catch up and pause: a
+	// floor B took later (a follower of the shared poll checks the store
+	// at its next refresh) could lie past the paused replicas, after WAL
+	// that even reads write on the primary (page pruning).
+	if pb != nil {
+		deadline := time.Now().Add(10 * time.Second)
+		for pluginMetric(t, pb, "freshread_store_discontinuities_total") == told {
+			if time.Now().After(deadline) {
+				t.Fatal("B never learnt that A holds a write it could not publish")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	// The held transaction's WAL records may sit in a page nobody flushes
 	// while it waits (the WAL writer flushes up to the last commit): a
@@ -149,7 +177,7 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 	deadline := time.Now().Add(10 * time.Second)
 	for readPrimaryName(t, e, 1) != "held" {
 		if time.Now().After(deadline) {
-			t.Fatal("the held COMMIT never committed once the lock was released: the test exercised nothing")
+			t.Fatalf("the held COMMIT never committed once the lock was released: the test exercised nothing (the database's sessions: %s)", sessionsOf(t, e))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -162,6 +190,31 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 	if got := e.readItem(a, 1); got.Name != "held" {
 		t.Fatalf("A's own read: STALE READ %+v", got)
 	}
+}
+
+// sessionsOf describes the test database's sessions on the primary, for
+// a failure's message.
+func sessionsOf(t *testing.T, e *env) string {
+	t.Helper()
+	sqlDB, err := e.db.DB()
+	if err != nil {
+		return err.Error()
+	}
+	rows, err := sqlDB.Query(`SELECT format('pid %s %s (%s) xid %s: %s', pid, state, wait_event, backend_xid, left(query, 60))
+		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err.Error()
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, "; ")
 }
 
 // readPrimaryName reads item id's name on the primary, without the plugin.
