@@ -120,8 +120,19 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 	if err := waitLockWaiters(e, lockKey, 1, done); err != nil {
 		t.Fatal(err)
 	}
+	cancels := heldCommitCancels(t, e)
 	cancel()
 	err := <-done
+	// pgx sends its cancel request from a goroutine of its own once A's
+	// statement returned: the lock is released only once the waiting
+	// COMMIT has absorbed it. A cancel that a slow machine delivered
+	// after the release could land after the wait, end the COMMIT, and
+	// leave the test with nothing to check.
+	for deadline := time.Now().Add(10 * time.Second); heldCommitCancels(t, e) == cancels; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A's client never cancelled its waiting COMMIT (pgx sends a cancel request when it gives up on a statement)")
+		}
+	}
 	if err == nil {
 		t.Fatal("A's transaction committed while its COMMIT waited for the lock the test holds")
 	}

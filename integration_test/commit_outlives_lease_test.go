@@ -414,6 +414,22 @@ func waitLockWaiters(e *env, key, n int, write <-chan error) error {
 	}
 }
 
+// heldCommitCancels is how many cancel requests held COMMITs have absorbed
+// while they waited (createHeldCommitTrigger): a sequence, which no
+// rollback undoes.
+func heldCommitCancels(t *testing.T, e *env) int64 {
+	t.Helper()
+	sqlDB, err := e.db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := sqlDB.QueryRow("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM held_commit_cancels").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // flushWAL commits a write of another table, which flushes the WAL an
 // open transaction wrote (the WAL writer flushes up to the last commit):
 // the replicas can then replay up to the primary's insert position.
@@ -429,10 +445,12 @@ func flushWAL(t *testing.T, e *env) {
 // trigger). The client's cancel request (pgx sends one when it gives up
 // on the COMMIT) does not end the wait: the COMMIT stays with the server,
 // as one the network delivers late, or one waiting for a synchronous
-// standby, does.
+// standby, does. Each cancel the wait absorbs advances the sequence
+// held_commit_cancels (heldCommitCancels).
 func createHeldCommitTrigger(t *testing.T, e *env, key int) {
 	t.Helper()
 	for _, q := range []string{
+		`CREATE SEQUENCE held_commit_cancels`,
 		fmt.Sprintf(`CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 		 BEGIN
 		   IF NEW.name = 'held' THEN
@@ -440,7 +458,8 @@ func createHeldCommitTrigger(t *testing.T, e *env, key int) {
 		       BEGIN
 		         PERFORM pg_advisory_xact_lock(%d);
 		         EXIT;
-		       EXCEPTION WHEN query_canceled THEN NULL;
+		       EXCEPTION WHEN query_canceled THEN
+		         PERFORM nextval('held_commit_cancels');
 		       END;
 		     END LOOP;
 		   END IF;
