@@ -19,7 +19,8 @@ import (
 // (a deferred constraint trigger waits for an advisory lock the test
 // holds, as a COMMIT waits for a synchronous standby or arrives late
 // through a slow network); A's context ends while the COMMIT waits, so A
-// gets an error and the COMMIT's outcome is unknown to it. The replicas then replay
+// gets an error and the COMMIT's outcome is unknown to it, and A's client
+// cancels it, which the waiting COMMIT absorbs. The replicas then replay
 // everything written so far and pause. The test lets the COMMIT finish:
 // the row changes on the primary well after A gave up. Once A has
 // published what it holds, B's reads of the row must return the committed
