@@ -237,15 +237,22 @@ func (e *shEnv) another(opts ...shOpt) (*gorm.DB, *sharding.Sharding) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	db, err := gorm.Open(postgres.Open(e.pg.PrimaryDSN(e.defName)), quiet())
+	return openSharded(e.t, postgres.Open(e.pg.PrimaryDSN(e.defName)), cfg)
+}
+
+// openSharded opens the default database with a sharding plugin made
+// from cfg, both closed when the test ends.
+func openSharded(t *testing.T, def gorm.Dialector, cfg sharding.Config) (*gorm.DB, *sharding.Sharding) {
+	t.Helper()
+	db, err := gorm.Open(def, quiet())
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	s := sharding.New(cfg)
 	if err := db.Use(s); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	e.t.Cleanup(func() {
+	t.Cleanup(func() {
 		s.Close()
 		closeDB(db)
 	})

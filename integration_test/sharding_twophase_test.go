@@ -108,22 +108,7 @@ func TestShardingTwoPhaseCommit(t *testing.T) {
 // commits it (recovery at install), and the rows read through it are the
 // new ones.
 func TestShardingTwoPhaseRecoveredByNextProcess(t *testing.T) {
-	dead := errors.New("the process died here")
-	// The first process's own pass at install runs in the background and
-	// may run late on a loaded machine, after the write: it is held off
-	// from the start (a check made before the write could still let it
-	// list the part after), until the next process starts. The process
-	// dies after the decision only once the rows are seeded.
-	var armed, started atomic.Bool
-	restore := faults.Set(func(s string) error {
-		switch {
-		case s == "sharding: recovery at start" && !started.Load():
-			return dead
-		case armed.Load() && (strings.HasPrefix(s, "sharding: commit prepared ") || s == "sharding: recovery round"):
-			return dead
-		}
-		return nil
-	})
+	armed, started, restore := dyingCoordinator()
 	defer restore()
 	e := newShEnv(t)
 	a, b, _, _ := keyChangeUsers(t, e)
@@ -138,13 +123,7 @@ func TestShardingTwoPhaseRecoveredByNextProcess(t *testing.T) {
 	}
 	started.Store(true)
 	db2, _ := e.another() // the restarted process
-	deadline := time.Now().Add(20 * time.Second)
-	for e.preparedParts() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the next process left the part prepared")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNoPrepared(t, e.preparedParts, 20*time.Second, "the next process left the part prepared")
 	if got := e.statusOf(9700, 9800); got != [2]string{"new", "new"} {
 		t.Fatalf("statuses %v after recovery, want both new", got)
 	}
@@ -154,6 +133,38 @@ func TestShardingTwoPhaseRecoveredByNextProcess(t *testing.T) {
 	}
 	if len(rows) != 2 || rows[0].Status != "new" || rows[1].Status != "new" {
 		t.Fatalf("read %+v through the next process, want both new", rows)
+	}
+}
+
+// dyingCoordinator makes this process die (a fault) after a cross-shard
+// write's decision, before committing its parts, once armed. Its own
+// recovery pass at install runs in the background and may run late on a
+// loaded machine, after the write: it is held off from the start (a check
+// made before the write could still let it list the part after), until
+// started says the next process starts.
+func dyingCoordinator() (armed, started *atomic.Bool, restore func()) {
+	dead := errors.New("the process died here")
+	armed, started = new(atomic.Bool), new(atomic.Bool)
+	restore = faults.Set(func(s string) error {
+		switch {
+		case s == "sharding: recovery at start" && !started.Load():
+			return dead
+		case armed.Load() && (strings.HasPrefix(s, "sharding: commit prepared ") || s == "sharding: recovery round"):
+			return dead
+		}
+		return nil
+	})
+	return armed, started, restore
+}
+
+// waitNoPrepared waits until prepared reports no prepared part, failing
+// with what after within.
+func waitNoPrepared(t *testing.T, prepared func() int, within time.Duration, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(within); prepared() != 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
 	}
 }
 

@@ -108,10 +108,6 @@ func (e *xaEnv) open() (*gorm.DB, *sharding.Sharding) {
 			Freshness: fc,
 		})
 	}
-	db, err := gorm.Open(mysql.Open(e.m.PrimaryDSN(e.def)), quiet())
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	cfg := sharding.Config{
 		Tables:    []sharding.Table{{Name: "orders", Key: "user_id", ID: "id"}, {Name: "order_items", Key: "user_id"}},
 		Shards:    shards,
@@ -120,15 +116,7 @@ func (e *xaEnv) open() (*gorm.DB, *sharding.Sharding) {
 	if e.config != nil {
 		e.config(&cfg)
 	}
-	s := sharding.New(cfg)
-	if err := db.Use(s); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		s.Close()
-		closeDB(db)
-	})
-	return db, s
+	return openSharded(e.t, mysql.Open(e.m.PrimaryDSN(e.def)), cfg)
 }
 
 // statuses reads orders x (on m0) and y (on m1) from the shards'
@@ -338,17 +326,7 @@ func xaCommitSteps(t *testing.T, e *xaEnv) {
 // next process that installs the plugin commits it, and reads it new with
 // the replica stopped before that commit.
 func TestMariaDBShardingXARecoveredByNextProcess(t *testing.T) {
-	dead := errors.New("the process died here")
-	var armed, started atomic.Bool
-	restore := faults.Set(func(s string) error {
-		switch {
-		case s == "sharding: recovery at start" && !started.Load():
-			return dead
-		case armed.Load() && (strings.HasPrefix(s, "sharding: commit prepared ") || s == "sharding: recovery round"):
-			return dead
-		}
-		return nil
-	})
+	armed, started, restore := dyingCoordinator()
 	defer restore()
 	e := newXAEnv(t)
 	if err := e.db.Create([]*ShOrder{{ID: 9700, UserID: e.a, Status: "old"}, {ID: 9800, UserID: e.b, Status: "old"}}).Error; err != nil {
@@ -371,13 +349,7 @@ func TestMariaDBShardingXARecoveredByNextProcess(t *testing.T) {
 	}
 	started.Store(true)
 	db2, s2 := e.open() // the restarted process
-	deadline := time.Now().Add(30 * time.Second)
-	for e.prepared() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the next process left the part prepared")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNoPrepared(t, e.prepared, 30*time.Second, "the next process left the part prepared")
 	if got := e.statuses(9700, 9800); got != [2]string{"new", "new"} {
 		t.Fatalf("statuses %v after recovery, want both new", got)
 	}
@@ -434,13 +406,7 @@ func TestMariaDBShardingXARecoveryWaitsForCoordinator(t *testing.T) {
 	if !errors.Is(err, sharding.ErrCommitPending) {
 		t.Fatalf("err %v, want ErrCommitPending (the part's connection was killed)", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for e.prepared() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the part stayed prepared")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitNoPrepared(t, e.prepared, 30*time.Second, "the part stayed prepared")
 	if got := e.statuses(9900, 9901); got != [2]string{"new", "new"} {
 		t.Fatalf("statuses %v, want both new: recovery decided the write while its coordinator was open", got)
 	}
@@ -475,13 +441,7 @@ func TestMariaDBShardingXASurvivesPrimaryRestart(t *testing.T) {
 	if !errors.Is(err, sharding.ErrCommitPending) {
 		t.Fatalf("err %v, want ErrCommitPending", err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for e.prepared() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the part stayed prepared after the restart")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitNoPrepared(t, e.prepared, time.Minute, "the part stayed prepared after the restart")
 	if got := e.statuses(9950, 9951); got != [2]string{"new", "new"} {
 		t.Fatalf("statuses %v after the restart and recovery, want both new", got)
 	}
