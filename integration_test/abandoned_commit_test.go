@@ -20,13 +20,16 @@ import (
 // holds, as a COMMIT waits for a synchronous standby or arrives late
 // through a slow network); A's context ends while the COMMIT waits, so A
 // gets an error and the COMMIT's outcome is unknown to it, and A's client
-// cancels it, which the waiting COMMIT absorbs. The replicas then replay
+// cancels it, which the waiting COMMIT absorbs (PgBouncer may drop the
+// cancel: the COMMIT then simply waits on). The replicas then replay
 // everything written so far and pause. The test lets the COMMIT finish:
 // the row changes on the primary well after A gave up. Once A has
 // published what it holds, B's reads of the row must return the committed
 // value. Before A followed the COMMIT's server process to its end, A
 // published the write at its next poll, before the commit, and B read the
-// row stale from the replicas that had replayed up to that position.
+// row stale from the replicas that had replayed up to that position. A
+// cancel that arrives only after the release can end the COMMIT instead:
+// such a round checks nothing, and runs again (at most three rounds).
 //
 // Each way the plugin begins a transaction: folded with pgx straight to
 // the primary (the connection's PID names the server process), through
@@ -94,6 +97,32 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 	if err := a.Create(&Item{ID: 2, Name: "warm"}).Error; err != nil {
 		t.Fatal(err)
 	}
+	// A round whose COMMIT a late cancel ended (heldCommitRound) checks
+	// nothing: it runs again, at most three times.
+	const rounds = 3
+	for round := 1; !heldCommitRound(t, e, a, b, pb, write, alone, lockKey); round++ {
+		if round == rounds {
+			t.Fatalf("in %d rounds, the held COMMIT never committed once the lock was released: the test exercised nothing", rounds)
+		}
+		t.Logf("round %d: the held COMMIT did not commit once the lock was released (a cancel that arrived after the release ended it); again", round)
+	}
+	waitNoPending(t, pa)
+	for i := range 5 {
+		if got := e.readItem(b, 1); got.Name != "held" {
+			t.Fatalf("B's read %d after the abandoned COMMIT finished and A published: STALE READ %+v", i, got)
+		}
+	}
+	if got := e.readItem(a, 1); got.Name != "held" {
+		t.Fatalf("A's own read: STALE READ %+v", got)
+	}
+}
+
+// heldCommitRound is one round of TestAbandonedCommitNeverReadsStale, up
+// to the held COMMIT's end: it reports whether the COMMIT committed once
+// the lock was released. A COMMIT that did not (a cancel that a slow
+// machine delivered after the release ended it) leaves nothing to check.
+func heldCommitRound(t *testing.T, e *env, a, b *gorm.DB, pb *plugin.Plugin, write func(a *gorm.DB) error, alone bool, lockKey int) bool {
+	t.Helper()
 	e.resumeAll()
 	e.eventuallyReplica(func() served { return e.readItem(b, 1) }, "B before the write")
 
@@ -105,6 +134,7 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 		if !released {
 			_, _ = holder.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", lockKey)
 		}
+		_ = holder.Close()
 	}()
 
 	// A gives up once its COMMIT waits for the lock, not after a fixed
@@ -126,12 +156,15 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 	err := <-done
 	// pgx sends its cancel request from a goroutine of its own once A's
 	// statement returned: the lock is released only once the waiting
-	// COMMIT has absorbed it. A cancel that a slow machine delivered
-	// after the release could land after the wait, end the COMMIT, and
-	// leave the test with nothing to check.
+	// COMMIT has absorbed it, if it comes. A cancel that a slow machine
+	// delivered after the release could land after the wait and end the
+	// COMMIT (the round then checks nothing). PgBouncer may not forward it
+	// at all: it drops a cancel request whose client has disconnected
+	// before it forwarded the request.
 	for deadline := time.Now().Add(10 * time.Second); heldCommitCancels(t, e) == cancels; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("A's client never cancelled its waiting COMMIT (pgx sends a cancel request when it gives up on a statement)")
+			t.Logf("A's client's cancel request never reached its waiting COMMIT in 10 s; going on without it%s", bouncerLog(e))
+			break
 		}
 	}
 	if err == nil {
@@ -189,19 +222,21 @@ func abandonedCommitNeverReadsStale(t *testing.T, engine string, write func(a *g
 	deadline := time.Now().Add(10 * time.Second)
 	for readPrimaryName(t, e, 1) != "held" {
 		if time.Now().After(deadline) {
-			t.Fatalf("the held COMMIT never committed once the lock was released: the test exercised nothing (the database's sessions: %s)", sessionsOf(t, e))
+			t.Logf("the held COMMIT never committed once the lock was released (the database's sessions: %s)%s", sessionsOf(t, e), bouncerLog(e))
+			return false
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitNoPending(t, pa)
-	for i := range 5 {
-		if got := e.readItem(b, 1); got.Name != "held" {
-			t.Fatalf("B's read %d after the abandoned COMMIT finished and A published: STALE READ %+v", i, got)
-		}
+	return true
+}
+
+// bouncerLog is the end of the primary's PgBouncer log behind a bounced
+// env, for a message; "" otherwise.
+func bouncerLog(e *env) string {
+	if c, ok := e.c.(bouncedCluster); ok {
+		return "; PgBouncer's log:\n" + c.b.PrimaryLog(20)
 	}
-	if got := e.readItem(a, 1); got.Name != "held" {
-		t.Fatalf("A's own read: STALE READ %+v", got)
-	}
+	return ""
 }
 
 // sessionsOf describes the test database's sessions on the primary, for

@@ -184,6 +184,16 @@ func (b *PgBouncer) start(ctx context.Context, bin string, nd *pgbNode) error {
 	return nil
 }
 
+// PrimaryLog is the last n lines of the primary's bouncer's log, for a
+// failing test's message.
+func (b *PgBouncer) PrimaryLog(n int) string {
+	out, err := os.ReadFile(filepath.Join(b.base, b.nodes[0].name+".log"))
+	if err != nil {
+		return fmt.Sprintf("testcluster: pgbouncer log: %v", err)
+	}
+	return lastLines(out, n)
+}
+
 // Mode is the pool mode, PoolTransaction or PoolSession.
 func (b *PgBouncer) Mode() string { return b.mode }
 
