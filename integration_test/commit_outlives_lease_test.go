@@ -141,7 +141,7 @@ func holdCommits(t *testing.T, e *env) commitHold {
 				if err := waitLockWaiters(e, lockKey, n, write); err != nil {
 					return nil, err
 				}
-				return querySessions(primary, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())", lockKey)
+				return querySessions(primary, "SELECT pid FROM pg_locks WHERE "+advisoryWaiters, lockKey)
 			},
 			running: func(sessions []int64) (int, error) {
 				var n int
@@ -385,9 +385,14 @@ func holdAdvisoryLock(t *testing.T, e *env, key int) *sql.Conn {
 	return conn
 }
 
+// advisoryWaiters selects the rows of pg_locks of sessions waiting for
+// advisory lock $1 in the test's database (a lock of another test's
+// database is another lock).
+const advisoryWaiters = "locktype = 'advisory' AND NOT granted AND objid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+
 // waitLockWaiters waits until n sessions wait for advisory lock key in
-// the test's database (a lock of another test's database is another
-// lock); an error when write (the write expected to wait) ended first.
+// the test's database (advisoryWaiters); an error when write (the write
+// expected to wait) ended first.
 func waitLockWaiters(e *env, key, n int, write <-chan error) error {
 	primary, err := e.db.DB() // the primary's pool, without the plugin
 	if err != nil {
@@ -396,7 +401,7 @@ func waitLockWaiters(e *env, key, n int, write <-chan error) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
-		if err := primary.QueryRow("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())", key).Scan(&waiting); err != nil {
+		if err := primary.QueryRow("SELECT count(*) FROM pg_locks WHERE "+advisoryWaiters, key).Scan(&waiting); err != nil {
 			return err
 		}
 		if waiting >= n {

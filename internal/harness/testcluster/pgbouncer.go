@@ -161,7 +161,7 @@ func (b *PgBouncer) start(ctx context.Context, bin string, nd *pgbNode) error {
 		return fmt.Errorf("testcluster: %w", err)
 	}
 	b.user.chown(userlist)
-	logPath := filepath.Join(b.base, nd.name+".log")
+	logPath := b.logPath(nd)
 	conf := filepath.Join(b.base, nd.name+".ini")
 	text := fmt.Sprintf(pgbConf, nd.target.Hostname(), nd.target.Port(), nd.port, userlist, user, b.mode)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
@@ -187,12 +187,15 @@ func (b *PgBouncer) start(ctx context.Context, bin string, nd *pgbNode) error {
 // PrimaryLog is the last n lines of the primary's bouncer's log, for a
 // failing test's message.
 func (b *PgBouncer) PrimaryLog(n int) string {
-	out, err := os.ReadFile(filepath.Join(b.base, b.nodes[0].name+".log"))
+	out, err := os.ReadFile(b.logPath(b.nodes[0]))
 	if err != nil {
 		return fmt.Sprintf("testcluster: pgbouncer log: %v", err)
 	}
 	return lastLines(out, n)
 }
+
+// logPath is where start writes bouncer nd's log.
+func (b *PgBouncer) logPath(nd *pgbNode) string { return filepath.Join(b.base, nd.name+".log") }
 
 // Mode is the pool mode, PoolTransaction or PoolSession.
 func (b *PgBouncer) Mode() string { return b.mode }
